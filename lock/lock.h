@@ -1,0 +1,130 @@
+// This header defines `Lock`, the interface every dlock lock policy
+// implements, and the `Lease` it hands out.
+//
+// Policies (each in its own header): `SimpleLock` (one SET NX PX attempt),
+// `RetryLock` (wraps any Lock: waits with backoff, woken by release
+// notifications), `ReentrantLock` (owner-counted), `RedLock` (//redlock,
+// quorum over N servers). The blocking facade (blocking_lock.h) wraps any of
+// them for threaded programs.
+//
+// A lease is in one of three states:
+//
+//   state    | server key          | Release        | Extend
+//   ---------+---------------------+----------------+---------------------
+//   Held     | holds lease.token   | OK, key gone   | OK, new deadline
+//   Expired  | gone or another's   | kFailedPrecon. | kFailedPrecondition
+//   Released | gone or another's   | kFailedPrecon. | kFailedPrecondition
+//
+// `lease.deadline` is the holder's *local* bound: counted on the loop's
+// monotonic clock from when the acquiring command was sent, minus a drift
+// allowance, so it is never later than the server-side expiry.
+//
+// Async contract (all methods): a bad argument is rejected by the call
+// itself (non-OK Status returned) and the callback never runs; otherwise the
+// callback runs exactly once, on the loop, never inside the call.
+//
+// Not thread-safe: call only on the loop's thread.
+#ifndef DLOCK_LOCK_LOCK_H_
+#define DLOCK_LOCK_LOCK_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace dlock {
+
+struct Lease {
+  // What was locked, as the caller named it (without key prefix).
+  std::string resource;
+  // The value that proves ownership on the server: at least 128 random bits,
+  // fresh for every acquisition (for ReentrantLock: the owner id).
+  std::string token;
+  // Fencing token: a per-resource counter the acquire script increments.
+  // Strictly increases across successive holders of one resource; pass it to
+  // the protected resource so it can reject a stale holder.
+  int64_t fence = 0;
+  // The TTL the server key was last set with.
+  absl::Duration ttl;
+  // Local monotonic deadline (EventLoop::Now() scale): the holder must stop
+  // relying on the lock at this time unless it extended the lease.
+  absl::Time deadline;
+};
+
+struct AcquireOptions {
+  // Lease time-to-live on the server. Must be > 0 and <= the policy's
+  // documented maximum.
+  absl::Duration ttl = absl::Seconds(30);
+  // How long RetryLock (and RedLock's retries) may wait for the lock.
+  // Zero: one attempt. Ignored by SimpleLock.
+  absl::Duration wait = absl::ZeroDuration();
+  // ReentrantLock: the task that owns the lock on this client (event-loop
+  // hosts have no thread identity). Ignored by other policies.
+  std::string task_id;
+};
+
+using LeaseCallback = absl::AnyInvocable<void(absl::StatusOr<Lease>) &&>;
+using StatusCallback = absl::AnyInvocable<void(absl::Status) &&>;
+
+// Something in flight that can be cancelled.
+class Cancellable {
+ public:
+  virtual ~Cancellable() = default;
+  // True: the callback will never run (destroyed before Cancel returns), and
+  // anything the operation may have taken on the server is released in the
+  // background. False: the callback already ran or is running.
+  virtual bool Cancel() = 0;
+};
+
+// Returned by Acquire. Copyable; does not keep the operation alive: once
+// the operation finished, Cancel() returns false. A default-constructed
+// handle refers to nothing.
+class AcquireHandle {
+ public:
+  AcquireHandle() = default;
+  explicit AcquireHandle(std::weak_ptr<Cancellable> op) : op_(std::move(op)) {}
+
+  bool Cancel() {
+    std::shared_ptr<Cancellable> op = op_.lock();
+    return op != nullptr && op->Cancel();
+  }
+
+ private:
+  std::weak_ptr<Cancellable> op_;
+};
+
+class Lock {
+ public:
+  virtual ~Lock() = default;
+
+  // Tries to take `resource`. On success the callback gets the Lease. Errors:
+  // kAborted (held by another owner), kUnavailable (server down or error
+  // reply), kDeadlineExceeded (no answer in time; nothing is left behind:
+  // the token sent is released), kCancelled (shutdown), kInternal (foreign
+  // data under the key). Returns kInvalidArgument for an empty or too long
+  // resource or a bad ttl.
+  virtual absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
+                                                const AcquireOptions& options,
+                                                LeaseCallback callback) = 0;
+
+  // Releases the lease if it still owns the key (compare-and-delete, atomic
+  // on the server). kFailedPrecondition if the key is gone or owned by
+  // someone else (then nothing is touched).
+  virtual absl::Status Release(const Lease& lease, StatusCallback callback) = 0;
+
+  // Sets the key's TTL to `ttl` if the lease still owns it. On success the
+  // callback gets the lease with its new ttl and deadline (counted from when
+  // the extend was sent). kFailedPrecondition if it no longer owns the key.
+  virtual absl::Status Extend(const Lease& lease, absl::Duration ttl,
+                              LeaseCallback callback) = 0;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_LOCK_LOCK_H_

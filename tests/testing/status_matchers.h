@@ -1,0 +1,48 @@
+// This header defines gtest matchers for absl::Status and absl::StatusOr<T>:
+// `IsOk()`, `StatusIs(code)`, `IsOkAndHolds(matcher)`. Abseil 20220623 has
+// none (absl_testing::StatusIs arrived in 20240722); these keep its names.
+//
+// Tests check codes, not message text.
+#ifndef DLOCK_TESTS_TESTING_STATUS_MATCHERS_H_
+#define DLOCK_TESTS_TESTING_STATUS_MATCHERS_H_
+
+#include <ostream>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+
+namespace dlock {
+namespace testing {
+
+inline const absl::Status& GetStatus(const absl::Status& s) { return s; }
+template <typename T>
+const absl::Status& GetStatus(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+MATCHER(IsOk, "is OK") {
+  const absl::Status& s = GetStatus(arg);
+  if (!s.ok()) *result_listener << "status is " << s;
+  return s.ok();
+}
+
+MATCHER_P(StatusIs, code,
+          std::string("has code ") + absl::StatusCodeToString(code)) {
+  const absl::Status& s = GetStatus(arg);
+  *result_listener << "status is " << s;
+  return s.code() == code;
+}
+
+MATCHER_P(IsOkAndHolds, inner, "is OK and holds a value that matches") {
+  if (!arg.ok()) {
+    *result_listener << "status is " << arg.status();
+    return false;
+  }
+  return ::testing::ExplainMatchResult(inner, *arg, result_listener);
+}
+
+}  // namespace testing
+}  // namespace dlock
+
+#endif  // DLOCK_TESTS_TESTING_STATUS_MATCHERS_H_

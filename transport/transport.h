@@ -1,0 +1,79 @@
+// This header defines `Transport`, how dlock sends commands to one Redis
+// server, and `Subscription`, a pub/sub channel listener.
+//
+// Implementations:
+//   - `HiredisTransport` (//transport/uv): hiredis async API on libuv.
+//   - `FakeTransport` (//transport/fake): a connection to an in-memory
+//     `FakeRedis`, with fault injection.
+//
+// Contract shared by all implementations:
+//   - A command is an argv of byte strings (any byte, NUL included).
+//   - `Send` either rejects the command at once (non-OK Status returned; the
+//     callback is destroyed and never runs), or accepts it, and then the
+//     callback runs exactly once, on the loop, never inside `Send` itself,
+//     even when the answer is known at once.
+//   - The callback gets a `Reply` when the server answered (an error reply
+//     such as "NOSCRIPT ..." is a Reply of type kError), or a Status when it
+//     did not: kDeadlineExceeded when `timeout` passed first (the command may
+//     still have run on the server), kUnavailable when the connection is down
+//     or was lost (again the command may have run), kCancelled when the
+//     transport was closed.
+//   - Commands sent in one loop turn are written together (pipelining) and
+//     answered in order.
+//
+// Not thread-safe: call only on the loop's thread.
+#ifndef DLOCK_TRANSPORT_TRANSPORT_H_
+#define DLOCK_TRANSPORT_TRANSPORT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/transport/reply.h"
+
+namespace dlock {
+
+using ReplyCallback = absl::AnyInvocable<void(absl::StatusOr<Reply>) &&>;
+
+// Called for every message published on a subscribed channel.
+using MessageCallback =
+    absl::AnyInvocable<void(absl::string_view channel, absl::string_view message)>;
+
+// A live subscription. Destroying it unsubscribes: after the destructor
+// returns, its `on_message` never runs again.
+class Subscription {
+ public:
+  virtual ~Subscription() = default;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Sends `argv` (non-empty; argv[0] is the command name) and calls
+  // `callback` exactly once with the reply or the failure (see above).
+  // `timeout` bounds the wait for the reply and must be positive.
+  // Returns kInvalidArgument for an empty argv or a non-positive timeout,
+  // kCancelled after Close(); the callback then never runs.
+  virtual absl::Status Send(std::vector<std::string> argv,
+                            absl::Duration timeout,
+                            ReplyCallback callback) = 0;
+
+  // Subscribes to `channel`. `on_ready` runs once, on the loop, with OK when
+  // the server has confirmed the subscription (messages published after that
+  // are delivered) or with the failure. While the connection is down messages
+  // are lost; implementations resubscribe after reconnecting. Several
+  // subscriptions to one channel are allowed; each gets every message.
+  virtual absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
+      std::string channel, MessageCallback on_message,
+      absl::AnyInvocable<void(absl::Status) &&> on_ready) = 0;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_TRANSPORT_TRANSPORT_H_
