@@ -1,0 +1,99 @@
+// This header defines `LockCommands`: the lock primitives on ONE Redis
+// server, each a single atomic Lua script run through `Script` (EVALSHA with
+// NOSCRIPT fallback). `SimpleLock` is a policy over one `LockCommands`;
+// `RedLock` fans the same primitives out over N servers with one token.
+//
+// Keys of a resource R with prefix P (all share the hash tag {R}, so they
+// sit in one Redis Cluster slot):
+//   P{R}           the lock: a string holding the owner's token, with PX TTL
+//   P{R}:fence     the fencing counter (no TTL; INCR by every acquire)
+//   P{R}:released  the pub/sub channel a release publishes on
+// ReentrantLock uses P{R} as a hash {owner -> count} instead of a string; a
+// key of the other kind is "held by another" to both (never overwritten).
+//
+// Not thread-safe: call only on the loop's thread. The transport must
+// outlive this object and every command it sent.
+#ifndef DLOCK_LOCK_LOCK_COMMANDS_H_
+#define DLOCK_LOCK_LOCK_COMMANDS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/transport/transport.h"
+
+namespace dlock {
+
+// The longest resource name accepted (bytes).
+inline constexpr size_t kMaxResourceLength = 1024;
+// TTL bounds accepted by every policy: at least 1 ms (Redis PX granularity),
+// at most 30 days.
+inline constexpr absl::Duration kMinTtl = absl::Milliseconds(1);
+inline constexpr absl::Duration kMaxTtl = absl::Hours(24 * 30);
+
+// kInvalidArgument unless `resource` is non-empty and at most
+// kMaxResourceLength bytes (any byte allowed, NUL included).
+absl::Status ValidateResource(absl::string_view resource);
+// kInvalidArgument unless kMinTtl <= ttl <= kMaxTtl and ttl is a whole
+// number of milliseconds or more.
+absl::Status ValidateTtl(absl::Duration ttl);
+
+// A fresh random token: 128 bits from an OS-seeded generator, as 32 lower-case
+// hex characters. Thread-safe.
+std::string NewToken();
+
+struct KeyScheme {
+  std::string prefix = "dlock:";
+
+  std::string LockKey(absl::string_view resource) const;      // P{R}
+  std::string FenceKey(absl::string_view resource) const;     // P{R}:fence
+  std::string ChannelKey(absl::string_view resource) const;   // P{R}:released
+};
+
+class LockCommands {
+ public:
+  LockCommands(Transport* transport, KeyScheme keys);
+
+  const KeyScheme& keys() const { return keys_; }
+  Transport* transport() const { return transport_; }
+
+  // SET P{R} token NX PX ttl; on success INCR P{R}:fence, all in one script.
+  // Callback: the new fence value; kAborted if the key is held (by anyone,
+  // this token included); kUnavailable / kDeadlineExceeded / kCancelled from
+  // the transport; kUnavailable for an error reply; kInternal for a reply of
+  // an unexpected shape.
+  absl::Status TryAcquire(absl::string_view resource, absl::string_view token,
+                          absl::Duration ttl, absl::Duration timeout,
+                          absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb);
+
+  // If P{R} == token: DEL it and PUBLISH on P{R}:released. OK, or
+  // kFailedPrecondition when the key is gone or holds another value.
+  absl::Status Release(absl::string_view resource, absl::string_view token,
+                       absl::Duration timeout,
+                       absl::AnyInvocable<void(absl::Status) &&> cb);
+
+  // If P{R} == token: PEXPIRE it to ttl. OK, or kFailedPrecondition.
+  absl::Status Extend(absl::string_view resource, absl::string_view token,
+                      absl::Duration ttl, absl::Duration timeout,
+                      absl::AnyInvocable<void(absl::Status) &&> cb);
+
+  // RedLock's extend on a server that lost the key: if P{R} == token,
+  // PEXPIRE; if P{R} does not exist, SET it to token PX ttl (never touches a
+  // key holding another value). OK, or kFailedPrecondition.
+  absl::Status ExtendOrReacquire(absl::string_view resource,
+                                 absl::string_view token, absl::Duration ttl,
+                                 absl::Duration timeout,
+                                 absl::AnyInvocable<void(absl::Status) &&> cb);
+
+ private:
+  Transport* transport_;
+  KeyScheme keys_;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_LOCK_LOCK_COMMANDS_H_
