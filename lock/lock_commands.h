@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/transport/reply.h"
 #include "dlock/transport/transport.h"
 
 namespace dlock {
@@ -38,9 +39,14 @@ inline constexpr absl::Duration kMaxTtl = absl::Hours(24 * 30);
 // kInvalidArgument unless `resource` is non-empty and at most
 // kMaxResourceLength bytes (any byte allowed, NUL included).
 absl::Status ValidateResource(absl::string_view resource);
-// kInvalidArgument unless kMinTtl <= ttl <= kMaxTtl and ttl is a whole
-// number of milliseconds or more.
+// kInvalidArgument unless kMinTtl <= ttl <= kMaxTtl, i.e. at least one
+// whole millisecond. A fraction of a millisecond is truncated when sent (PX
+// takes whole milliseconds); leases record the truncated ttl (WholeMillis).
 absl::Status ValidateTtl(absl::Duration ttl);
+
+// `ttl` as sent to Redis: whole milliseconds, truncated.
+int64_t TtlMillis(absl::Duration ttl);
+absl::Duration WholeMillis(absl::Duration ttl);
 
 // A fresh random token: 128 bits from an OS-seeded generator, as 32 lower-case
 // hex characters. Thread-safe.
@@ -54,6 +60,21 @@ struct KeyScheme {
   std::string ChannelKey(absl::string_view resource) const;   // P{R}:released
 };
 
+// Reply mapping shared by the policies (DESIGN.md's error table): an error
+// reply is kUnavailable, except WRONGTYPE or "value is not an integer"
+// (foreign data under a lock or fence key), which are kInternal.
+absl::Status ErrorReplyStatus(const Reply& reply);
+// For a reply of a shape the script never produces: ErrorReplyStatus() for
+// an error reply, otherwise kInternal naming `what`.
+absl::Status UnexpectedReplyStatus(absl::string_view what, const Reply& reply);
+
+// Every method below validates first and returns kInvalidArgument (callback
+// never runs) for a bad resource (ValidateResource), an empty token, a bad
+// ttl (ValidateTtl) or a non-positive timeout; otherwise it returns the
+// transport's rejection or OK, and then `cb` runs exactly once, on the
+// loop. `timeout` bounds each round trip (Script's NOSCRIPT fallback may add
+// a second one). Transport failures pass through unchanged. The callbacks
+// do not refer to this object: it may be destroyed with commands in flight.
 class LockCommands {
  public:
   LockCommands(Transport* transport, KeyScheme keys);

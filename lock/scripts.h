@@ -1,0 +1,64 @@
+// This header defines the Lua scripts behind every dlock lock primitive, as
+// `Script` objects (EVALSHA with NOSCRIPT fallback). Each script does its
+// compare-and-act in one atomic step on the server.
+//
+// They are public so the fake's differential test can run every dlock script
+// on both the in-memory FakeRedis and a real redis-server and compare the
+// replies (`AllScripts()` lists them with the KEYS/ARGV they expect).
+//
+// Key layout (see lock_commands.h): P{R} is the lock key, P{R}:fence the
+// fencing counter, P{R}:released the release channel (passed as an ARGV,
+// since a channel is not a key).
+//
+// Replies (every script, by construction, raises an error only when a key
+// holds data of an unexpected type, e.g. a fence key that is not an integer):
+//
+//   script                   | KEYS          | ARGV                  | reply
+//   -------------------------+---------------+-----------------------+-------------------------
+//   AcquireScript            | lock, fence   | token, ttl_ms         | fence (integer >= 1), or
+//                            |               |                       | nil when the key exists
+//   ReleaseScript            | lock          | token, channel        | 1 deleted (+PUBLISH), 0 not owner
+//   ExtendScript             | lock          | token, ttl_ms         | 1 PEXPIREd to ttl, 0 not owner
+//   ExtendOrReacquireScript  | lock          | token, ttl_ms         | 1 extended or re-set, 0 other
+//   ReentrantAcquireScript   | lock, fence   | owner, ttl_ms         | {count, fence}, or nil when
+//                            |               |                       | another owner / other kind
+//   ReentrantReleaseScript   | lock          | owner, channel        | count left (0: deleted and
+//                            |               |                       | published), -1 not owner
+//   ReentrantExtendScript    | lock          | owner, ttl_ms         | 1 PEXPIREd to ttl, 0 not owner
+//
+// A key of the other kind (a hash where a string is expected or vice versa)
+// counts as "held by another": never overwritten, never deleted.
+//
+// Thread-safe: the Script objects are immutable and live forever.
+#ifndef DLOCK_LOCK_SCRIPTS_H_
+#define DLOCK_LOCK_SCRIPTS_H_
+
+#include <vector>
+
+#include "dlock/transport/script.h"
+
+namespace dlock {
+
+const Script& AcquireScript();
+const Script& ReleaseScript();
+const Script& ExtendScript();
+const Script& ExtendOrReacquireScript();
+const Script& ReentrantAcquireScript();
+const Script& ReentrantReleaseScript();
+const Script& ReentrantExtendScript();
+
+// The message a release publishes on the resource's channel.
+inline constexpr char kReleasedMessage[] = "released";
+
+struct NamedScript {
+  const char* name;       // e.g. "acquire"
+  const Script* script;   // never null; lives forever
+  int num_keys;           // how many KEYS it takes (the rest are ARGV)
+};
+
+// Every script above, for tools and the differential test.
+std::vector<NamedScript> AllScripts();
+
+}  // namespace dlock
+
+#endif  // DLOCK_LOCK_SCRIPTS_H_
