@@ -1,0 +1,43 @@
+// This header declares lock_bench's dlock workloads: the same seq /
+// pipelined / contend cycles as the raw baselines (raw_hiredis.h), run
+// through dlock's public API on the real transport (UvEventLoop +
+// HiredisTransport), plus the watchdog workload.
+//
+//   workload   | one port                         | several ports
+//   -----------+----------------------------------+---------------------
+//   seq        | SimpleLock (async) or the        | RedLock
+//              | blocking facade (api blocking)   |
+//   pipelined  | D SimpleLock chains on one loop  | D RedLock chains
+//   contend    | RetryLock: W tasks on one loop   | -
+//              | (async) or W threads (blocking)  |
+//   watchdog   | L SimpleLock leases renewed by   | -
+//              | one Watchdog                     |
+//
+// RunDlock runs to completion on the calling thread and returns the
+// measured result, or kUnavailable / kInvalidArgument like the raw ones.
+#ifndef DLOCK_BENCH_DLOCK_WORKLOADS_H_
+#define DLOCK_BENCH_DLOCK_WORKLOADS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dlock/bench/bench_util.h"
+#include "dlock/bench/raw_hiredis.h"
+
+namespace dlock {
+namespace bench {
+
+struct DlockOptions {
+  RawOptions raw;             // host, ports, prefix, n, depth, workers, ...
+  std::string api = "async";  // async | blocking
+  int64_t leases = 10000;     // watchdog
+  double seconds = 10;        // watchdog
+};
+
+absl::StatusOr<BenchResult> RunDlock(const DlockOptions& o,
+                                     const std::string& workload);
+
+}  // namespace bench
+}  // namespace dlock
+
+#endif  // DLOCK_BENCH_DLOCK_WORKLOADS_H_
