@@ -1,0 +1,124 @@
+// This header defines `SimpleLock`: the single-server lock policy. Acquire
+// is ONE attempt (an atomic script: SET NX PX plus INCR of the resource's
+// fencing counter); Release is compare-and-delete plus a PUBLISH on the
+// resource's release channel; Extend is compare-and-PEXPIRE to the new TTL.
+// See lock_commands.h for the keys and scripts.
+//
+//   SimpleLock lock(&loop, &transport);
+//   auto handle = lock.Acquire("orders/42", {.ttl = absl::Seconds(10)},
+//       [](absl::StatusOr<Lease> lease) { ... });
+//
+// Outcomes of Acquire (the callback's argument):
+//
+//   outcome                                  | result
+//   -----------------------------------------+------------------------------
+//   key was free                             | Lease (token, fence, deadline)
+//   key held by anyone (this lock included)  | kAborted
+//   error reply                              | kUnavailable
+//   no reply within command_timeout          | kDeadlineExceeded  (*)
+//   connection down / lost                   | kUnavailable       (*)
+//   reply arrived after the lease's deadline | kDeadlineExceeded  (*)
+//   foreign data under the keys              | kInternal
+//
+// (*) Unknown or useless outcome: the script may have run and set the key.
+// SimpleLock then releases the token it sent, in the background (the token
+// is fresh, so this can only delete our own key). The same happens when the
+// Acquire was cancelled after the command was sent and the key was (or may
+// have been) taken. If even that cleanup cannot reach the server (it is
+// retried while the key could still exist), the key expires by itself at
+// most `ttl` after the server set it: no lock outlives its ttl.
+//
+// The lease deadline is `send time + ttl - drift`, drift = ttl *
+// drift_factor + drift_constant, on the loop's monotonic clock (send time,
+// not reply time). Extend gives the new deadline counted from when the
+// extend was sent. Because the deadline must be after the send time, a ttl
+// not greater than the drift allowance is rejected (kInvalidArgument).
+//
+// Lifetime: `loop` and `transport` must outlive this object and every
+// operation it started. The SimpleLock itself may be destroyed with
+// operations in flight: they complete and call back normally.
+//
+// Not thread-safe: call only on the loop's thread.
+#ifndef DLOCK_LOCK_SIMPLE_LOCK_H_
+#define DLOCK_LOCK_SIMPLE_LOCK_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/lock/lock.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/observer.h"
+#include "dlock/transport/event_loop.h"
+#include "dlock/transport/transport.h"
+
+namespace dlock {
+
+struct SimpleLockOptions {
+  // Prefix of every key (see KeyScheme). Locks that must exclude each other
+  // need the same prefix.
+  std::string key_prefix = "dlock:";
+  // Bound on each round trip to the server (acquire, release, extend).
+  absl::Duration command_timeout = absl::Seconds(2);
+  // Drift allowance subtracted from the lease deadline:
+  // ttl * drift_factor + drift_constant (Redlock's 1% + 2 ms).
+  double drift_factor = 0.01;
+  absl::Duration drift_constant = absl::Milliseconds(2);
+  // Receives OnAcquire / OnRelease / OnExtend (policy "simple"). nullptr:
+  // none. Must outlive this object's operations.
+  LockObserver* observer = nullptr;
+};
+
+// The drift allowance for `ttl` under the given factor and constant.
+absl::Duration DriftAllowance(absl::Duration ttl, double factor,
+                              absl::Duration constant);
+
+class SimpleLock : public Lock {
+ public:
+  SimpleLock(EventLoop* loop, Transport* transport,
+             SimpleLockOptions options = SimpleLockOptions());
+  ~SimpleLock() override;
+
+  SimpleLock(const SimpleLock&) = delete;
+  SimpleLock& operator=(const SimpleLock&) = delete;
+
+  // One attempt; see the table above. `options.wait` and `options.task_id`
+  // are ignored. Returns kInvalidArgument for a bad resource
+  // (ValidateResource), a bad ttl (ValidateTtl) or a ttl not above the drift
+  // allowance; the callback then never runs. Cancel() on the handle: the
+  // callback never runs, and a key the command took is released.
+  absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
+                                        const AcquireOptions& options,
+                                        LeaseCallback callback) override;
+
+  // Compare-and-delete. OK: the key was ours and is gone, and a release
+  // notification was published. kFailedPrecondition: the key is gone or
+  // holds another token (nothing touched). kUnavailable /
+  // kDeadlineExceeded: unknown (the key still expires by its TTL).
+  // kInvalidArgument (from the call) for a lease with a bad resource or an
+  // empty token.
+  absl::Status Release(const Lease& lease, StatusCallback callback) override;
+
+  // Compare-and-PEXPIRE to `ttl`. OK: the callback gets the lease with the
+  // new ttl and deadline (from the send time; it may already have passed if
+  // the reply was very late). kFailedPrecondition: the lease no longer owns
+  // the key (expired or taken). kInvalidArgument (from the call) as for
+  // Acquire.
+  absl::Status Extend(const Lease& lease, absl::Duration ttl,
+                      LeaseCallback callback) override;
+
+  const KeyScheme& keys() const;
+
+  // Shared with operations in flight (so the lock may die before them).
+  struct Core;
+
+ private:
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_LOCK_SIMPLE_LOCK_H_
