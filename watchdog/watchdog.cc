@@ -1,0 +1,443 @@
+#include "dlock/watchdog/watchdog.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace dlock {
+namespace watchdog_internal {
+
+enum class State {
+  kWatching,  // renewing
+  kLost,      // on_lost ran (or would have)
+  kStopped,   // the holder stopped renewal
+  kReleased,  // the holder released through the handle
+  kOrphaned,  // the Watchdog was destroyed
+};
+
+// One watched lease. Owned by the Core's map while watching, by the handle,
+// and by extend callbacks in flight (so a late reply always finds it).
+struct Entry {
+  uint64_t id = 0;
+  Lease lease;
+  absl::Duration renew_interval;
+  absl::Duration retry_interval;
+  absl::AnyInvocable<void(absl::Status) &&> on_lost;
+  State state = State::kWatching;
+  // Position in Core::renew_queue_ (InfiniteFuture: not queued).
+  absl::Time renew_at = absl::InfiniteFuture();
+  // Position in Core::deadline_queue_ (InfiniteFuture: not queued).
+  absl::Time deadline_at = absl::InfiniteFuture();
+  int inflight = 0;
+  absl::Time last_send = absl::InfinitePast();
+  absl::Status last_error;
+  // For the observer.
+  absl::Time watched_since;
+  int64_t renewals = 0;
+};
+
+class Core : public std::enable_shared_from_this<Core> {
+ public:
+  Core(EventLoop* loop, Lock* lock, WatchdogOptions options)
+      : loop_(loop),
+        lock_(lock),
+        options_(options),
+        observer_(ObserverOrNoop(options.observer)) {}
+
+  EventLoop* loop() const { return loop_; }
+  Lock* lock() const { return lock_; }
+  bool shut_down() const { return shut_down_; }
+  size_t watched() const { return entries_.size(); }
+
+  std::shared_ptr<Entry> Add(const Lease& lease, WatchOptions options,
+                             absl::Duration interval, absl::Duration retry) {
+    auto entry = std::make_shared<Entry>();
+    entry->id = next_id_++;
+    entry->lease = lease;
+    entry->renew_interval = interval;
+    entry->retry_interval = retry;
+    entry->on_lost = std::move(options.on_lost);
+    entry->watched_since = loop_->Now();
+    entries_.emplace(entry->id, entry);
+    SetDeadline(*entry, lease.deadline);
+    SetRenewAt(*entry, std::max(loop_->Now(),
+                                lease.deadline - lease.ttl + interval));
+    Arm();
+    return entry;
+  }
+
+  // Takes `entry` out of the schedule (it is no longer renewed).
+  void Remove(Entry& entry) {
+    SetRenewAt(entry, absl::InfiniteFuture());
+    SetDeadline(entry, absl::InfiniteFuture());
+    entries_.erase(entry.id);
+    Arm();
+  }
+
+  void Shutdown() {
+    shut_down_ = true;
+    if (timer_ != 0) loop_->Cancel(timer_);
+    timer_ = 0;
+    renew_queue_.clear();
+    deadline_queue_.clear();
+    // Move out first: destroying on_lost callbacks runs user destructors.
+    auto entries = std::move(entries_);
+    entries_.clear();
+    for (auto& [id, entry] : entries) {
+      entry->state = State::kOrphaned;
+      entry->renew_at = absl::InfiniteFuture();
+      entry->deadline_at = absl::InfiniteFuture();
+      auto on_lost = std::move(entry->on_lost);
+    }
+  }
+
+ private:
+  using QueueKey = std::pair<absl::Time, uint64_t>;
+
+  static bool Transient(const absl::Status& status) {
+    return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+  }
+
+  void SetRenewAt(Entry& entry, absl::Time t) {
+    if (entry.renew_at != absl::InfiniteFuture()) {
+      renew_queue_.erase(QueueKey(entry.renew_at, entry.id));
+    }
+    entry.renew_at = t;
+    if (t != absl::InfiniteFuture()) renew_queue_.emplace(t, entry.id);
+  }
+
+  void SetDeadline(Entry& entry, absl::Time t) {
+    if (entry.deadline_at != absl::InfiniteFuture()) {
+      deadline_queue_.erase(QueueKey(entry.deadline_at, entry.id));
+    }
+    entry.deadline_at = t;
+    if (t != absl::InfiniteFuture()) deadline_queue_.emplace(t, entry.id);
+  }
+
+  // Schedules a retry `retry_interval` from now, if that is still before the
+  // local deadline (otherwise the deadline timer will declare it lost).
+  void ScheduleRetry(Entry& entry, absl::Time now) {
+    const absl::Time at = now + entry.retry_interval;
+    SetRenewAt(entry, at < entry.lease.deadline ? at : absl::InfiniteFuture());
+  }
+
+  // Keeps the one loop timer armed at the earliest due event (or cancels it
+  // when nothing is watched, so the host loop can run dry).
+  void Arm() {
+    if (shut_down_) return;
+    absl::Time next = absl::InfiniteFuture();
+    if (!renew_queue_.empty()) next = renew_queue_.begin()->first;
+    if (!deadline_queue_.empty()) {
+      next = std::min(next, deadline_queue_.begin()->first);
+    }
+    if (next == absl::InfiniteFuture()) {
+      if (timer_ != 0) loop_->Cancel(timer_);
+      timer_ = 0;
+      return;
+    }
+    // An earlier timer is fine: it re-arms when it finds nothing due.
+    if (timer_ != 0 && armed_at_ <= next) return;
+    if (timer_ != 0) loop_->Cancel(timer_);
+    armed_at_ = next;
+    std::weak_ptr<Core> weak = weak_from_this();
+    timer_ = loop_->RunAfter(next - loop_->Now(), [weak]() {
+      if (std::shared_ptr<Core> core = weak.lock()) core->OnTimer();
+    });
+  }
+
+  void OnTimer() {
+    timer_ = 0;
+    // Keeps this Core alive while user callbacks run (one may destroy the
+    // Watchdog; shut_down_ tells us to stop then).
+    std::shared_ptr<Core> self = shared_from_this();
+    const absl::Time now = loop_->Now();
+
+    std::vector<std::shared_ptr<Entry>> expired;
+    for (auto it = deadline_queue_.begin();
+         it != deadline_queue_.end() && it->first <= now; ++it) {
+      expired.push_back(entries_.at(it->second));
+    }
+    std::vector<std::shared_ptr<Entry>> due;
+    const absl::Time horizon = now + options_.batch_window;
+    for (auto it = renew_queue_.begin();
+         it != renew_queue_.end() && it->first <= horizon; ++it) {
+      due.push_back(entries_.at(it->second));
+    }
+
+    for (const std::shared_ptr<Entry>& entry : expired) {
+      if (shut_down_) return;
+      if (entry->state != State::kWatching) continue;
+      absl::Status why = absl::DeadlineExceededError(absl::StrCat(
+          "lease on '", entry->lease.resource,
+          "' reached its local deadline before a renewal succeeded",
+          entry->last_error.ok() ? "" : "; last renewal error: ",
+          entry->last_error.ok() ? "" : entry->last_error.ToString()));
+      DeclareLost(*entry, std::move(why));
+    }
+    for (const std::shared_ptr<Entry>& entry : due) {
+      if (shut_down_) return;
+      if (entry->state != State::kWatching) continue;
+      if (now >= entry->lease.deadline) {
+        // The timer fired past the deadline: the loop stalled. Renewing now
+        // would paper over a window in which the lock was not held.
+        DeclareLost(*entry,
+                    absl::DeadlineExceededError(absl::StrCat(
+                        "loop stalled: renewal of '", entry->lease.resource,
+                        "' ran ", absl::FormatDuration(now - entry->lease.deadline),
+                        " past the lease's local deadline")));
+        continue;
+      }
+      if (entry->inflight > 0 &&
+          now < entry->last_send + entry->retry_interval) {
+        // An extend is in flight and young: wait for it a little longer.
+        SetRenewAt(*entry, entry->last_send + entry->retry_interval);
+        continue;
+      }
+      SendExtend(entry, now);
+    }
+    Arm();
+  }
+
+  void SendExtend(const std::shared_ptr<Entry>& entry, absl::Time now) {
+    entry->inflight++;
+    entry->last_send = now;
+    // Until an answer comes, look again after retry_interval (a reply may be
+    // lost); success reschedules at the normal interval.
+    ScheduleRetry(*entry, now);
+    std::weak_ptr<Core> weak = weak_from_this();
+    const absl::Duration margin = entry->lease.deadline - now;
+    absl::Status sent = lock_->Extend(
+        entry->lease, entry->lease.ttl,
+        [weak, entry, now, margin](absl::StatusOr<Lease> result) {
+          entry->inflight--;
+          std::shared_ptr<Core> core = weak.lock();
+          if (core == nullptr) return;
+          core->OnReply(*entry, now, margin, std::move(result));
+        });
+    if (!sent.ok()) {
+      entry->inflight--;
+      ReportRenewal(*entry, sent, absl::ZeroDuration(), margin);
+      if (Transient(sent)) {
+        entry->last_error = sent;
+      } else {
+        DeclareLost(*entry, std::move(sent));
+      }
+    }
+  }
+
+  void ReportRenewal(Entry& entry, const absl::Status& status,
+                     absl::Duration latency, absl::Duration margin) {
+    RenewalEvent event;
+    event.resource = entry.lease.resource;
+    event.status = status;
+    event.latency = latency;
+    event.margin = margin;
+    event.renewal = ++entry.renewals;
+    observer_->OnRenewal(event);
+  }
+
+  void OnReply(Entry& entry, absl::Time sent_at, absl::Duration margin,
+               absl::StatusOr<Lease> result) {
+    if (shut_down_) return;
+    if (entry.state == State::kLost && result.ok()) {
+      // The lease was declared lost, yet this late extend renewed the key:
+      // nobody holds it now, so give it back instead of blocking others.
+      ReleaseInBackground(*result);
+      return;
+    }
+    // Stopped or released: the reply changes nothing.
+    if (entry.state != State::kWatching) return;
+    std::shared_ptr<Core> self = shared_from_this();
+    const absl::Time now = loop_->Now();
+    ReportRenewal(entry, result.status(), now - sent_at, margin);
+    if (result.ok()) {
+      if (now >= entry.lease.deadline) {
+        Lease renewed = *std::move(result);
+        DeclareLost(entry, absl::DeadlineExceededError(absl::StrCat(
+                               "renewal of '", entry.lease.resource,
+                               "' answered ", absl::FormatDuration(now - entry.lease.deadline),
+                               " after the lease's local deadline")));
+        if (!shut_down_) ReleaseInBackground(renewed);
+        return;
+      }
+      if (result->deadline > entry.lease.deadline) {
+        entry.lease = *std::move(result);
+        entry.last_error = absl::OkStatus();
+        SetDeadline(entry, entry.lease.deadline);
+        SetRenewAt(entry, std::max(now, entry.lease.deadline - entry.lease.ttl +
+                                            entry.renew_interval));
+        Arm();
+      }
+      return;
+    }
+    absl::Status status = std::move(result).status();
+    if (!Transient(status)) {
+      DeclareLost(entry, std::move(status));
+      return;
+    }
+    entry.last_error = status;
+    if (entry.renew_at == absl::InfiniteFuture() && entry.inflight == 0) {
+      ScheduleRetry(entry, now);
+      Arm();
+    }
+  }
+
+  void ReleaseInBackground(const Lease& lease) {
+    // Best effort; the outcome does not matter (kFailedPrecondition means
+    // the key is already gone).
+    lock_->Release(lease, [](absl::Status) {}).IgnoreError();
+  }
+
+  // Ends the watch and tells the holder. The caller must hold a reference
+  // to this Core (the holder may destroy the Watchdog).
+  void DeclareLost(Entry& entry, absl::Status status) {
+    Remove(entry);
+    entry.state = State::kLost;
+    auto on_lost = std::move(entry.on_lost);
+    entry.on_lost = nullptr;
+    LeaseLostEvent event;
+    event.resource = entry.lease.resource;
+    event.status = status;
+    event.held_for = loop_->Now() - entry.watched_since;
+    observer_->OnLeaseLost(event);
+    if (on_lost) std::move(on_lost)(std::move(status));
+  }
+
+  EventLoop* const loop_;
+  Lock* const lock_;
+  const WatchdogOptions options_;
+  LockObserver* const observer_;
+  bool shut_down_ = false;
+  uint64_t next_id_ = 1;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Entry>> entries_;
+  std::set<QueueKey> renew_queue_;
+  std::set<QueueKey> deadline_queue_;
+  TimerId timer_ = 0;
+  absl::Time armed_at_ = absl::InfiniteFuture();
+};
+
+}  // namespace watchdog_internal
+
+using watchdog_internal::Core;
+using watchdog_internal::Entry;
+using watchdog_internal::State;
+
+// --- WatchHandle ---
+
+WatchHandle::WatchHandle(std::shared_ptr<Entry> entry, std::weak_ptr<Core> core)
+    : entry_(std::move(entry)), core_(std::move(core)) {}
+
+WatchHandle::~WatchHandle() { Stop(); }
+
+WatchHandle& WatchHandle::operator=(WatchHandle&& other) noexcept {
+  if (this != &other) {
+    Stop();
+    entry_ = std::move(other.entry_);
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+bool WatchHandle::active() const {
+  return entry_ != nullptr && entry_->state == State::kWatching;
+}
+
+bool WatchHandle::lost() const {
+  return entry_ != nullptr && entry_->state == State::kLost;
+}
+
+bool WatchHandle::IsValid() const {
+  if (entry_ == nullptr) return false;
+  if (entry_->state != State::kWatching && entry_->state != State::kStopped) {
+    return false;
+  }
+  std::shared_ptr<Core> core = core_.lock();
+  if (core == nullptr || core->shut_down()) return false;
+  return core->loop()->Now() < entry_->lease.deadline;
+}
+
+const Lease& WatchHandle::lease() const { return entry_->lease; }
+
+void WatchHandle::Stop() {
+  if (entry_ == nullptr || entry_->state != State::kWatching) return;
+  entry_->state = State::kStopped;
+  auto on_lost = std::move(entry_->on_lost);
+  entry_->on_lost = nullptr;
+  if (std::shared_ptr<Core> core = core_.lock()) core->Remove(*entry_);
+}
+
+absl::Status WatchHandle::Release(StatusCallback callback) {
+  if (entry_ == nullptr) {
+    return absl::FailedPreconditionError("empty WatchHandle");
+  }
+  if (entry_->state == State::kReleased) {
+    return absl::FailedPreconditionError("lease already released");
+  }
+  std::shared_ptr<Core> core = core_.lock();
+  if (core == nullptr || core->shut_down()) {
+    return absl::CancelledError("the Watchdog was destroyed");
+  }
+  // Renewal ends before the release is sent: nothing renews after it.
+  if (entry_->state == State::kWatching) core->Remove(*entry_);
+  const State before =
+      entry_->state == State::kLost ? State::kLost : State::kStopped;
+  entry_->state = State::kReleased;
+  entry_->on_lost = nullptr;
+  absl::Status status = core->lock()->Release(entry_->lease, std::move(callback));
+  if (!status.ok()) entry_->state = before;
+  return status;
+}
+
+// --- Watchdog ---
+
+Watchdog::Watchdog(EventLoop* loop, Lock* lock, WatchdogOptions options)
+    : loop_(loop),
+      lock_(lock),
+      core_(std::make_shared<Core>(loop, lock, options)) {}
+
+Watchdog::~Watchdog() { core_->Shutdown(); }
+
+size_t Watchdog::watched() const { return core_->watched(); }
+
+absl::StatusOr<WatchHandle> Watchdog::Watch(const Lease& lease,
+                                            WatchOptions options) {
+  if (lease.resource.empty()) {
+    return absl::InvalidArgumentError("Watch: lease has an empty resource");
+  }
+  if (lease.token.empty()) {
+    return absl::InvalidArgumentError("Watch: lease has an empty token");
+  }
+  if (lease.ttl <= absl::ZeroDuration() || lease.ttl == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError("Watch: lease ttl must be positive and finite");
+  }
+  if (options.renew_interval < absl::ZeroDuration() ||
+      options.retry_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("Watch: negative renew/retry interval");
+  }
+  const absl::Duration interval = options.renew_interval == absl::ZeroDuration()
+                                      ? lease.ttl / 3
+                                      : options.renew_interval;
+  if (interval >= lease.ttl || interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Watch: renew_interval ", absl::FormatDuration(interval),
+                     " must be below the ttl ", absl::FormatDuration(lease.ttl)));
+  }
+  absl::Duration retry = options.retry_interval;
+  if (retry == absl::ZeroDuration()) {
+    retry = std::max(absl::Milliseconds(1),
+                     std::min(lease.ttl / 10, absl::Seconds(1)));
+  }
+  if (loop_->Now() >= lease.deadline) {
+    return absl::DeadlineExceededError(
+        "Watch: the lease's local deadline has already passed");
+  }
+  std::shared_ptr<Entry> entry =
+      core_->Add(lease, std::move(options), interval, retry);
+  return WatchHandle(std::move(entry), core_);
+}
+
+}  // namespace dlock
