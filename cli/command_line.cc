@@ -1,0 +1,157 @@
+#include "dlock/cli/command_line.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace dlock {
+namespace cli {
+namespace {
+
+// Flags that are ours: defined in a file under cli/.
+bool IsDlockFlag(const absl::CommandLineFlag& flag) {
+  return absl::StrContains(flag.Filename(), "cli/");
+}
+
+absl::Status Usage(absl::string_view message) {
+  return absl::InvalidArgumentError(message);
+}
+
+std::string ValueHint(const absl::CommandLineFlag& flag) {
+  if (flag.IsOfType<absl::Duration>()) {
+    return " (expected a duration such as 30s, 500ms, 2m, 1h30m)";
+  }
+  if (flag.IsOfType<int>()) return " (expected an integer)";
+  if (flag.IsOfType<bool>()) return " (expected true or false)";
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(
+    const std::vector<std::string>& args) {
+  CommandLine out;
+  if (!args.empty()) out.program = args[0];
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      out.has_separator = true;
+      out.command.assign(args.begin() + i + 1, args.end());
+      break;
+    }
+    if (arg == "-h" || arg == "--help" || arg == "-help" || arg == "--helpfull") {
+      out.help = true;
+      continue;
+    }
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
+      out.positional.push_back(arg);
+      continue;
+    }
+    absl::string_view body = arg;
+    body.remove_prefix(body[1] == '-' ? 2 : 1);
+    absl::string_view name = body, value;
+    bool has_value = false;
+    size_t eq = body.find('=');
+    if (eq != absl::string_view::npos) {
+      name = body.substr(0, eq);
+      value = body.substr(eq + 1);
+      has_value = true;
+    }
+    std::string canonical = absl::StrReplaceAll(name, {{"-", "_"}});
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(canonical);
+    bool negated = false;
+    if (flag == nullptr && absl::StartsWith(canonical, "no")) {
+      absl::CommandLineFlag* positive =
+          absl::FindCommandLineFlag(canonical.substr(2));
+      if (positive != nullptr && positive->IsOfType<bool>()) {
+        flag = positive;
+        negated = true;
+      }
+    }
+    if (flag == nullptr || !IsDlockFlag(*flag)) {
+      return Usage(absl::StrCat("unknown flag ", arg));
+    }
+    if (negated) {
+      if (has_value) return Usage(absl::StrCat(arg, " takes no value"));
+      std::string error;
+      flag->ParseFrom("false", &error);
+      continue;
+    }
+    if (!has_value) {
+      if (flag->IsOfType<bool>()) {
+        value = "true";
+      } else if (i + 1 < args.size() && args[i + 1] != "--") {
+        value = args[++i];
+      } else {
+        return Usage(absl::StrCat("flag --", flag->Name(), " needs a value"));
+      }
+    }
+    if (flag->Name() == "redis") {
+      if (value.empty()) return Usage("--redis needs a URL");
+      out.redis_urls.emplace_back(value);
+      continue;
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return Usage(absl::StrCat("bad value \"", value, "\" for --",
+                                flag->Name(), ValueHint(*flag)));
+    }
+  }
+  return out;
+}
+
+std::string UsageText(const std::string& program) {
+  std::string text = absl::StrCat(
+      "usage:\n"
+      "  ", program, " run [--redis URL]... [--ttl 30s] [--wait 0s]\n"
+      "      [--on-lost term|kill|ignore] RESOURCE -- CMD [ARGS...]\n"
+      "      Takes the lock RESOURCE (RedLock when several --redis are given),\n"
+      "      runs CMD while the watchdog renews the lease, releases it when CMD\n"
+      "      exits, and exits with CMD's status.\n"
+      "  ", program, " status [--redis URL]... RESOURCE\n"
+      "      Held or free, remaining TTL and fencing counter, per server.\n"
+      "  ", program, " check [--redis URL]...\n"
+      "      Pre-flight of the deployment: eviction policy, persistence,\n"
+      "      version, scripting, round-trip latency. Exit 78 if unsafe.\n"
+      "\n"
+      "URLs: redis://[user:password@]host:port[/db], unix:///path/to/sock[?db=N];\n"
+      "a URL without password takes it from $DLOCK_REDIS_PASSWORD (see\n"
+      "--password_env). Without --redis: $DLOCK_REDIS_URL, else\n"
+      "redis://127.0.0.1:6379.\n"
+      "\n"
+      "exit codes:\n"
+      "  run: the command's status (128+N if killed by signal N)\n"
+      "  64 bad usage   69 Redis unavailable   70 internal error\n"
+      "  75 lock busy   78 check: unsafe setting   79 lock lost\n"
+      "  126 command not executable   127 command not found\n"
+      "\n"
+      "flags ('-' and '_' are interchangeable in names):\n");
+  std::vector<absl::CommandLineFlag*> flags;
+  for (const auto& entry : absl::GetAllFlags()) {
+    if (IsDlockFlag(*entry.second)) flags.push_back(entry.second);
+  }
+  std::sort(flags.begin(), flags.end(),
+            [](absl::CommandLineFlag* a, absl::CommandLineFlag* b) {
+              return a->Name() < b->Name();
+            });
+  for (absl::CommandLineFlag* flag : flags) {
+    absl::StrAppend(&text, "  --", absl::StrReplaceAll(flag->Name(), {{"_", "-"}}),
+                    " (default: ", flag->DefaultValue(), ")\n      ",
+                    flag->Help(), "\n");
+  }
+  return text;
+}
+
+}  // namespace cli
+}  // namespace dlock

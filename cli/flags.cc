@@ -1,0 +1,39 @@
+#include "dlock/cli/flags.h"
+
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/time/time.h"
+
+ABSL_FLAG(std::string, redis, "redis://127.0.0.1:6379",
+          "Redis server URL: redis://[user:password@]host:port[/db] or "
+          "unix:///path/to/sock[?db=N]. Repeat for RedLock over several "
+          "independent servers (quorum N/2+1). Default: $DLOCK_REDIS_URL if "
+          "set, else redis://127.0.0.1:6379");
+ABSL_FLAG(absl::Duration, ttl, absl::Seconds(30),
+          "run: lease time-to-live; the watchdog renews it every ttl/3 while "
+          "the command runs. Durations: 30s, 500ms, 2m, 1h30m");
+ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
+          "run: how long to wait for a busy lock (0: one attempt, exit 75 if "
+          "busy)");
+ABSL_FLAG(std::string, on_lost, "term",
+          "run: what to do to the command when the lock is lost: term "
+          "(SIGTERM, then SIGKILL after --kill_after), kill (SIGKILL), ignore "
+          "(let it finish); dlock then exits 79");
+ABSL_FLAG(absl::Duration, kill_after, absl::Seconds(10),
+          "run: with --on_lost=term, SIGKILL the command if it is still "
+          "running this long after SIGTERM");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(2),
+          "per-command Redis timeout");
+ABSL_FLAG(std::string, prefix, "dlock:",
+          "key prefix of the lock keys (as the library's KeyScheme)");
+ABSL_FLAG(std::string, password_env, "DLOCK_REDIS_PASSWORD",
+          "environment variable holding the password for URLs without one "
+          "(keeps it out of ps and shell history)");
+ABSL_FLAG(bool, verbose, false,
+          "print lock events (acquire latency, waits, renewals, votes, "
+          "loss) on stderr");
+ABSL_FLAG(int, pings, 5, "check: round trips timed per server");
+ABSL_FLAG(bool, strict, false,
+          "check: treat warnings (e.g. no fsync-always persistence under "
+          "RedLock) as unsafe");

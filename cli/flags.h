@@ -1,0 +1,23 @@
+// The flags of the `dlock` tool (defined in flags.cc, parsed by
+// command_line.h). See `dlock --help`.
+#ifndef DLOCK_CLI_FLAGS_H_
+#define DLOCK_CLI_FLAGS_H_
+
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/time/time.h"
+
+ABSL_DECLARE_FLAG(std::string, redis);
+ABSL_DECLARE_FLAG(absl::Duration, ttl);
+ABSL_DECLARE_FLAG(absl::Duration, wait);
+ABSL_DECLARE_FLAG(std::string, on_lost);
+ABSL_DECLARE_FLAG(absl::Duration, kill_after);
+ABSL_DECLARE_FLAG(absl::Duration, timeout);
+ABSL_DECLARE_FLAG(std::string, prefix);
+ABSL_DECLARE_FLAG(std::string, password_env);
+ABSL_DECLARE_FLAG(bool, verbose);
+ABSL_DECLARE_FLAG(int, pings);
+ABSL_DECLARE_FLAG(bool, strict);
+
+#endif  // DLOCK_CLI_FLAGS_H_

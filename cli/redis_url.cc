@@ -1,0 +1,204 @@
+#include "dlock/cli/redis_url.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/algorithm/container.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/string_view.h"
+
+namespace dlock {
+namespace cli {
+namespace {
+
+absl::Status Bad(absl::string_view url, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("bad Redis URL \"", url, "\": ", why,
+                   " (expected redis://[user:password@]host:port[/db] or "
+                   "unix:///path/to/redis.sock[?db=N])"));
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c = absl::ascii_tolower(c);
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+absl::StatusOr<std::string> PercentDecode(absl::string_view in) {
+  std::string out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out.push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) {
+      return absl::InvalidArgumentError("truncated %-escape");
+    }
+    int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
+    if (hi < 0 || lo < 0) return absl::InvalidArgumentError("bad %-escape");
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+absl::Status ParseDb(absl::string_view url, absl::string_view text, int* db) {
+  if (text.empty()) return absl::OkStatus();
+  int v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < 0 ||
+      !absl::c_all_of(text, [](char c) { return absl::ascii_isdigit(c); })) {
+    return Bad(url, absl::StrCat("database \"", text,
+                                 "\" is not a non-negative number"));
+  }
+  *db = v;
+  return absl::OkStatus();
+}
+
+// Splits "[user[:password]@]rest" into userinfo and rest.
+absl::Status ParseUserInfo(absl::string_view url, absl::string_view* rest,
+                           RedisUrl* out) {
+  size_t at = rest->rfind('@');
+  if (at == absl::string_view::npos) return absl::OkStatus();
+  absl::string_view info = rest->substr(0, at);
+  *rest = rest->substr(at + 1);
+  absl::string_view user = info, password;
+  bool has_password = false;
+  size_t colon = info.find(':');
+  if (colon != absl::string_view::npos) {
+    user = info.substr(0, colon);
+    password = info.substr(colon + 1);
+    has_password = true;
+  }
+  absl::StatusOr<std::string> u = PercentDecode(user);
+  if (!u.ok()) return Bad(url, absl::StrCat("user: ", u.status().message()));
+  absl::StatusOr<std::string> p = PercentDecode(password);
+  if (!p.ok()) return Bad(url, absl::StrCat("password: ", p.status().message()));
+  out->user = *std::move(u);
+  out->password = *std::move(p);
+  if (has_password && out->password.empty()) {
+    return Bad(url, "empty password after ':'");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string RedisUrl::Display() const {
+  std::string where;
+  if (kind == Kind::kUnix) {
+    where = absl::StrCat("unix:", path);
+  } else if (absl::StrContains(host, ':')) {
+    where = absl::StrCat("[", host, "]:", port);
+  } else {
+    where = absl::StrCat(host, ":", port);
+  }
+  if (db != 0) absl::StrAppend(&where, "/", db);
+  return where;
+}
+
+absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view url,
+                                       const char* password_env) {
+  RedisUrl out;
+  absl::string_view rest = url;
+  if (absl::ConsumePrefix(&rest, "redis://")) {
+    out.kind = RedisUrl::Kind::kTcp;
+  } else if (absl::ConsumePrefix(&rest, "unix://")) {
+    out.kind = RedisUrl::Kind::kUnix;
+  } else if (absl::StartsWith(url, "rediss://")) {
+    return Bad(url, "TLS (rediss://) is not supported by this build");
+  } else {
+    return Bad(url, "unknown scheme");
+  }
+
+  if (out.kind == RedisUrl::Kind::kUnix) {
+    // unix://[userinfo@]/path[?db=N]: userinfo ends at the '@' before the
+    // first '/', if any.
+    size_t slash = rest.find('/');
+    size_t at = rest.substr(0, slash).rfind('@');
+    if (at != absl::string_view::npos) {
+      absl::string_view userinfo = rest.substr(0, at + 1);  // ends with '@'
+      absl::Status s = ParseUserInfo(url, &userinfo, &out);
+      if (!s.ok()) return s;
+      rest = rest.substr(at + 1);
+    }
+    size_t q = rest.find('?');
+    absl::string_view query;
+    if (q != absl::string_view::npos) {
+      query = rest.substr(q + 1);
+      rest = rest.substr(0, q);
+    }
+    if (rest.empty() || rest[0] != '/') {
+      return Bad(url, "the socket path must be absolute (unix:///path)");
+    }
+    if (rest.size() == 1) return Bad(url, "missing socket path");
+    out.path = std::string(rest);
+    if (!query.empty()) {
+      if (!absl::ConsumePrefix(&query, "db=")) {
+        return Bad(url, "the only query parameter is db=N");
+      }
+      absl::Status s = ParseDb(url, query, &out.db);
+      if (!s.ok()) return s;
+    }
+  } else {
+    size_t slash = rest.find('/');
+    absl::string_view authority = rest.substr(0, slash);
+    absl::string_view path =
+        slash == absl::string_view::npos ? "" : rest.substr(slash + 1);
+    absl::Status s = ParseUserInfo(url, &authority, &out);
+    if (!s.ok()) return s;
+    absl::string_view host = authority, port;
+    bool has_port = false;
+    if (absl::ConsumePrefix(&host, "[")) {
+      size_t close = host.find(']');
+      if (close == absl::string_view::npos) {
+        return Bad(url, "unterminated '[' in IPv6 host");
+      }
+      absl::string_view after = host.substr(close + 1);
+      host = host.substr(0, close);
+      if (!after.empty()) {
+        if (after[0] != ':') return Bad(url, "junk after ']'");
+        port = after.substr(1);
+        has_port = true;
+      }
+    } else {
+      size_t colon = host.rfind(':');
+      if (colon != absl::string_view::npos) {
+        port = host.substr(colon + 1);
+        host = host.substr(0, colon);
+        has_port = true;
+      }
+    }
+    if (host.empty()) return Bad(url, "missing host");
+    if (absl::StrContains(host, ':') && !absl::StrContains(authority, '[')) {
+      return Bad(url, "an IPv6 host must be in brackets");
+    }
+    out.host = std::string(host);
+    if (has_port) {
+      int p = 0;
+      if (port.empty() || !absl::SimpleAtoi(port, &p) || p < 1 || p > 65535 ||
+          !absl::c_all_of(port, [](char c) { return absl::ascii_isdigit(c); })) {
+        return Bad(url, absl::StrCat("port \"", port,
+                                     "\" is not a number in 1..65535"));
+      }
+      out.port = p;
+    }
+    s = ParseDb(url, path, &out.db);
+    if (!s.ok()) return s;
+  }
+
+  if (out.password.empty() && password_env != nullptr) {
+    const char* env = std::getenv(password_env);
+    if (env != nullptr) out.password = env;
+  }
+  return out;
+}
+
+}  // namespace cli
+}  // namespace dlock

@@ -1,0 +1,54 @@
+// This header defines `RedisUrl` and `ParseRedisUrl`, how the dlock command
+// line names a Redis server:
+//
+//   redis://[[user]:password@]host[:port][/db]     TCP (port 6379 by default)
+//   redis://[user@]host:port                       password from the environment
+//   unix://[[user]:password@]/path/to/redis.sock[?db=N]
+//
+// `host` may be a name, an IPv4 address or a bracketed IPv6 address
+// ("redis://[::1]:6379"). User and password are percent-decoded
+// ("p%40ss" is "p@ss"). A password on the command line is visible to other
+// users of the machine (ps, /proc): prefer the environment variable, which
+// ParseRedisUrl reads when the URL carries no password.
+//
+// Thread-compatible value types; the functions are thread-safe.
+#ifndef DLOCK_CLI_REDIS_URL_H_
+#define DLOCK_CLI_REDIS_URL_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dlock {
+namespace cli {
+
+// The environment variable a URL without password takes it from.
+inline constexpr char kPasswordEnv[] = "DLOCK_REDIS_PASSWORD";
+
+struct RedisUrl {
+  enum class Kind { kTcp, kUnix };
+  Kind kind = Kind::kTcp;
+  std::string host;   // kTcp: without brackets for IPv6
+  int port = 6379;    // kTcp
+  std::string path;   // kUnix: the socket path
+  std::string user;      // empty: the default user
+  std::string password;  // empty: no AUTH
+  int db = 0;
+
+  // "host:port" or "unix:/path" (never the user or password): for messages.
+  std::string Display() const;
+};
+
+// Parses `url`. A URL without a password takes it from the environment
+// variable `password_env` when that is set and non-empty. Errors
+// (kInvalidArgument) name what is wrong: unknown scheme, missing host, port
+// not in 1..65535, db not a number in 0..(2^31-1), bad percent-escape,
+// relative unix path.
+absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view url,
+                                       const char* password_env = kPasswordEnv);
+
+}  // namespace cli
+}  // namespace dlock
+
+#endif  // DLOCK_CLI_REDIS_URL_H_

@@ -1,0 +1,128 @@
+#include "dlock/cli/redis_url.h"
+
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dlock {
+namespace cli {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr char kEnv[] = "DLOCK_TEST_REDIS_PASSWORD";
+
+class RedisUrlTest : public ::testing::Test {
+ protected:
+  void SetUp() override { unsetenv(kEnv); }
+  void TearDown() override { unsetenv(kEnv); }
+};
+
+TEST_F(RedisUrlTest, ParsesHostPortAndDefaults) {
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl("redis://127.0.0.1:7001", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->kind, RedisUrl::Kind::kTcp);
+  EXPECT_EQ(url->host, "127.0.0.1");
+  EXPECT_EQ(url->port, 7001);
+  EXPECT_EQ(url->db, 0);
+  EXPECT_EQ(url->user, "");
+  EXPECT_EQ(url->password, "");
+  EXPECT_EQ(url->Display(), "127.0.0.1:7001");
+
+  url = ParseRedisUrl("redis://cache.internal", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->port, 6379);
+}
+
+TEST_F(RedisUrlTest, ParsesUserPasswordAndDb) {
+  absl::StatusOr<RedisUrl> url =
+      ParseRedisUrl("redis://alice:p%40ss:w@host:6380/3", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->user, "alice");
+  EXPECT_EQ(url->password, "p@ss:w");
+  EXPECT_EQ(url->host, "host");
+  EXPECT_EQ(url->port, 6380);
+  EXPECT_EQ(url->db, 3);
+  EXPECT_EQ(url->Display(), "host:6380/3");  // no credentials
+
+  url = ParseRedisUrl("redis://:secret@host:1", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->user, "");
+  EXPECT_EQ(url->password, "secret");
+}
+
+TEST_F(RedisUrlTest, ParsesBracketedIpv6) {
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl("redis://[::1]:6390/1", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->host, "::1");
+  EXPECT_EQ(url->port, 6390);
+  EXPECT_EQ(url->Display(), "[::1]:6390/1");
+}
+
+TEST_F(RedisUrlTest, ParsesUnixSocket) {
+  absl::StatusOr<RedisUrl> url =
+      ParseRedisUrl("unix:///run/redis/redis.sock?db=2", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->kind, RedisUrl::Kind::kUnix);
+  EXPECT_EQ(url->path, "/run/redis/redis.sock");
+  EXPECT_EQ(url->db, 2);
+
+  url = ParseRedisUrl("unix://bob:pw@/tmp/r.sock", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->user, "bob");
+  EXPECT_EQ(url->password, "pw");
+  EXPECT_EQ(url->path, "/tmp/r.sock");
+  EXPECT_EQ(url->Display(), "unix:/tmp/r.sock");
+}
+
+TEST_F(RedisUrlTest, PasswordComesFromEnvironmentWhenUrlHasNone) {
+  setenv(kEnv, "from-env", 1);
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl("redis://u@h:1", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->user, "u");
+  EXPECT_EQ(url->password, "from-env");
+
+  url = ParseRedisUrl("redis://:inline@h:1", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->password, "inline");  // the URL wins
+}
+
+TEST_F(RedisUrlTest, RejectsMalformedUrlsWithReason) {
+  struct Case {
+    const char* url;
+    const char* reason;
+  } cases[] = {
+      {"http://h:1", "unknown scheme"},
+      {"127.0.0.1:6379", "unknown scheme"},
+      {"rediss://h:1", "TLS"},
+      {"redis://", "missing host"},
+      {"redis://:1", "missing host"},
+      {"redis://h:0", "port"},
+      {"redis://h:65536", "port"},
+      {"redis://h:12x", "port"},
+      {"redis://h:", "port"},
+      {"redis://h:1/x", "database"},
+      {"redis://h:1/-1", "database"},
+      {"redis://u:@h:1", "empty password"},
+      {"redis://u:%zz@h:1", "escape"},
+      {"redis://[::1:1", "unterminated"},
+      {"redis://::1", "IPv6"},
+      {"unix://relative.sock", "absolute"},
+      {"unix:///", "missing socket path"},
+      {"unix:///s?x=1", "db=N"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<RedisUrl> url = ParseRedisUrl(c.url, kEnv);
+    EXPECT_THAT(url, StatusIs(absl::StatusCode::kInvalidArgument)) << c.url;
+    EXPECT_THAT(url.status().message(), HasSubstr(c.reason)) << c.url;
+  }
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace dlock
