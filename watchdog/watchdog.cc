@@ -181,6 +181,9 @@ class Core : public std::enable_shared_from_this<Core> {
     for (const std::shared_ptr<Entry>& entry : due) {
       if (shut_down_) return;
       if (entry->state != State::kWatching) continue;
+      // A lease with a short interval is never renewed more than a quarter
+      // of its interval early (it stays queued for its own time).
+      if (entry->renew_at > now + entry->renew_interval / 4) continue;
       if (now >= entry->lease.deadline) {
         // The timer fired past the deadline: the loop stalled. Renewing now
         // would paper over a window in which the lock was not held.

@@ -88,7 +88,8 @@ namespace dlock {
 struct WatchdogOptions {
   // Renewals falling due within this window of the earliest due one are sent
   // together (so they are pipelined). A renewal may thus go out up to this
-  // much early, never late. Deadlines are never batched early.
+  // much (and at most a quarter of its renew_interval) early, never late.
+  // Deadlines are never batched early.
   absl::Duration batch_window = absl::Milliseconds(5);
   // Where renewals (`OnRenewal`: outcome, latency, margin) and lost leases
   // (`OnLeaseLost`) are reported, on the loop (see dlock/lock/observer.h).
