@@ -1,0 +1,264 @@
+// This header defines `RedLock`, a `Lock` whose leases are granted by a
+// quorum of N independent Redis servers (the Redlock algorithm of
+// https://redis.io/docs/manual/patterns/distributed-locks/), and
+// `RedLockOptions`, its configuration.
+//
+//   RedLockOptions options;                       // defaults below
+//   absl::StatusOr<std::unique_ptr<RedLock>> lock =
+//       RedLock::Create(&loop, {&t1, &t2, &t3, &t4, &t5}, options);
+//   (*lock)->Acquire("orders/42", {.ttl = absl::Seconds(10)},
+//                    [](absl::StatusOr<Lease> lease) { ... });
+//
+// Every server is reached through its own `Transport` (one connection per
+// server, all on one `EventLoop`); the servers must be independent (not
+// replicas of one another), or the quorum means nothing.
+//
+// ACQUIRE. One attempt:
+//   1. A fresh 128-bit token is drawn (`NewToken()`); the same token goes to
+//      every server. T0 = `loop->Now()` is taken, then the acquire script
+//      (SET NX PX + INCR of the fencing counter, `LockCommands::TryAcquire`)
+//      is sent to ALL servers in the same loop turn -- not one after another
+//      -- each with the per-server timeout (see `server_timeout`).
+//   2. Votes are counted as replies come in. The attempt is decided as soon
+//      as its outcome is known: `quorum` servers granted, or so many refused
+//      or failed that `quorum` grants are impossible. Stragglers are not
+//      waited for. At T0 + server_timeout every server still silent counts
+//      as failed (timed out).
+//   3. Validity = ttl - (Now() - T0) - drift, where drift = ttl x
+//      drift_factor + 2 ms. The attempt succeeds only with a quorum AND a
+//      validity > 0 at the moment it is decided. The lease then has
+//        lease.ttl      = ttl
+//        lease.deadline = T0 + ttl - drift
+//      i.e. the validity is counted from the FIRST SEND, never from a reply.
+//   4. Fencing (see FENCING below): if the granting servers returned
+//      different counters, the maximum is written back to them first.
+//   5. On failure (no quorum, validity <= 0, timeouts, cancel, shutdown) the
+//      token is released on EVERY server, including those that did not
+//      answer (their SET may have landed) and those that answered after the
+//      decision; a late grant after the attempt was given up is released
+//      again when its reply arrives.
+//
+// RETRIES. After a failed attempt RedLock waits retry_delay +/-
+// retry_jitter (uniform; never negative) and tries again with a NEW token:
+//   - `AcquireOptions::wait == 0`: at most `retry_count` retries.
+//   - `AcquireOptions::wait > 0`: retries while the next attempt would start
+//     within `wait` of the Acquire call; `retry_count` is then ignored.
+// An attempt is never blocked by leftovers of an earlier attempt of the
+// same Acquire: the release of attempt k is sent when attempt k is decided,
+// on the same connection and therefore executed by each server before
+// anything sent later; a release that could not be confirmed (timeout,
+// connection lost) is sent again, just before attempt k+1's acquire on that
+// server, in the same write. So on every server that is reachable when
+// attempt k+1 starts, attempt k's key is gone before attempt k+1 arrives.
+// A leftover on a server unreachable then can only expire (at most ttl).
+//
+// ERRORS of Acquire (the last attempt's; the message gives the counts):
+//   kAborted          quorum impossible and at least one server was held
+//                     by another owner (contention)
+//   kUnavailable      quorum impossible without contention: servers down,
+//                     error replies, per-server timeouts, or votes not
+//                     counted because of a recent restart (below)
+//   kDeadlineExceeded quorum reached too late: validity <= 0
+//   kCancelled        the RedLock was destroyed (shutdown)
+//   kInternal         foreign data under the lock key on a server counts
+//                     as that server failing (kUnavailable overall)
+//   kInvalidArgument  from the call: bad resource, ttl <= drift, ttl >
+//                     max_ttl, wait < 0
+//
+// EXTEND (`Extend(lease, ttl)`) runs `LockCommands::ExtendOrReacquire` on
+// every server in parallel: PEXPIRE where the key still holds lease.token,
+// SET it again (same token) where the key is gone (e.g. the server
+// restarted), never touch another owner's key. It succeeds with a quorum of
+// such votes decided before the OLD lease.deadline and with a new validity
+// > 0; the new lease has ttl = `ttl` and deadline = T1 + ttl - drift, T1
+// being when the extend was sent. The fence is unchanged. Errors:
+//   kFailedPrecondition  the lease had expired locally at the call, or so
+//                        many servers hold another owner's key that a
+//                        quorum is impossible: the lease is lost
+//   kUnavailable         no quorum for other reasons (down, timeouts,
+//                        restart quarantine); may be retried while the old
+//                        deadline lasts
+//   kDeadlineExceeded    the old deadline (or the new validity) ran out
+//                        before a quorum answered
+// A failed Extend removes nothing; keys it did extend keep their new TTL.
+// If `ttl` is shorter than what is left of the lease, a failed Extend may
+// have shortened some keys: then treat the lease as valid only until
+// min(lease.deadline, T1 + ttl - drift).
+//
+// RELEASE sends the compare-and-delete to every server in parallel and
+// reports when every server answered or the per-server timeout passed:
+//   OK                   at least `quorum` servers confirmed the key no
+//                        longer holds the token (deleted or already gone)
+//                        and at least one of them deleted it
+//   kFailedPrecondition  at least `quorum` confirmed, none had the token:
+//                        the lease had already expired everywhere
+//   kUnavailable         fewer than `quorum` confirmed (servers down):
+//                        what is left expires with its TTL
+//
+// FENCING. Each server keeps its own counter (P{R}:fence), incremented by
+// every grant there. lease.fence = the maximum of the counters returned by
+// the servers of the granting quorum. Before the lease is handed out, that
+// maximum is written back (raised, never lowered) on granting servers until
+// a quorum of them holds a counter >= lease.fence (usually nothing to do:
+// the counters agree). Guarantee: if lease L2 of a resource is granted after
+// lease L1 of it ended (L1 released, or its deadline passed), then
+// L2.fence > L1.fence -- because L1's quorum and L2's quorum share a server
+// whose counter was >= L1.fence while L1 held its key there, and L2's grant
+// there incremented it. The maximum alone, without the write-back, would
+// not guarantee this: counters drift apart when attempts land on subsets of
+// servers. The guarantee holds only while no counter of such a shared server
+// went backwards: a server restarted without persistence (or whose fence key
+// was evicted or deleted) can regress its counter, and a majority of such
+// servers can make a later fence smaller than an earlier one. Fences of
+// different resources are unrelated. Two leases that overlap in time cannot
+// both exist (that is the lock's job), but a holder paused past its
+// deadline still holds its old fence: the protected resource must reject
+// fences smaller than the largest it has seen.
+//
+// RESTART SAFETY. RedLock learns each server's `run_id` (from `INFO
+// server`) on first use, after any failed command to that server, and --
+// when `delayed_restart` is on -- before every Acquire and Extend (the INFO
+// goes in the same write as the lock command, so it costs no extra round
+// trip). A changed run_id means the server restarted and may have lost
+// keys it granted. With `delayed_restart`, that server's votes are not
+// counted (for Acquire or Extend) until `max_ttl` has passed since the
+// restart was observed: the "delayed restart" rule of the algorithm's
+// analysis, enforced by the client. (Keys it grants meanwhile are still
+// released or extended like any other.) Acquire and Extend reject a ttl
+// above `max_ttl`, so no lease can outlive that window. A restart that
+// happened before RedLock first saw the server cannot be detected; run the
+// servers with persistence or really delay their restarts as well.
+//
+// LIFETIMES. The loop and the transports are not owned and must outlive
+// the RedLock and every command it sent. Destroying the RedLock ends every
+// pending operation: its callback is posted to the loop with kCancelled
+// (never run inside the destructor), and whatever an unfinished Acquire
+// took is released in the background. A user callback may destroy the
+// RedLock.
+//
+// Not thread-safe: call only on the thread running `loop`.
+#ifndef DLOCK_REDLOCK_REDLOCK_H_
+#define DLOCK_REDLOCK_REDLOCK_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/lock/lock.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/observer.h"
+#include "dlock/transport/event_loop.h"
+#include "dlock/transport/transport.h"
+
+namespace dlock {
+
+struct RedLockOptions {
+  // Grants needed. 0 (default): N/2 + 1. Otherwise it must lie in
+  // [N/2 + 1, N] (a smaller quorum would let two holders coexist).
+  int quorum = 0;
+
+  // Retries after the first attempt when AcquireOptions::wait is zero.
+  // Default 3 (so at most 4 attempts). Must be >= 0.
+  int retry_count = 3;
+  // Pause between attempts: retry_delay + uniform(-retry_jitter,
+  // +retry_jitter), at least 0. Defaults 200 ms and 100 ms (as in
+  // node-redlock). Both must be >= 0.
+  absl::Duration retry_delay = absl::Milliseconds(200);
+  absl::Duration retry_jitter = absl::Milliseconds(100);
+
+  // Clock drift allowance: drift = ttl x drift_factor + 2 ms. Default 0.01
+  // (as in the algorithm's description). Must be in [0, 0.5).
+  double drift_factor = 0.01;
+
+  // The deadline of each per-server command (acquire, extend, release,
+  // fence write-back, INFO), and of each voting round. Zero (default):
+  // min(ttl / 10, 50 ms), at least 1 ms -- "small compared to the TTL", as
+  // the algorithm asks, so a dead or stopped server costs an attempt at
+  // most that long. Set it explicitly for slow links. Must be >= 0.
+  absl::Duration server_timeout = absl::ZeroDuration();
+
+  // The delayed-restart rule (see RESTART SAFETY). Default on.
+  bool delayed_restart = true;
+  // The largest ttl Acquire and Extend accept, and how long a restarted
+  // server's votes are ignored when delayed_restart is on. Default 60 s.
+  // Must be in [kMinTtl, kMaxTtl].
+  absl::Duration max_ttl = absl::Seconds(60);
+
+  // Key names on every server (prefix "dlock:" by default).
+  KeyScheme keys;
+
+  // Optional names of the servers for observer events (e.g.
+  // "10.0.0.1:6379"): empty, or one per server.
+  std::vector<std::string> server_names;
+  // Not owned; null means no observer. Must outlive the RedLock and its
+  // operations.
+  LockObserver* observer = nullptr;
+
+  // Seed of the retry-jitter generator; 0 (default) seeds from the OS.
+  // Tokens are always from NewToken(), never from this generator.
+  uint64_t jitter_seed = 0;
+};
+
+namespace redlock_internal {
+class Core;
+}  // namespace redlock_internal
+
+class RedLock : public Lock {
+ public:
+  // Builds a RedLock over `servers` (one Transport per independent Redis
+  // server, N >= 1). kInvalidArgument when `loop` is null, `servers` is
+  // empty or holds a null or repeated transport, the quorum is outside
+  // [N/2 + 1, N], or another option is out of its range.
+  static absl::StatusOr<std::unique_ptr<RedLock>> Create(
+      EventLoop* loop, std::vector<Transport*> servers,
+      RedLockOptions options = {});
+
+  // Ends every pending operation (see LIFETIMES above).
+  ~RedLock() override;
+
+  RedLock(const RedLock&) = delete;
+  RedLock& operator=(const RedLock&) = delete;
+
+  // Lock. See the header comment for the algorithm and every outcome.
+  absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
+                                        const AcquireOptions& options,
+                                        LeaseCallback callback) override;
+  absl::Status Release(const Lease& lease, StatusCallback callback) override;
+  absl::Status Extend(const Lease& lease, absl::Duration ttl,
+                      LeaseCallback callback) override;
+
+  size_t server_count() const;
+  int quorum() const;
+  // The per-server deadline used for an operation with this ttl.
+  absl::Duration ServerTimeout(absl::Duration ttl) const;
+  // ttl x drift_factor + 2 ms.
+  absl::Duration DriftAllowance(absl::Duration ttl) const;
+
+  // What RedLock knows about one server (index into the Create list).
+  struct ServerStatus {
+    // Last run_id seen; empty until the first INFO answered.
+    std::string run_id;
+    // Restarts observed (run_id changes).
+    int restarts_observed = 0;
+    // True while delayed_restart keeps this server's votes out.
+    bool quarantined = false;
+    // When its votes count again (InfinitePast when not quarantined).
+    absl::Time counted_again_at = absl::InfinitePast();
+  };
+  ServerStatus server_status(size_t index) const;
+
+ private:
+  explicit RedLock(std::shared_ptr<redlock_internal::Core> core);
+
+  std::shared_ptr<redlock_internal::Core> core_;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_REDLOCK_REDLOCK_H_
