@@ -53,12 +53,16 @@ return 0
 // Owner-counted hash. A fresh acquire increments the fence; a re-acquire by
 // the same owner increments its count and raises the TTL to ttl_ms if that
 // is longer than what is left (never shortens an outer holder's lease).
-// A re-acquire reports the fence of the current holding.
+// A re-acquire reports the fence of the current holding. Every counted
+// acquire also sets its marker key (KEYS[3], unique per request, PX ttl) so
+// that an acquire whose reply was lost can be undone exactly once
+// (ReentrantUndo) without ever decrementing a hold it did not add.
 constexpr char kReentrantAcquire[] = R"lua(
 if redis.call('exists', KEYS[1]) == 0 then
   local fence = redis.call('incr', KEYS[2])
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
+  redis.call('set', KEYS[3], 1, 'px', ARGV[2])
   return {1, fence}
 end
 local n = redis.pcall('hget', KEYS[1], ARGV[1])
@@ -69,11 +73,29 @@ local count = redis.call('hincrby', KEYS[1], ARGV[1], 1)
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('pexpire', KEYS[1], ARGV[2])
 end
+redis.call('set', KEYS[3], 1, 'px', ARGV[2])
 local fence = redis.call('get', KEYS[2])
 if not fence then
   fence = redis.call('incr', KEYS[2])
 end
 return {count, tonumber(fence)}
+)lua";
+
+// Undoes one ReentrantAcquire whose outcome is unknown: only if its marker
+// exists (the acquire ran and was not undone yet) and the owner still holds.
+constexpr char kReentrantUndo[] = R"lua(
+if redis.call('del', KEYS[2]) == 0 then
+  return 0
+end
+local n = redis.pcall('hget', KEYS[1], ARGV[1])
+if type(n) ~= 'string' then
+  return 0
+end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then
+  redis.call('del', KEYS[1])
+  redis.call('publish', ARGV[2], 'released')
+end
+return 1
 )lua";
 
 constexpr char kReentrantRelease[] = R"lua(
@@ -116,6 +138,7 @@ DLOCK_DEFINE_SCRIPT(ExtendOrReacquireScript, kExtendOrReacquire)
 DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire)
 DLOCK_DEFINE_SCRIPT(ReentrantReleaseScript, kReentrantRelease)
 DLOCK_DEFINE_SCRIPT(ReentrantExtendScript, kReentrantExtend)
+DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo)
 
 #undef DLOCK_DEFINE_SCRIPT
 
@@ -125,9 +148,10 @@ std::vector<NamedScript> AllScripts() {
       {"release", &ReleaseScript(), 1},
       {"extend", &ExtendScript(), 1},
       {"extend_or_reacquire", &ExtendOrReacquireScript(), 1},
-      {"reentrant_acquire", &ReentrantAcquireScript(), 2},
+      {"reentrant_acquire", &ReentrantAcquireScript(), 3},
       {"reentrant_release", &ReentrantReleaseScript(), 1},
       {"reentrant_extend", &ReentrantExtendScript(), 1},
+      {"reentrant_undo", &ReentrantUndoScript(), 2},
   };
 }
 

@@ -20,12 +20,16 @@
 //   ReleaseScript            | lock          | token, channel        | 1 deleted (+PUBLISH), 0 not owner
 //   ExtendScript             | lock          | token, ttl_ms         | 1 PEXPIREd to ttl, 0 not owner
 //   ExtendOrReacquireScript  | lock          | token, ttl_ms         | 1 extended or re-set, 0 other
-//   ReentrantAcquireScript   | lock, fence   | owner, ttl_ms         | {count, fence}, or nil when
-//                            |               |                       | another owner / other kind
+//   ReentrantAcquireScript   | lock, fence,  | owner, ttl_ms         | {count, fence}, or nil when
+//                            | marker        |                       | another owner / other kind
 //   ReentrantReleaseScript   | lock          | owner, channel        | count left (0: deleted and
 //                            |               |                       | published), -1 not owner
 //   ReentrantExtendScript    | lock          | owner, ttl_ms         | 1 PEXPIREd to ttl, 0 not owner
+//   ReentrantUndoScript      | lock, marker  | owner, channel        | 1 undid that acquire, 0 nothing
 //
+// The reentrant marker (P{R}:acquire:<request id>, PX ttl) is set by every
+// counted ReentrantAcquire so an acquire whose reply was lost can be undone
+// at most once and only if it really ran (see reentrant_lock.h).
 // A key of the other kind (a hash where a string is expected or vice versa)
 // counts as "held by another": never overwritten, never deleted.
 //
@@ -46,6 +50,7 @@ const Script& ExtendOrReacquireScript();
 const Script& ReentrantAcquireScript();
 const Script& ReentrantReleaseScript();
 const Script& ReentrantExtendScript();
+const Script& ReentrantUndoScript();
 
 // The message a release publishes on the resource's channel.
 inline constexpr char kReleasedMessage[] = "released";

@@ -1,0 +1,355 @@
+#include "dlock/lock/retry_lock.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace dlock {
+
+struct RetryLock::Group {
+  std::string resource;
+  std::unique_ptr<Subscription> subscription;
+  // Subscribe was called and on_ready has not run yet.
+  bool subscribing = false;
+  // The server confirmed the subscription: releases from now on reach us.
+  bool ready = false;
+  // Waiters of this resource, oldest first.
+  std::list<Waiter*> fifo;
+};
+
+struct RetryLock::Waiter : public Cancellable {
+  enum class State { kPending, kDone, kCancelled };
+
+  bool Cancel() override { return lock != nullptr && lock->CancelWaiter(this); }
+
+  RetryLock* lock = nullptr;  // null once detached
+  std::string resource;
+  AcquireOptions options;  // wait = 0: what each attempt asks the inner lock
+  absl::Time start;
+  absl::Time deadline;
+  bool single = false;  // wait == 0: one attempt, the inner result as is
+  LeaseCallback callback;
+  State state = State::kPending;
+  int attempts = 0;
+  absl::Duration waited;
+  absl::Time sleep_start;
+  TimerId timer = 0;
+  AcquireHandle inner;
+  bool in_flight = false;
+  // The attempt in flight was sent while the subscription was ready.
+  bool sent_ready = false;
+  // A release notification arrived while the attempt was in flight.
+  bool notified = false;
+  // Met contention before the subscription was ready: attempt once it is.
+  bool pending_ready = false;
+  std::shared_ptr<Group> group;
+  std::list<Waiter*>::iterator pos;
+};
+
+RetryLock::RetryLock(EventLoop* loop, Lock* inner, Transport* subscriber,
+                     RetryLockOptions options)
+    : loop_(loop),
+      inner_(inner),
+      subscriber_(subscriber),
+      options_(std::move(options)),
+      observer_(ObserverOrNoop(options_.observer)),
+      keys_{options_.key_prefix} {}
+
+RetryLock::~RetryLock() {
+  std::vector<Waiter*> all;
+  all.reserve(waiters_.size());
+  for (auto& [w, unused] : waiters_) all.push_back(w);
+  for (Waiter* w : all) CancelWaiter(w);
+  groups_.clear();
+}
+
+size_t RetryLock::subscriptions() const {
+  size_t n = 0;
+  for (const auto& [unused, g] : groups_) n += g->subscription != nullptr;
+  return n;
+}
+
+absl::Duration RetryLock::Jitter(absl::Duration cap) {
+  if (options_.jitter) return options_.jitter(cap);
+  if (cap <= absl::ZeroDuration()) return absl::ZeroDuration();
+  return absl::Nanoseconds(
+      absl::Uniform<int64_t>(absl::IntervalClosed, gen_, 0, absl::ToInt64Nanoseconds(cap)));
+}
+
+absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
+                                                 const AcquireOptions& options,
+                                                 LeaseCallback callback) {
+  absl::Status s = ValidateResource(resource);
+  if (!s.ok()) return s;
+  s = ValidateTtl(options.ttl);
+  if (!s.ok()) return s;
+  if (options.wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("wait must not be negative");
+  }
+  auto w = std::make_shared<Waiter>();
+  w->lock = this;
+  w->resource = std::string(resource);
+  w->options = options;
+  w->options.wait = absl::ZeroDuration();
+  w->start = loop_->Now();
+  w->deadline = w->start + options.wait;
+  w->single = options.wait == absl::ZeroDuration();
+  w->callback = std::move(callback);
+  waiters_[w.get()] = w;
+  // Join the resource's FIFO at once: order of Acquire calls.
+  std::shared_ptr<Group>& g = groups_[w->resource];
+  if (g == nullptr) {
+    g = std::make_shared<Group>();
+    g->resource = w->resource;
+  }
+  w->group = g;
+  w->pos = g->fifo.insert(g->fifo.end(), w.get());
+
+  w->attempts++;
+  attempts_++;
+  w->in_flight = true;
+  w->sent_ready = g->ready;
+  absl::StatusOr<AcquireHandle> h = inner_->Acquire(
+      w->resource, w->options, [this, w](absl::StatusOr<Lease> r) mutable {
+        OnAttemptResult(w, std::move(r));
+      });
+  if (!h.ok()) {
+    // Rejected by the inner lock: the callback never runs.
+    w->in_flight = false;
+    w->state = Waiter::State::kDone;
+    Detach(w.get());
+    return h.status();
+  }
+  w->inner = *h;
+  return AcquireHandle(std::weak_ptr<Cancellable>(w));
+}
+
+void RetryLock::StartAttempt(const std::shared_ptr<Waiter>& w) {
+  if (w->timer != 0) {
+    loop_->Cancel(w->timer);
+    w->timer = 0;
+  }
+  w->waited += loop_->Now() - w->sleep_start;
+  w->attempts++;
+  attempts_++;
+  w->in_flight = true;
+  w->notified = false;
+  w->pending_ready = false;
+  w->sent_ready = w->group != nullptr && w->group->ready;
+  absl::StatusOr<AcquireHandle> h = inner_->Acquire(
+      w->resource, w->options, [this, w](absl::StatusOr<Lease> r) mutable {
+        OnAttemptResult(w, std::move(r));
+      });
+  if (!h.ok()) {
+    // Finish on a later turn: we may be inside a subscription callback,
+    // where neither the user's callback nor dropping the group may run.
+    w->in_flight = false;
+    std::weak_ptr<Waiter> weak = w;
+    w->timer = loop_->RunAfter(absl::ZeroDuration(), [this, weak, st = h.status()] {
+      std::shared_ptr<Waiter> w = weak.lock();
+      if (w == nullptr || w->state != Waiter::State::kPending) return;
+      w->timer = 0;
+      Finish(w, st);
+    });
+    return;
+  }
+  w->inner = *h;
+}
+
+void RetryLock::OnAttemptResult(const std::shared_ptr<Waiter>& w,
+                                absl::StatusOr<Lease> result) {
+  w->in_flight = false;
+  w->inner = AcquireHandle();
+  if (w->state != Waiter::State::kPending) {
+    // Cancelled while this callback was already running: give it back.
+    if (result.ok()) {
+      (void)inner_->Release(*result, [](absl::Status) {});
+    }
+    return;
+  }
+  if (result.ok() || w->single) {
+    Finish(w, std::move(result));
+    return;
+  }
+  const absl::Status& error = result.status();
+  const bool retryable = absl::IsAborted(error) || absl::IsUnavailable(error) ||
+                         absl::IsDeadlineExceeded(error);
+  if (!retryable) {
+    Finish(w, error);
+    return;
+  }
+  const absl::Time now = loop_->Now();
+  if (now >= w->deadline) {
+    Finish(w, absl::DeadlineExceededError(absl::StrCat(
+                  "lock not acquired within ", absl::FormatDuration(now - w->start),
+                  " (", w->attempts, " attempts); last attempt: ", error.ToString())));
+    return;
+  }
+  w->sleep_start = now;
+  if (absl::IsAborted(error) && subscriber_ != nullptr) {
+    const std::shared_ptr<Group>& g = w->group;
+    if (!w->sent_ready) {
+      if (g->ready) {
+        // Subscribed meanwhile: a release may have slipped in between.
+        StartAttempt(w);
+        return;
+      }
+      w->pending_ready = true;
+      EnsureSubscribed(g);
+    } else if (w->notified) {
+      // Released while our attempt was in flight: it may have lost the race
+      // to the release itself.
+      StartAttempt(w);
+      return;
+    }
+  }
+  ScheduleBackoff(w, error);
+}
+
+void RetryLock::ScheduleBackoff(const std::shared_ptr<Waiter>& w,
+                                const absl::Status& last_error) {
+  const int failures = std::max(w->attempts, 1);
+  double factor = std::pow(std::max(options_.backoff_multiplier, 1.0), failures - 1);
+  absl::Duration cap = options_.max_backoff;
+  if (factor < 1e9) cap = std::min(cap, options_.initial_backoff * factor);
+  absl::Duration delay = std::max(Jitter(cap), absl::ZeroDuration());
+  const absl::Duration left = w->deadline - loop_->Now();
+  delay = std::min(delay, left);
+
+  AcquireWaitEvent event;
+  event.policy = "retry";
+  event.resource = w->resource;
+  event.attempt = w->attempts;
+  event.last_error = last_error;
+  event.next_attempt_in = delay;
+  event.wait_left = left;
+  observer_->OnAcquireWait(event);
+
+  std::weak_ptr<Waiter> weak = w;
+  w->timer = loop_->RunAfter(delay, [this, weak] {
+    std::shared_ptr<Waiter> w = weak.lock();
+    if (w == nullptr || w->state != Waiter::State::kPending) return;
+    w->timer = 0;
+    StartAttempt(w);
+  });
+}
+
+void RetryLock::EnsureSubscribed(const std::shared_ptr<Group>& g) {
+  if (g->subscription != nullptr || g->subscribing) return;
+  g->subscribing = true;
+  Group* raw = g.get();
+  std::weak_ptr<Group> weak = g;
+  absl::StatusOr<std::unique_ptr<Subscription>> sub = subscriber_->Subscribe(
+      keys_.ChannelKey(g->resource),
+      // The subscription is owned by the group and destroyed with it, after
+      // which this never runs again: the raw pointers are safe.
+      [this, raw](absl::string_view, absl::string_view) { OnReleased(raw); },
+      [this, weak](absl::Status status) {
+        std::shared_ptr<Group> g = weak.lock();
+        if (g == nullptr) return;  // group gone (and `this` may be too)
+        OnSubscribed(g, std::move(status));
+      });
+  if (!sub.ok()) {
+    g->subscribing = false;  // timers only; retried on the next contention
+    return;
+  }
+  g->subscription = std::move(*sub);
+}
+
+void RetryLock::OnSubscribed(const std::shared_ptr<Group>& g, absl::Status status) {
+  g->subscribing = false;
+  if (!status.ok()) {
+    // Keep the dead subscription object until the group goes away (not
+    // destroyed inside its own callback); waiters rely on their timers.
+    return;
+  }
+  g->ready = true;
+  std::vector<std::shared_ptr<Waiter>> due;
+  for (Waiter* w : g->fifo) {
+    if (w->pending_ready && !w->in_flight) due.push_back(waiters_[w]);
+  }
+  for (const std::shared_ptr<Waiter>& w : due) {
+    if (w->state == Waiter::State::kPending && !w->in_flight) StartAttempt(w);
+  }
+}
+
+void RetryLock::OnReleased(Group* g) {
+  // Wake the oldest waiter that is not already covered.
+  for (Waiter* w : g->fifo) {
+    if (w->in_flight) {
+      if (w->notified) continue;  // already has a wake-up pending
+      w->notified = true;
+      return;
+    }
+    std::shared_ptr<Waiter> sw = waiters_[w];
+    StartAttempt(sw);
+    return;
+  }
+}
+
+void RetryLock::Detach(Waiter* w) {
+  if (w->timer != 0) {
+    loop_->Cancel(w->timer);
+    w->timer = 0;
+  }
+  std::shared_ptr<Group> g = std::move(w->group);
+  if (g != nullptr) {
+    g->fifo.erase(w->pos);
+    if (g->fifo.empty()) groups_.erase(g->resource);  // drops the subscription
+  }
+  w->lock = nullptr;
+  waiters_.erase(w);
+}
+
+void RetryLock::Finish(const std::shared_ptr<Waiter>& w,
+                       absl::StatusOr<Lease> result) {
+  w->state = Waiter::State::kDone;
+  LeaseCallback cb = std::move(w->callback);
+  AcquireEvent event;
+  event.policy = "retry";
+  event.resource = w->resource;
+  event.status = result.status();
+  event.latency = loop_->Now() - w->start;
+  event.waited = w->waited;
+  event.attempts = w->attempts;
+  if (result.ok()) {
+    event.fence = result->fence;
+    event.ttl = result->ttl;
+  }
+  observer_->OnAcquire(event);
+  Detach(w.get());
+  // The user may destroy this RetryLock in the callback: touch nothing after.
+  std::move(cb)(std::move(result));
+}
+
+bool RetryLock::CancelWaiter(Waiter* w) {
+  if (w->state != Waiter::State::kPending) return false;
+  w->state = Waiter::State::kCancelled;
+  // Keep the waiter alive until we are done with it.
+  std::shared_ptr<Waiter> keep = waiters_[w];
+  if (w->in_flight) {
+    // True: the inner callback never runs and the inner lock gives back
+    // anything it took. False: it is running right now (we are inside it),
+    // and OnAttemptResult sees the cancelled state.
+    w->inner.Cancel();
+    w->in_flight = false;
+  }
+  LeaseCallback dropped = std::move(w->callback);
+  (void)dropped;
+  Detach(w);
+  return true;
+}
+
+absl::Status RetryLock::Release(const Lease& lease, StatusCallback callback) {
+  return inner_->Release(lease, std::move(callback));
+}
+
+absl::Status RetryLock::Extend(const Lease& lease, absl::Duration ttl,
+                               LeaseCallback callback) {
+  return inner_->Extend(lease, ttl, std::move(callback));
+}
+
+}  // namespace dlock

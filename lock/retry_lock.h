@@ -1,0 +1,147 @@
+// This header defines `RetryLock`: a policy that wraps any `Lock` and waits
+// for a busy resource up to `AcquireOptions::wait`, instead of failing at
+// once. Each attempt is one `inner->Acquire()` (with wait 0).
+//
+// Waiting is event-driven, not blind polling:
+//   - When an attempt meets contention (kAborted), RetryLock subscribes to
+//     the resource's release channel (KeyScheme::ChannelKey, published by
+//     every dlock release). Once the subscription is confirmed it attempts
+//     once more, so a release that happened between the failed attempt and
+//     the subscription is not missed.
+//   - A release notification wakes ONE local waiter of that resource, the
+//     oldest (FIFO); the others keep sleeping. With N waiters in this
+//     process, each release costs about one attempt, not N (no stampede).
+//     If that waiter's attempt was already in flight, it re-attempts at
+//     once if that attempt fails.
+//   - A backoff timer still runs in case a notification is lost (or the
+//     holder crashed and the key simply expired): capped exponential
+//     backoff, initial_backoff * multiplier^(n-1) up to max_backoff, with
+//     full jitter (uniform in [0, cap], absl::BitGen), never past the wait
+//     deadline. A last attempt is made at the deadline.
+//   - One subscription per resource is shared by all waiters of this
+//     RetryLock and dropped when the last of them finishes. Use one RetryLock
+//     per process and resource space to get the FIFO behaviour across all
+//     local waiters.
+//
+// Retried errors: kAborted (busy), kUnavailable and kDeadlineExceeded (the
+// inner lock already released anything such an attempt may have taken).
+// Any other error ends the wait with that error.
+//
+// Outcomes of Acquire: the Lease; with `wait == 0` exactly the inner lock's
+// single result; when the wait deadline passes: kDeadlineExceeded (message
+// names the last attempt's error); a non-retried error as is.
+//
+// Cancel() on the handle: the callback never runs, the timer is cancelled,
+// an attempt in flight is cancelled (the inner lock releases whatever it
+// took), and the subscription is dropped if no other waiter needs it.
+//
+// Lifetime: `loop`, `inner` and `subscriber` must outlive this object.
+// Destroying the RetryLock cancels every pending wait as Cancel() would:
+// their callbacks never run.
+//
+// Not thread-safe: call only on the loop's thread.
+#ifndef DLOCK_LOCK_RETRY_LOCK_H_
+#define DLOCK_LOCK_RETRY_LOCK_H_
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/lock/lock.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/observer.h"
+#include "dlock/transport/event_loop.h"
+#include "dlock/transport/transport.h"
+
+namespace dlock {
+
+struct RetryLockOptions {
+  // Key prefix of the wrapped lock: names the release channel. Must match
+  // the wrapped lock's prefix or notifications never arrive (the backoff
+  // timer still works).
+  std::string key_prefix = "dlock:";
+  // Backoff before attempt n+1: cap = min(max_backoff, initial_backoff *
+  // backoff_multiplier^(n-1)), then jitter(cap).
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(1);
+  double backoff_multiplier = 2.0;
+  // Picks the actual delay from the cap. Default (empty): full jitter,
+  // uniform in [0, cap] from absl::BitGen. Tests may pin it.
+  std::function<absl::Duration(absl::Duration cap)> jitter;
+  // Receives OnAcquire (the whole wait, policy "retry") and OnAcquireWait.
+  // nullptr: none.
+  LockObserver* observer = nullptr;
+};
+
+class RetryLock : public Lock {
+ public:
+  // `subscriber` carries the release-channel subscriptions (typically the
+  // transport the inner lock uses); nullptr: no notifications, backoff
+  // timers only.
+  RetryLock(EventLoop* loop, Lock* inner, Transport* subscriber,
+            RetryLockOptions options = RetryLockOptions());
+  ~RetryLock() override;
+
+  RetryLock(const RetryLock&) = delete;
+  RetryLock& operator=(const RetryLock&) = delete;
+
+  // Waits up to `options.wait` (see above). Returns kInvalidArgument for a
+  // bad resource, bad ttl or negative wait, or the inner lock's rejection of
+  // the first attempt; the callback then never runs.
+  absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
+                                        const AcquireOptions& options,
+                                        LeaseCallback callback) override;
+
+  // Passed to the inner lock.
+  absl::Status Release(const Lease& lease, StatusCallback callback) override;
+  absl::Status Extend(const Lease& lease, absl::Duration ttl,
+                      LeaseCallback callback) override;
+
+  // Observability for tests and tools.
+  // Inner Acquire attempts made so far, over all waits.
+  int64_t attempts() const { return attempts_; }
+  // Acquires still waiting (not finished or cancelled).
+  size_t waiting() const { return waiters_.size(); }
+  // Live release-channel subscriptions (one per resource being waited on).
+  size_t subscriptions() const;
+
+ private:
+  struct Waiter;
+  struct Group;
+
+  void StartAttempt(const std::shared_ptr<Waiter>& w);
+  void OnAttemptResult(const std::shared_ptr<Waiter>& w,
+                       absl::StatusOr<Lease> result);
+  void ScheduleBackoff(const std::shared_ptr<Waiter>& w,
+                       const absl::Status& last_error);
+  void EnsureSubscribed(const std::shared_ptr<Group>& g);
+  void OnSubscribed(const std::shared_ptr<Group>& g, absl::Status status);
+  void OnReleased(Group* g);
+  void Detach(Waiter* w);
+  void Finish(const std::shared_ptr<Waiter>& w, absl::StatusOr<Lease> result);
+  bool CancelWaiter(Waiter* w);
+  absl::Duration Jitter(absl::Duration cap);
+
+  EventLoop* loop_;
+  Lock* inner_;
+  Transport* subscriber_;
+  RetryLockOptions options_;
+  LockObserver* observer_;
+  KeyScheme keys_;
+  absl::BitGen gen_;
+  int64_t attempts_ = 0;
+  absl::flat_hash_map<Waiter*, std::shared_ptr<Waiter>> waiters_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Group>> groups_;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_LOCK_RETRY_LOCK_H_
