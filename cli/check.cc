@@ -1,0 +1,177 @@
+#include "dlock/cli/check.h"
+
+#include <algorithm>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+
+namespace dlock {
+namespace cli {
+namespace {
+
+Finding Make(Finding::Level level, std::string message) {
+  Finding f;
+  f.level = level;
+  f.message = std::move(message);
+  return f;
+}
+
+}  // namespace
+
+const char* LevelName(Finding::Level level) {
+  switch (level) {
+    case Finding::Level::kOk:
+      return "ok";
+    case Finding::Level::kInfo:
+      return "info";
+    case Finding::Level::kWarning:
+      return "WARN";
+    case Finding::Level::kUnsafe:
+      return "UNSAFE";
+  }
+  return "?";
+}
+
+bool ParseVersion(const std::string& text, int* major, int* minor, int* patch) {
+  std::vector<std::string> parts = absl::StrSplit(text, '.');
+  if (parts.size() < 2 || parts.size() > 3) return false;
+  int v[3] = {0, 0, 0};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!absl::SimpleAtoi(parts[i], &v[i]) || v[i] < 0) return false;
+  }
+  *major = v[0];
+  *minor = v[1];
+  *patch = v[2];
+  return true;
+}
+
+std::vector<Finding> AnalyzeServer(const ServerFacts& f, bool redlock,
+                                   absl::Duration ttl) {
+  using L = Finding::Level;
+  std::vector<Finding> out;
+
+  int major = 0, minor = 0, patch = 0;
+  if (f.version.empty() || !ParseVersion(f.version, &major, &minor, &patch)) {
+    out.push_back(Make(L::kWarning, absl::StrCat("version unknown (\"", f.version,
+                                                 "\"): could not read INFO server")));
+  } else if (std::make_tuple(major, minor, patch) < std::make_tuple(2, 6, 12)) {
+    out.push_back(Make(L::kUnsafe,
+                       absl::StrCat("version ", f.version,
+                                    ": dlock needs Redis 2.6.12 or later "
+                                    "(EVAL, SET NX PX)")));
+  } else {
+    out.push_back(Make(L::kOk, absl::StrCat("version ", f.version)));
+  }
+
+  if (f.role.empty()) {
+    out.push_back(Make(L::kWarning, "role unknown: could not read INFO replication"));
+  } else if (f.role != "master") {
+    out.push_back(Make(L::kUnsafe,
+                       absl::StrCat("role ", f.role,
+                                    ": a replica refuses writes (READONLY); "
+                                    "point dlock at the master")));
+  } else {
+    out.push_back(Make(L::kOk, "role master"));
+  }
+
+  if (f.scripting.ok()) {
+    out.push_back(Make(L::kOk, "scripting: EVAL works"));
+  } else {
+    out.push_back(Make(L::kUnsafe,
+                       absl::StrCat("scripting unavailable (", f.scripting.message(),
+                                    "): every dlock primitive is a Lua script")));
+  }
+
+  if (!f.maxmemory_policy.has_value()) {
+    out.push_back(Make(
+        L::kWarning,
+        absl::StrCat("maxmemory-policy unreadable (", f.config_error.message(),
+                     "): make sure it is noeviction, or lock keys may be "
+                     "evicted")));
+  } else {
+    const std::string& p = *f.maxmemory_policy;
+    std::string limit =
+        f.maxmemory.has_value() && *f.maxmemory == "0"
+            ? " (maxmemory is 0 now, but any limit set later makes it evict)"
+            : "";
+    if (p == "noeviction") {
+      out.push_back(Make(L::kOk, "maxmemory-policy noeviction: lock keys are never evicted"));
+    } else if (absl::StartsWith(p, "allkeys-")) {
+      out.push_back(Make(L::kUnsafe,
+                         absl::StrCat("maxmemory-policy ", p,
+                                      ": may evict any key, lock keys "
+                                      "included, under memory pressure; set "
+                                      "noeviction",
+                                      limit)));
+    } else if (absl::StartsWith(p, "volatile-")) {
+      out.push_back(Make(L::kUnsafe,
+                         absl::StrCat("maxmemory-policy ", p,
+                                      ": evicts keys that have a TTL, and "
+                                      "every lock key has one; set noeviction",
+                                      limit)));
+    } else {
+      out.push_back(Make(L::kWarning,
+                         absl::StrCat("maxmemory-policy ", p,
+                                      ": unknown policy; noeviction is the "
+                                      "safe one")));
+    }
+  }
+
+  std::string aof = f.appendonly.value_or("?");
+  std::string fsync = f.appendfsync.value_or("?");
+  std::string persistence =
+      absl::StrCat("persistence: appendonly ", aof, ", appendfsync ", fsync,
+                   ", save \"", f.save.value_or("?"), "\"");
+  if (redlock) {
+    if (aof == "yes" && fsync == "always") {
+      out.push_back(Make(L::kOk, absl::StrCat(persistence,
+                                              ": a restart keeps every lock")));
+    } else {
+      out.push_back(Make(
+          L::kWarning,
+          absl::StrCat(persistence,
+                       ": under RedLock a restarted server may forget locks "
+                       "and let a second holder win; restart a crashed server "
+                       "only after the longest lock TTL has passed (delayed "
+                       "restart), or use appendonly yes + appendfsync always")));
+    }
+  } else {
+    out.push_back(Make(L::kInfo,
+                       absl::StrCat(persistence,
+                                    aof == "yes" && fsync == "always"
+                                        ? ""
+                                        : ": a restart may drop locks; holders "
+                                          "learn it at their next renewal")));
+  }
+
+  if (f.round_trips.empty()) {
+    out.push_back(Make(L::kWarning, "latency: no round trip measured"));
+  } else {
+    std::vector<absl::Duration> sorted = f.round_trips;
+    std::sort(sorted.begin(), sorted.end());
+    absl::Duration median = sorted[sorted.size() / 2];
+    absl::Duration max = sorted.back();
+    std::string text = absl::StrCat(
+        "latency: median ", absl::FormatDuration(median), ", max ",
+        absl::FormatDuration(max), " over ", sorted.size(), " round trips");
+    if (max > ttl / 10) {
+      out.push_back(Make(L::kWarning,
+                         absl::StrCat(text, ": above a tenth of the ttl (",
+                                      absl::FormatDuration(ttl),
+                                      "); leases lose much of their validity "
+                                      "in transit")));
+    } else {
+      out.push_back(Make(L::kOk, text));
+    }
+  }
+  return out;
+}
+
+}  // namespace cli
+}  // namespace dlock

@@ -1,0 +1,71 @@
+// This header defines the analysis behind `dlock check`: the facts gathered
+// from one Redis server and the rules that judge whether dlock's locks are
+// safe on it.
+//
+//   rule              | safe                       | unsafe / warning
+//   ------------------+----------------------------+----------------------------
+//   version           | >= 2.6.12 (EVAL, SET NX PX)| older: UNSAFE
+//   role              | master                     | replica: UNSAFE (READONLY)
+//   scripting         | EVAL "return 1" gives 1    | error (ACL, disabled): UNSAFE
+//   maxmemory-policy  | noeviction                 | allkeys-*: UNSAFE (evicts any
+//                     |                            | key); volatile-*: UNSAFE (lock
+//                     |                            | keys all have a TTL)
+//                     |                            | unreadable (CONFIG renamed):
+//                     |                            | warning
+//   persistence       | RedLock: appendonly yes +  | RedLock otherwise: warning
+//   (RedLock restart  | appendfsync always         | (restart a crashed server
+//   rule)             | single server: informative | only after the longest TTL)
+//   latency           | max round trip < ttl / 10  | warning
+//
+// Pure functions; thread-safe.
+#ifndef DLOCK_CLI_CHECK_H_
+#define DLOCK_CLI_CHECK_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace dlock {
+namespace cli {
+
+struct ServerFacts {
+  std::string address;  // for display
+  std::string version;  // INFO server redis_version; empty if unknown
+  std::string role;     // INFO replication role; empty if unknown
+  // CONFIG GET results; nullopt when CONFIG could not be read.
+  std::optional<std::string> maxmemory_policy;
+  std::optional<std::string> maxmemory;
+  std::optional<std::string> appendonly;
+  std::optional<std::string> appendfsync;
+  std::optional<std::string> save;
+  absl::Status config_error;  // why CONFIG could not be read
+  // OK when `EVAL "return 1" 0` returned 1, else why not.
+  absl::Status scripting;
+  // Timed PING round trips.
+  std::vector<absl::Duration> round_trips;
+};
+
+struct Finding {
+  enum class Level { kOk, kInfo, kWarning, kUnsafe };
+  Level level = Level::kOk;
+  std::string message;
+};
+
+// Judges one server. `redlock`: the server is one of several (RedLock), so
+// the restart rule applies. `ttl`: the lease TTL the latency is compared to.
+std::vector<Finding> AnalyzeServer(const ServerFacts& facts, bool redlock,
+                                   absl::Duration ttl);
+
+// "ok", "info", "WARN", "UNSAFE".
+const char* LevelName(Finding::Level level);
+
+// Parses "7.0.15" (or "2.6") into comparable parts; false if malformed.
+bool ParseVersion(const std::string& text, int* major, int* minor, int* patch);
+
+}  // namespace cli
+}  // namespace dlock
+
+#endif  // DLOCK_CLI_CHECK_H_

@@ -1,0 +1,117 @@
+#include "dlock/cli/check.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dlock {
+namespace cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+ServerFacts SafeFacts() {
+  ServerFacts f;
+  f.address = "127.0.0.1:6379";
+  f.version = "7.0.15";
+  f.role = "master";
+  f.maxmemory_policy = "noeviction";
+  f.maxmemory = "0";
+  f.appendonly = "yes";
+  f.appendfsync = "always";
+  f.save = "";
+  f.round_trips = {absl::Microseconds(50), absl::Microseconds(70),
+                   absl::Microseconds(60)};
+  return f;
+}
+
+Finding::Level Worst(const std::vector<Finding>& findings) {
+  Finding::Level worst = Finding::Level::kOk;
+  for (const Finding& f : findings) worst = std::max(worst, f.level);
+  return worst;
+}
+
+std::string Find(const std::vector<Finding>& findings, Finding::Level level) {
+  for (const Finding& f : findings) {
+    if (f.level == level) return f.message;
+  }
+  return "";
+}
+
+TEST(CheckTest, SafeServerHasNoWarnings) {
+  std::vector<Finding> findings =
+      AnalyzeServer(SafeFacts(), /*redlock=*/true, absl::Seconds(30));
+  EXPECT_EQ(Worst(findings), Finding::Level::kOk);
+}
+
+TEST(CheckTest, EvictingPoliciesAreUnsafe) {
+  for (const char* policy : {"allkeys-lru", "allkeys-random", "volatile-lru",
+                             "volatile-ttl", "volatile-lfu"}) {
+    ServerFacts f = SafeFacts();
+    f.maxmemory_policy = policy;
+    std::vector<Finding> findings = AnalyzeServer(f, false, absl::Seconds(30));
+    EXPECT_EQ(Worst(findings), Finding::Level::kUnsafe) << policy;
+    EXPECT_THAT(Find(findings, Finding::Level::kUnsafe), HasSubstr(policy));
+  }
+}
+
+TEST(CheckTest, UnreadableConfigIsAWarning) {
+  ServerFacts f = SafeFacts();
+  f.maxmemory_policy.reset();
+  f.config_error = absl::UnavailableError("unknown command 'CONFIG'");
+  std::vector<Finding> findings = AnalyzeServer(f, false, absl::Seconds(30));
+  EXPECT_EQ(Worst(findings), Finding::Level::kWarning);
+  EXPECT_THAT(Find(findings, Finding::Level::kWarning), HasSubstr("noeviction"));
+}
+
+TEST(CheckTest, RedLockWithoutFsyncAlwaysWarnsAboutDelayedRestart) {
+  ServerFacts f = SafeFacts();
+  f.appendonly = "no";
+  EXPECT_EQ(Worst(AnalyzeServer(f, /*redlock=*/false, absl::Seconds(30))),
+            Finding::Level::kInfo);
+  std::vector<Finding> findings = AnalyzeServer(f, /*redlock=*/true, absl::Seconds(30));
+  EXPECT_EQ(Worst(findings), Finding::Level::kWarning);
+  EXPECT_THAT(Find(findings, Finding::Level::kWarning), HasSubstr("delayed restart"));
+}
+
+TEST(CheckTest, OldVersionReplicaAndBrokenScriptingAreUnsafe) {
+  ServerFacts old = SafeFacts();
+  old.version = "2.6.11";
+  EXPECT_EQ(Worst(AnalyzeServer(old, false, absl::Seconds(30))),
+            Finding::Level::kUnsafe);
+  ServerFacts replica = SafeFacts();
+  replica.role = "slave";
+  EXPECT_EQ(Worst(AnalyzeServer(replica, false, absl::Seconds(30))),
+            Finding::Level::kUnsafe);
+  ServerFacts noscript = SafeFacts();
+  noscript.scripting = absl::UnavailableError("NOPERM");
+  EXPECT_EQ(Worst(AnalyzeServer(noscript, false, absl::Seconds(30))),
+            Finding::Level::kUnsafe);
+}
+
+TEST(CheckTest, SlowRoundTripsWarnRelativeToTtl) {
+  ServerFacts f = SafeFacts();
+  f.round_trips = {absl::Milliseconds(150)};
+  EXPECT_EQ(Worst(AnalyzeServer(f, /*redlock=*/true, absl::Seconds(30))),
+            Finding::Level::kOk);
+  EXPECT_EQ(Worst(AnalyzeServer(f, /*redlock=*/true, absl::Seconds(1))),
+            Finding::Level::kWarning);
+}
+
+TEST(CheckTest, ParsesVersions) {
+  int a, b, c;
+  EXPECT_TRUE(ParseVersion("7.0.15", &a, &b, &c));
+  EXPECT_EQ(a * 10000 + b * 100 + c, 70015);
+  EXPECT_TRUE(ParseVersion("2.6", &a, &b, &c));
+  EXPECT_FALSE(ParseVersion("seven", &a, &b, &c));
+  EXPECT_FALSE(ParseVersion("", &a, &b, &c));
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace dlock
