@@ -1,0 +1,251 @@
+#include "dlock/examples/support/redis_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+
+namespace dlock {
+namespace examples {
+namespace {
+
+absl::Status ErrnoStatus(absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+absl::StatusOr<int> PickFreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    absl::Status s = ErrnoStatus("bind");
+    close(fd);
+    return s;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+absl::StatusOr<std::string> FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr || *path == '\0') path = "/usr/local/bin:/usr/bin:/bin";
+  for (absl::string_view dir : absl::StrSplit(path, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  // Debian installs it in /usr/bin, which a minimal PATH may lack.
+  if (access("/usr/bin/redis-server", X_OK) == 0) return std::string("/usr/bin/redis-server");
+  return absl::NotFoundError(
+      absl::StrCat(name, " not found on PATH; install redis-server (tools/setup)"));
+}
+
+// One PING over a fresh TCP connection; true on "+PONG".
+bool Ping(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  timeval tv = {0, 200000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = false;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      write(fd, "PING\r\n", 6) == 6) {
+    char buf[16] = {};
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    ok = n >= 5 && absl::StartsWith(buf, "+PONG");
+  }
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+RedisProcess::RedisProcess(RedisProcessOptions options)
+    : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(
+    RedisProcessOptions options) {
+  std::unique_ptr<RedisProcess> p(new RedisProcess(std::move(options)));
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string templ = absl::StrCat(
+      tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/dlock-redis-XXXXXX");
+  if (mkdtemp(templ.data()) == nullptr) return ErrnoStatus("mkdtemp");
+  p->dir_ = templ;
+  absl::Status last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    absl::StatusOr<int> port = PickFreePort();
+    if (!port.ok()) return port.status();
+    p->port_ = *port;
+    last = p->Spawn();
+    if (last.ok()) last = p->WaitReady();
+    if (last.ok()) return p;
+    if (absl::IsNotFound(last)) return last;
+    p->Kill().IgnoreError();
+    if (!absl::StrContains(p->LogTail(), "already in use")) break;
+  }
+  return last;
+}
+
+RedisProcess::~RedisProcess() {
+  Stop().IgnoreError();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string RedisProcess::url() const {
+  return absl::StrCat("redis://127.0.0.1:", port_);
+}
+
+absl::Status RedisProcess::Spawn() {
+  absl::StatusOr<std::string> binary = FindOnPath("redis-server");
+  if (!binary.ok()) return binary.status();
+  std::vector<std::string> args = {*binary, "--port", absl::StrCat(port_),
+                                   "--bind", "127.0.0.1", "--dir", dir_,
+                                   "--daemonize", "no", "--logfile",
+                                   dir_ + "/redis.log", "--save", ""};
+  if (options_.appendonly) {
+    args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
+  } else {
+    args.insert(args.end(), {"--appendonly", "no"});
+  }
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return ErrnoStatus("fork");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    int null_fd = open("/dev/null", O_RDWR);
+    if (null_fd >= 0) {
+      dup2(null_fd, 0);
+      dup2(null_fd, 1);
+      dup2(null_fd, 2);
+    }
+    syscall(SYS_close_range, 3u, ~0u, 0u);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  pid_ = pid;
+  paused_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status RedisProcess::WaitReady() {
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  while (absl::Now() < deadline) {
+    int wstatus = 0;
+    if (waitpid(pid_, &wstatus, WNOHANG) == pid_) {
+      pid_ = -1;
+      return absl::UnavailableError(
+          absl::StrCat("redis-server exited during startup. Log tail:\n", LogTail()));
+    }
+    if (Ping(port_)) return absl::OkStatus();
+    // Polling an external process for readiness, bounded by `deadline`.
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "redis-server on port ", port_, " did not answer PING. Log tail:\n",
+      LogTail()));
+}
+
+absl::Status RedisProcess::Pause() {
+  if (!running()) return absl::FailedPreconditionError("not running");
+  if (kill(pid_, SIGSTOP) != 0) return ErrnoStatus("kill(SIGSTOP)");
+  int wstatus = 0;
+  if (waitpid(pid_, &wstatus, WUNTRACED) != pid_ || !WIFSTOPPED(wstatus)) {
+    return absl::InternalError("redis-server did not stop");
+  }
+  paused_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status RedisProcess::Resume() {
+  if (!running()) return absl::FailedPreconditionError("not running");
+  if (kill(pid_, SIGCONT) != 0) return ErrnoStatus("kill(SIGCONT)");
+  paused_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status RedisProcess::Kill() {
+  if (!running()) return absl::OkStatus();
+  kill(pid_, SIGKILL);
+  int wstatus = 0;
+  while (waitpid(pid_, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  paused_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status RedisProcess::Stop() {
+  if (!running()) return absl::OkStatus();
+  if (paused_) kill(pid_, SIGCONT);
+  kill(pid_, SIGTERM);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    int wstatus = 0;
+    pid_t r = waitpid(pid_, &wstatus, WNOHANG);
+    if (r == pid_ || (r < 0 && errno == ECHILD)) {
+      pid_ = -1;
+      paused_ = false;
+      return absl::OkStatus();
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return Kill();
+}
+
+absl::Status RedisProcess::Restart() {
+  absl::Status s = Stop();
+  if (s.ok()) s = Spawn();
+  if (s.ok()) s = WaitReady();
+  return s;
+}
+
+std::string RedisProcess::LogTail(size_t max_bytes) const {
+  std::ifstream in(dir_ + "/redis.log", std::ios::binary);
+  if (!in) return "";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string all = ss.str();
+  if (all.size() > max_bytes) all = all.substr(all.size() - max_bytes);
+  return all;
+}
+
+}  // namespace examples
+}  // namespace dlock
