@@ -1,0 +1,134 @@
+#include "dlock/transport/uv/uv_loop_thread.h"
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dlock {
+namespace {
+
+constexpr auto kWait = std::chrono::seconds(10);
+
+TEST(UvLoopThreadTest, PostedFunctionsRunOnTheLoopThreadInOrder) {
+  UvLoopThread thread;
+  EXPECT_FALSE(thread.InLoopThread());
+  std::vector<int> order;  // touched only on the loop thread until `done`
+  std::promise<void> done;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(thread.Post([&, i] {
+      EXPECT_TRUE(thread.InLoopThread());
+      order.push_back(i);
+      if (i == 999) done.set_value();
+    }));
+  }
+  ASSERT_EQ(done.get_future().wait_for(kWait), std::future_status::ready);
+  ASSERT_EQ(order.size(), 1000u);
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(order[i], i);
+}
+
+TEST(UvLoopThreadTest, EachPostingThreadKeepsItsOrder) {
+  UvLoopThread thread;
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 500;
+  std::vector<std::vector<int>> seen(kThreads);  // loop thread only
+  std::atomic<int> total{0};
+  std::promise<void> done;
+  std::vector<std::thread> posters;
+  for (int t = 0; t < kThreads; ++t) {
+    posters.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        thread.Post([&, t, i] {
+          seen[t].push_back(i);
+          if (++total == kThreads * kPerThread) done.set_value();
+        });
+      }
+    });
+  }
+  for (auto& p : posters) p.join();
+  ASSERT_EQ(done.get_future().wait_for(kWait), std::future_status::ready);
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(seen[t].size(), static_cast<size_t>(kPerThread));
+    for (int i = 0; i < kPerThread; ++i) EXPECT_EQ(seen[t][i], i);
+  }
+}
+
+TEST(UvLoopThreadTest, TimersOfItsLoopRunOnTheLoopThread) {
+  UvLoopThread thread;
+  std::promise<absl::Duration> elapsed;
+  thread.Post([&] {
+    const absl::Time start = thread.loop()->Now();
+    thread.loop()->RunAfter(absl::Milliseconds(10), [&, start] {
+      EXPECT_TRUE(thread.InLoopThread());
+      elapsed.set_value(thread.loop()->Now() - start);
+    });
+  });
+  auto f = elapsed.get_future();
+  ASSERT_EQ(f.wait_for(kWait), std::future_status::ready);
+  EXPECT_GE(f.get(), absl::Milliseconds(10));
+}
+
+TEST(UvLoopThreadTest, PostFromTheLoopThreadRunsLater) {
+  UvLoopThread thread;
+  std::promise<std::vector<int>> result;
+  thread.Post([&] {
+    auto order = std::make_shared<std::vector<int>>();
+    thread.Post([&, order] {
+      order->push_back(2);
+      result.set_value(*order);
+    });
+    order->push_back(1);
+  });
+  auto f = result.get_future();
+  ASSERT_EQ(f.wait_for(kWait), std::future_status::ready);
+  EXPECT_THAT(f.get(), ::testing::ElementsAre(1, 2));
+}
+
+TEST(UvLoopThreadTest, DestructorRunsWhatWasPostedAndDropsPendingTimers) {
+  std::atomic<int> ran{0};
+  std::atomic<bool> timer_ran{false};
+  {
+    UvLoopThread thread;
+    thread.Post([&] {
+      thread.loop()->RunAfter(absl::Hours(1), [&] { timer_ran = true; });
+    });
+    for (int i = 0; i < 100; ++i) thread.Post([&] { ++ran; });
+  }
+  EXPECT_EQ(ran.load(), 100);
+  EXPECT_FALSE(timer_ran.load());
+}
+
+TEST(UvLoopThreadTest, PostFailsOnceStoppingAndDestroysTheFunction) {
+  auto thread = std::make_unique<UvLoopThread>();
+  UvLoopThread* raw = thread.get();
+  auto token = std::make_shared<int>(0);
+  std::weak_ptr<int> weak = token;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> in_first{false};
+  std::atomic<bool> posted_during_stop{true};
+  // The first function holds the loop thread until the destructor has begun.
+  raw->Post([&, released] {
+    in_first = true;
+    released.wait();
+    posted_during_stop = raw->Post([token = std::move(token)] {
+      ADD_FAILURE() << "ran after stop";
+    });
+  });
+  while (!in_first) std::this_thread::yield();
+  std::thread destroyer([&] { thread.reset(); });
+  // The destructor is blocked joining the loop thread; once it has set the
+  // stop flag, Post fails.
+  while (raw->Post([] {})) std::this_thread::yield();
+  release.set_value();
+  destroyer.join();
+  EXPECT_FALSE(posted_during_stop.load());
+  EXPECT_TRUE(weak.expired());
+}
+
+}  // namespace
+}  // namespace dlock
