@@ -1,0 +1,169 @@
+// This header defines `BlockingLock` and `LockGuard`: the blocking facade
+// for ordinary threaded programs. It does not implement locking itself: each
+// call is posted to a `LoopThread` and runs the async `Lock` there (the same
+// core loop hosts use); the calling thread sleeps on a condition variable
+// until the callback delivers the outcome.
+//
+//   UvLoopThread thread(...);                       // //transport/uv
+//   // Build the transport and the policy on the loop thread, e.g.
+//   //   SimpleLock simple(thread.loop(), &transport);
+//   //   RetryLock retry(thread.loop(), &simple, &transport);
+//   BlockingLock locks(&thread, &retry);
+//   {
+//     absl::StatusOr<LockGuard> guard =
+//         locks.Lock("orders/42", absl::Seconds(10), absl::Seconds(3));
+//     if (!guard.ok()) return guard.status();   // kDeadlineExceeded: busy
+//     Use(guard->lease().fence);
+//   }                                           // released here
+//
+// Waiting: `Lock()` passes `wait_timeout` as AcquireOptions::wait, so the
+// wrapped lock decides how to wait; wrap a RetryLock (a SimpleLock makes
+// every call a single attempt).
+//
+// ReentrantLock: when the options name no task id, the facade uses one per
+// calling thread, so nested locks on one thread count up, and other threads
+// of the process are other owners.
+//
+// Outcomes: those of the wrapped lock, plus kCancelled when the loop thread
+// is stopping (the call could not be posted, or the loop was torn down
+// before answering), and kFailedPrecondition when called on the loop thread
+// itself (it would deadlock).
+//
+// Thread-safety: BlockingLock is thread-safe: any number of threads may
+// call it at once. A LockGuard is thread-compatible (like
+// std::unique_lock): one thread at a time; it may be moved to another thread.
+//
+// Lifetime: `thread` and `lock` must outlive the BlockingLock, and the
+// BlockingLock must outlive every guard it returned.
+//
+// Auto-renewal hook: every guard shares a `GuardState` with the loop thread.
+// A subclass (e.g. the watchdog integration) overrides `OnAcquired()` to
+// start renewing, marks the state lost when renewal fails, and sets
+// `before_release` to stop renewal; `LockGuard::IsValid()` reports it.
+#ifndef DLOCK_LOCK_BLOCKING_LOCK_H_
+#define DLOCK_LOCK_BLOCKING_LOCK_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/lock/lock.h"
+#include "dlock/transport/loop_thread.h"
+
+namespace dlock {
+
+class BlockingLock;
+
+// What a guard shares with the loop thread.
+struct GuardState {
+  // The lease as acquired. Immutable after the guard is returned.
+  Lease lease;
+  // Set (from any thread) when the lease is known to be lost, e.g. by a
+  // renewal hook whose renewal was refused.
+  std::atomic<bool> lost{false};
+  // Runs on the loop thread right before the release is sent (and also when
+  // the guard is detached). Hooks use it to stop renewing. May be empty.
+  // Set only on the loop thread.
+  absl::AnyInvocable<void() &&> before_release;
+};
+
+// Owns one acquired lease; releases it when destroyed (like std::unique_lock).
+class LockGuard {
+ public:
+  // Owns nothing.
+  LockGuard() = default;
+  LockGuard(LockGuard&& other) noexcept;
+  // Releases what this guard owns (ignoring the outcome), then takes over.
+  LockGuard& operator=(LockGuard&& other) noexcept;
+  LockGuard(const LockGuard&) = delete;
+  LockGuard& operator=(const LockGuard&) = delete;
+  // Releases the lease if still owned; the outcome is ignored (use Unlock()
+  // to see it). Blocks until the release was answered.
+  ~LockGuard();
+
+  bool owns_lock() const { return state_ != nullptr; }
+  explicit operator bool() const { return owns_lock(); }
+
+  // The lease. Requires owns_lock().
+  const Lease& lease() const { return state_->lease; }
+
+  // False when nothing is owned, or the lease is known lost (a renewal hook
+  // said so). Without a hook, this cannot notice expiry on the server:
+  // compare lease().deadline with the loop's clock for that.
+  bool IsValid() const;
+
+  // Releases now and reports the outcome: OK; kFailedPrecondition when the
+  // lease no longer owned the key (it expired and maybe someone else holds
+  // it: whatever was protected may have been touched concurrently), or when
+  // the guard owns nothing; kUnavailable / kDeadlineExceeded when unknown
+  // (the key expires by its TTL); kCancelled when the loop is stopping.
+  // Afterwards the guard owns nothing, whatever the outcome.
+  absl::Status Unlock();
+
+  // Gives up ownership without releasing (like std::unique_lock::release):
+  // the caller becomes responsible for the lease.
+  Lease Release();
+
+ private:
+  friend class BlockingLock;
+  LockGuard(BlockingLock* owner, std::shared_ptr<GuardState> state)
+      : owner_(owner), state_(std::move(state)) {}
+
+  BlockingLock* owner_ = nullptr;
+  std::shared_ptr<GuardState> state_;
+};
+
+class BlockingLock {
+ public:
+  // `lock` must have been built for `thread->loop()` (its loop and
+  // transport live on that thread).
+  BlockingLock(LoopThread* thread, Lock* lock);
+  virtual ~BlockingLock() = default;
+
+  BlockingLock(const BlockingLock&) = delete;
+  BlockingLock& operator=(const BlockingLock&) = delete;
+
+  // One attempt: a guard, or kAborted when held by another owner (or the
+  // wrapped lock's other errors). kInvalidArgument for a bad resource/ttl.
+  absl::StatusOr<LockGuard> TryLock(absl::string_view resource, absl::Duration ttl);
+
+  // Waits up to `wait_timeout` (through the wrapped lock, see above).
+  absl::StatusOr<LockGuard> Lock(absl::string_view resource, absl::Duration ttl,
+                                 absl::Duration wait_timeout);
+
+  // Full control over the options (task id, ttl, wait).
+  absl::StatusOr<LockGuard> Acquire(absl::string_view resource, AcquireOptions options);
+
+  // Blocking Extend of a guard's lease (e.g. without a renewal hook). On OK
+  // the guard's lease keeps its old fields; the new lease is returned.
+  absl::StatusOr<Lease> Extend(const LockGuard& guard, absl::Duration ttl);
+
+  LoopThread* thread() const { return thread_; }
+  dlock::Lock* lock() const { return lock_; }
+
+ protected:
+  // Runs on the loop thread once a lease was acquired, before the guard is
+  // handed to the caller. The default does nothing. Overrides may start
+  // renewal and set `state->before_release`.
+  virtual void OnAcquired(const std::shared_ptr<GuardState>& state) {}
+
+ private:
+  friend class LockGuard;
+  absl::Status ReleaseState(std::shared_ptr<GuardState> state);
+
+  LoopThread* thread_;
+  dlock::Lock* lock_;
+};
+
+// A process-unique id of the calling thread ("thread-<n>"), used as the
+// default ReentrantLock task id by the facade.
+std::string CurrentThreadTaskId();
+
+}  // namespace dlock
+
+#endif  // DLOCK_LOCK_BLOCKING_LOCK_H_
