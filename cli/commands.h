@@ -1,0 +1,46 @@
+// The `dlock` subcommands. Each returns the process exit code (exit_codes.h)
+// and prints its results on stdout, its diagnostics on stderr.
+#ifndef DLOCK_CLI_COMMANDS_H_
+#define DLOCK_CLI_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "dlock/cli/redis_url.h"
+
+namespace dlock {
+namespace cli {
+
+struct CommonOptions {
+  std::vector<RedisUrl> urls;
+  absl::Duration timeout = absl::Seconds(2);
+  std::string prefix = "dlock:";
+  bool verbose = false;
+};
+
+// `dlock status RESOURCE`.
+int StatusCommand(const CommonOptions& common, const std::string& resource);
+
+// `dlock check`.
+int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
+                 bool strict);
+
+enum class OnLost { kTerm, kKill, kIgnore };
+
+struct RunOptions {
+  std::string resource;
+  std::vector<std::string> command;
+  absl::Duration ttl = absl::Seconds(30);
+  absl::Duration wait = absl::ZeroDuration();
+  OnLost on_lost = OnLost::kTerm;
+  absl::Duration kill_after = absl::Seconds(10);
+};
+
+// `dlock run RESOURCE -- CMD...`.
+int RunCommand(const CommonOptions& common, const RunOptions& run);
+
+}  // namespace cli
+}  // namespace dlock
+
+#endif  // DLOCK_CLI_COMMANDS_H_

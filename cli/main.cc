@@ -1,0 +1,141 @@
+// dlock: run a command under a Redis lock, inspect a lock, check a
+// deployment. See `dlock --help` and exit_codes.h.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "dlock/cli/command_line.h"
+#include "dlock/cli/commands.h"
+#include "dlock/cli/exit_codes.h"
+#include "dlock/cli/flags.h"
+#include "dlock/cli/redis_url.h"
+#include "dlock/lock/lock_commands.h"
+
+namespace dlock {
+namespace cli {
+namespace {
+
+int UsageError(const std::string& program, const std::string& message) {
+  std::fprintf(stderr, "dlock: %s\nTry '%s --help'.\n", message.c_str(),
+               program.c_str());
+  return kExitUsage;
+}
+
+absl::Status CheckDuration(const char* flag, absl::Duration d, bool allow_zero) {
+  if (d == absl::InfiniteDuration() || d < absl::ZeroDuration() ||
+      (!allow_zero && d == absl::ZeroDuration())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad value ", absl::FormatDuration(d), " for --", flag, ": must be ",
+        allow_zero ? "finite and >= 0" : "finite and > 0"));
+  }
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  const std::string program = "dlock";
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
+  if (!cl.ok()) return UsageError(program, std::string(cl.status().message()));
+  if (cl->help) {
+    std::fputs(UsageText(program).c_str(), stdout);
+    return kExitOk;
+  }
+  if (cl->positional.empty()) {
+    return UsageError(program, "missing subcommand (run, status or check)");
+  }
+  const std::string sub = cl->positional[0];
+
+  CommonOptions common;
+  std::vector<std::string> url_texts = cl->redis_urls;
+  if (url_texts.empty()) {
+    const char* env = std::getenv("DLOCK_REDIS_URL");
+    url_texts.push_back(env != nullptr && *env != '\0' ? env
+                                                       : absl::GetFlag(FLAGS_redis));
+  }
+  const std::string password_env = absl::GetFlag(FLAGS_password_env);
+  for (const std::string& text : url_texts) {
+    absl::StatusOr<RedisUrl> url = ParseRedisUrl(text, password_env.c_str());
+    if (!url.ok()) return UsageError(program, std::string(url.status().message()));
+    common.urls.push_back(*url);
+  }
+  common.timeout = absl::GetFlag(FLAGS_timeout);
+  common.prefix = absl::GetFlag(FLAGS_prefix);
+  common.verbose = absl::GetFlag(FLAGS_verbose);
+  const absl::Duration ttl = absl::GetFlag(FLAGS_ttl);
+  for (absl::Status s :
+       {CheckDuration("timeout", common.timeout, false), CheckDuration("ttl", ttl, false),
+        CheckDuration("wait", absl::GetFlag(FLAGS_wait), true),
+        CheckDuration("kill_after", absl::GetFlag(FLAGS_kill_after), true)}) {
+    if (!s.ok()) return UsageError(program, std::string(s.message()));
+  }
+  if (absl::Status s = ValidateTtl(ttl); !s.ok()) {
+    return UsageError(program, absl::StrCat("--ttl: ", s.message()));
+  }
+
+  if (sub == "run") {
+    if (cl->positional.size() != 2) {
+      return UsageError(program, "run needs exactly one RESOURCE before '--'");
+    }
+    if (!cl->has_separator || cl->command.empty()) {
+      return UsageError(program, "run needs a command after '--'");
+    }
+    RunOptions run;
+    run.resource = cl->positional[1];
+    run.command = cl->command;
+    run.ttl = ttl;
+    run.wait = absl::GetFlag(FLAGS_wait);
+    run.kill_after = absl::GetFlag(FLAGS_kill_after);
+    const std::string on_lost = absl::GetFlag(FLAGS_on_lost);
+    if (on_lost == "term") {
+      run.on_lost = OnLost::kTerm;
+    } else if (on_lost == "kill") {
+      run.on_lost = OnLost::kKill;
+    } else if (on_lost == "ignore") {
+      run.on_lost = OnLost::kIgnore;
+    } else {
+      return UsageError(program, absl::StrCat("bad value \"", on_lost,
+                                              "\" for --on-lost: expected term, kill or ignore"));
+    }
+    if (absl::Status s = ValidateResource(run.resource); !s.ok()) {
+      return UsageError(program, std::string(s.message()));
+    }
+    return RunCommand(common, run);
+  }
+  if (cl->has_separator) {
+    return UsageError(program, absl::StrCat("'--' is only for run, not ", sub));
+  }
+  if (sub == "status") {
+    if (cl->positional.size() != 2) {
+      return UsageError(program, "status needs exactly one RESOURCE");
+    }
+    return StatusCommand(common, cl->positional[1]);
+  }
+  if (sub == "check") {
+    if (cl->positional.size() != 1) {
+      return UsageError(program, "check takes no arguments besides flags");
+    }
+    int pings = absl::GetFlag(FLAGS_pings);
+    if (pings < 1 || pings > 10000) {
+      return UsageError(program, "--pings must be in 1..10000");
+    }
+    return CheckCommand(common, ttl, pings, absl::GetFlag(FLAGS_strict));
+  }
+  return UsageError(program, absl::StrCat("unknown subcommand \"", sub,
+                                          "\" (expected run, status or check)"));
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace dlock
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  return dlock::cli::Main(argc, argv);
+}

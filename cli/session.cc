@@ -1,0 +1,100 @@
+#include "dlock/cli/session.h"
+
+#include <uv.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/uv_event_loop.h"
+
+namespace dlock {
+namespace cli {
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Open(
+    const std::vector<RedisUrl>& urls, absl::Duration command_timeout) {
+  std::unique_ptr<Session> s(new Session());
+  s->uv_loop_ = new uv_loop_t;
+  if (int rc = uv_loop_init(s->uv_loop_); rc != 0) {
+    delete s->uv_loop_;
+    s->uv_loop_ = nullptr;
+    return absl::InternalError(absl::StrCat("uv_loop_init: ", uv_strerror(rc)));
+  }
+  s->loop_ = std::make_unique<UvEventLoop>(s->uv_loop_);
+  s->urls_ = urls;
+  s->command_timeout_ = command_timeout;
+  for (const RedisUrl& url : urls) {
+    HiredisTransportOptions o;
+    if (url.kind == RedisUrl::Kind::kUnix) {
+      o.unix_socket = url.path;
+    } else {
+      o.host = url.host;
+      o.port = url.port;
+    }
+    o.username = url.user;
+    o.password = url.password;
+    o.db = url.db;
+    o.connect_timeout = command_timeout;
+    if (!o.username.empty() && o.password.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          url.Display(), ": user \"", url.user,
+          "\" needs a password (in the URL or the password environment variable)"));
+    }
+    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
+        HiredisTransport::Create(s->uv_loop_, o);
+    if (!t.ok()) {
+      return absl::Status(t.status().code(),
+                          absl::StrCat(url.Display(), ": ", t.status().message()));
+    }
+    s->transports_.push_back(*std::move(t));
+  }
+  return s;
+}
+
+Session::~Session() {
+  CloseTransports();
+  loop_.reset();
+  if (uv_loop_ != nullptr) {
+    uv_run(uv_loop_, UV_RUN_DEFAULT);  // deliver the close callbacks
+    uv_loop_close(uv_loop_);
+    delete uv_loop_;
+  }
+}
+
+void Session::CloseTransports() { transports_.clear(); }
+
+std::vector<Transport*> Session::transports() const {
+  std::vector<Transport*> out;
+  for (const auto& t : transports_) out.push_back(t.get());
+  return out;
+}
+
+bool Session::RunUntil(absl::FunctionRef<bool()> done) {
+  while (!done()) {
+    if (uv_run(uv_loop_, UV_RUN_ONCE) == 0 && !done()) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<Reply> Session::Call(size_t i, std::vector<std::string> argv) {
+  bool done = false;
+  absl::StatusOr<Reply> result = absl::UnknownError("no reply");
+  absl::Status sent = transports_[i]->Send(
+      std::move(argv), command_timeout_,
+      [&done, &result](absl::StatusOr<Reply> r) {
+        result = std::move(r);
+        done = true;
+      });
+  if (!sent.ok()) return sent;
+  if (!RunUntil([&done] { return done; })) {
+    return absl::InternalError("event loop ran dry before the reply");
+  }
+  return result;
+}
+
+}  // namespace cli
+}  // namespace dlock

@@ -1,0 +1,71 @@
+// This header defines `Session`: what every `dlock` subcommand shares -- one
+// libuv loop, dlock's `UvEventLoop` over it, and one `Transport` per
+// `--redis` server -- plus a blocking `Call` for the simple request/reply
+// steps of `status` and `check` (the CLI is a top-level program; it may run
+// the loop until an answer comes).
+//
+// Not thread-safe: everything runs on the thread that created the Session.
+#ifndef DLOCK_CLI_SESSION_H_
+#define DLOCK_CLI_SESSION_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dlock/cli/redis_url.h"
+#include "dlock/transport/event_loop.h"
+#include "dlock/transport/reply.h"
+#include "dlock/transport/transport.h"
+
+struct uv_loop_s;
+
+namespace dlock {
+namespace cli {
+
+class Session {
+ public:
+  // Opens the loop and one transport per URL (connections are made in the
+  // background; the first command waits for them).
+  static absl::StatusOr<std::unique_ptr<Session>> Open(
+      const std::vector<RedisUrl>& urls, absl::Duration command_timeout);
+  // Closes the transports and the loop (runs it until every handle closed).
+  ~Session();
+
+  uv_loop_s* uv_loop() const { return uv_loop_; }
+  EventLoop* loop() const { return loop_.get(); }
+  const std::vector<RedisUrl>& urls() const { return urls_; }
+  size_t size() const { return transports_.size(); }
+  Transport* transport(size_t i) const { return transports_[i].get(); }
+  std::vector<Transport*> transports() const;
+  absl::Duration command_timeout() const { return command_timeout_; }
+
+  // Sends `argv` to server `i` and runs the loop until the reply (or the
+  // transport's failure) arrives.
+  absl::StatusOr<Reply> Call(size_t i, std::vector<std::string> argv);
+
+  // Runs the loop until `done()` is true or nothing is left to run.
+  // Returns false in the latter case.
+  bool RunUntil(absl::FunctionRef<bool()> done);
+
+  // Drops every transport (pending callbacks get kCancelled), e.g. before
+  // the loop is run dry at exit.
+  void CloseTransports();
+
+ private:
+  Session() = default;
+
+  uv_loop_s* uv_loop_ = nullptr;
+  std::unique_ptr<EventLoop> loop_;
+  std::vector<RedisUrl> urls_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  absl::Duration command_timeout_;
+};
+
+}  // namespace cli
+}  // namespace dlock
+
+#endif  // DLOCK_CLI_SESSION_H_
