@@ -1,0 +1,269 @@
+// The blocking facade (lock/blocking_lock.h) from many threads, on a real
+// redis-server: HiredisTransport + SimpleLock/RetryLock/ReentrantLock live on
+// a UvLoopThread; test threads call BlockingLock. Runs clean under
+// --config=tsan.
+#include "dlock/lock/blocking_lock.h"
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "dlock/lock/reentrant_lock.h"
+#include "dlock/lock/retry_lock.h"
+#include "dlock/lock/simple_lock.h"
+#include "dlock/tests/testing/redis_server.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/uv_loop_thread.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::StatusIs;
+
+// Runs `fn` on the loop thread and waits for it.
+template <typename Fn>
+void RunOnLoop(LoopThread& thread, Fn fn) {
+  std::promise<void> done;
+  ASSERT_TRUE(thread.Post([&] {
+    fn();
+    done.set_value();
+  }));
+  done.get_future().wait();
+}
+
+class BlockingLockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+        testing::RedisServer::Start();
+    ASSERT_THAT(server, IsOk());
+    server_ = *std::move(server);
+    thread_ = std::make_unique<UvLoopThread>();
+    RunOnLoop(*thread_, [this] {
+      HiredisTransportOptions options;
+      options.port = server_->port();
+      absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
+          HiredisTransport::Create(thread_->uv_loop(), options);
+      ASSERT_THAT(t, IsOk());
+      transport_ = *std::move(t);
+      simple_ = std::make_unique<SimpleLock>(thread_->loop(), transport_.get());
+      RetryLockOptions ro;
+      ro.initial_backoff = absl::Milliseconds(5);
+      ro.max_backoff = absl::Milliseconds(100);
+      retry_ = std::make_unique<RetryLock>(thread_->loop(), simple_.get(),
+                                           transport_.get(), ro);
+      reentrant_ = std::make_unique<ReentrantLock>(thread_->loop(), transport_.get());
+    });
+    simple_locks_ = std::make_unique<BlockingLock>(thread_.get(), simple_.get());
+    retry_locks_ = std::make_unique<BlockingLock>(thread_.get(), retry_.get());
+    reentrant_locks_ = std::make_unique<BlockingLock>(thread_.get(), reentrant_.get());
+  }
+
+  void TearDown() override {
+    simple_locks_.reset();
+    retry_locks_.reset();
+    reentrant_locks_.reset();
+    if (thread_ != nullptr) {
+      RunOnLoop(*thread_, [this] {
+        retry_.reset();
+        simple_.reset();
+        reentrant_.reset();
+        transport_.reset();
+      });
+      thread_.reset();
+    }
+  }
+
+  Reply Server(std::vector<std::string> argv) {
+    absl::StatusOr<Reply> r = server_->Command(std::move(argv));
+    EXPECT_THAT(r, IsOk());
+    return r.ok() ? *r : Reply();
+  }
+
+  KeyScheme keys_;
+  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<UvLoopThread> thread_;
+  // Loop-thread objects.
+  std::unique_ptr<HiredisTransport> transport_;
+  std::unique_ptr<SimpleLock> simple_;
+  std::unique_ptr<RetryLock> retry_;
+  std::unique_ptr<ReentrantLock> reentrant_;
+  // Facades.
+  std::unique_ptr<BlockingLock> simple_locks_;
+  std::unique_ptr<BlockingLock> retry_locks_;
+  std::unique_ptr<BlockingLock> reentrant_locks_;
+};
+
+TEST_F(BlockingLockTest, GuardReleasesWhenItLeavesScope) {
+  {
+    absl::StatusOr<LockGuard> guard = simple_locks_->TryLock("r", absl::Seconds(10));
+    ASSERT_THAT(guard, IsOk());
+    EXPECT_TRUE(guard->owns_lock());
+    EXPECT_TRUE(guard->IsValid());
+    EXPECT_GE(guard->lease().fence, 1);
+    EXPECT_EQ(Server({"GET", keys_.LockKey("r")}), Reply::String(guard->lease().token));
+    // Held: a second TryLock fails at once.
+    EXPECT_THAT(simple_locks_->TryLock("r", absl::Seconds(10)),
+                StatusIs(absl::StatusCode::kAborted));
+  }
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(0));
+}
+
+TEST_F(BlockingLockTest, UnlockReportsAReleaseThatFoundTheKeyGone) {
+  absl::StatusOr<LockGuard> guard = simple_locks_->TryLock("r", absl::Seconds(10));
+  ASSERT_THAT(guard, IsOk());
+  // As if it expired and someone else took it.
+  Server({"SET", keys_.LockKey("r"), "someone-else"});
+  EXPECT_THAT(guard->Unlock(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_FALSE(guard->owns_lock());
+  EXPECT_THAT(guard->Unlock(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(Server({"GET", keys_.LockKey("r")}), Reply::String("someone-else"));
+}
+
+TEST_F(BlockingLockTest, MovingAGuardMovesOwnership) {
+  absl::StatusOr<LockGuard> guard = simple_locks_->TryLock("r", absl::Seconds(10));
+  ASSERT_THAT(guard, IsOk());
+  LockGuard moved = *std::move(guard);
+  EXPECT_TRUE(moved.owns_lock());
+  LockGuard other;
+  EXPECT_FALSE(other.owns_lock());
+  other = std::move(moved);
+  EXPECT_FALSE(moved.owns_lock());  // NOLINT: checking the moved-from state
+  ASSERT_TRUE(other.owns_lock());
+  // A guard moved to another thread is released there.
+  std::thread([g = std::move(other)]() mutable { EXPECT_THAT(g.Unlock(), IsOk()); }).join();
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(0));
+}
+
+TEST_F(BlockingLockTest, ReleaseHandsTheLeaseToTheCaller) {
+  absl::StatusOr<LockGuard> guard = simple_locks_->TryLock("r", absl::Seconds(10));
+  ASSERT_THAT(guard, IsOk());
+  Lease lease = guard->Release();
+  EXPECT_FALSE(guard->owns_lock());
+  guard = absl::StatusOr<LockGuard>(LockGuard());  // destroying does nothing now
+  EXPECT_EQ(Server({"GET", keys_.LockKey("r")}), Reply::String(lease.token));
+}
+
+TEST_F(BlockingLockTest, ExtendGivesANewLease) {
+  absl::StatusOr<LockGuard> guard = simple_locks_->TryLock("r", absl::Seconds(2));
+  ASSERT_THAT(guard, IsOk());
+  absl::StatusOr<Lease> extended = simple_locks_->Extend(*guard, absl::Seconds(60));
+  ASSERT_THAT(extended, IsOk());
+  EXPECT_EQ(extended->ttl, absl::Seconds(60));
+  EXPECT_GT(Server({"PTTL", keys_.LockKey("r")}).integer, 50000);
+}
+
+TEST_F(BlockingLockTest, LockWaitsUntilTimeoutWhileHeld) {
+  absl::StatusOr<LockGuard> held = retry_locks_->TryLock("r", absl::Seconds(30));
+  ASSERT_THAT(held, IsOk());
+  std::thread([this] {
+    EXPECT_THAT(retry_locks_->Lock("r", absl::Seconds(5), absl::Milliseconds(200)),
+                StatusIs(absl::StatusCode::kDeadlineExceeded));
+  }).join();
+}
+
+TEST_F(BlockingLockTest, WaiterGetsTheLockWhenTheHolderReleases) {
+  absl::StatusOr<LockGuard> held = retry_locks_->TryLock("r", absl::Seconds(30));
+  ASSERT_THAT(held, IsOk());
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    absl::StatusOr<LockGuard> g = retry_locks_->Lock("r", absl::Seconds(5), absl::Seconds(20));
+    EXPECT_THAT(g, IsOk());
+    got = g.ok();
+  });
+  EXPECT_THAT(held->Unlock(), IsOk());
+  waiter.join();
+  EXPECT_TRUE(got);
+}
+
+TEST_F(BlockingLockTest, ManyThreadsNeverHoldTheLockTogether) {
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 15;
+  int counter = 0;  // plain int: TSan reports it if exclusion ever fails
+  std::atomic<int> inside{0};
+  std::atomic<int> max_inside{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      for (int r = 0; r < kRounds; ++r) {
+        absl::StatusOr<LockGuard> g =
+            retry_locks_->Lock("counter", absl::Seconds(10), absl::Seconds(60));
+        if (!g.ok()) {
+          ++failures;
+          continue;
+        }
+        int now = ++inside;
+        int prev = max_inside.load();
+        while (now > prev && !max_inside.compare_exchange_weak(prev, now)) {
+        }
+        ++counter;
+        --inside;
+        if (!g->Unlock().ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(max_inside.load(), 1);
+  EXPECT_EQ(counter, kThreads * kRounds);
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("counter")}), Reply::Integer(0));
+}
+
+TEST_F(BlockingLockTest, ReentrantFacadeNestsPerThread) {
+  absl::StatusOr<LockGuard> outer = reentrant_locks_->TryLock("r", absl::Seconds(10));
+  ASSERT_THAT(outer, IsOk());
+  absl::StatusOr<LockGuard> inner = reentrant_locks_->TryLock("r", absl::Seconds(10));
+  ASSERT_THAT(inner, IsOk());
+  EXPECT_EQ(inner->lease().token, outer->lease().token);
+  // Another thread of the same process is another owner.
+  std::thread([this] {
+    EXPECT_THAT(reentrant_locks_->TryLock("r", absl::Seconds(10)),
+                StatusIs(absl::StatusCode::kAborted));
+  }).join();
+  EXPECT_THAT(inner->Unlock(), IsOk());
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(1));
+  EXPECT_THAT(outer->Unlock(), IsOk());
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(0));
+}
+
+TEST_F(BlockingLockTest, BadArgumentsAreRejected) {
+  EXPECT_THAT(simple_locks_->TryLock("", absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(simple_locks_->TryLock("r", absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(retry_locks_->Lock("r", absl::Seconds(1), absl::Seconds(-1)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(BlockingLockTest, CallingFromTheLoopThreadFailsInsteadOfDeadlocking) {
+  absl::StatusOr<LockGuard> result = absl::UnknownError("not run");
+  RunOnLoop(*thread_, [&] { result = simple_locks_->TryLock("r", absl::Seconds(1)); });
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+// A LoopThread that is shutting down: refuses every Post.
+class StoppedLoopThread : public LoopThread {
+ public:
+  EventLoop* loop() override { return nullptr; }
+  bool Post(absl::AnyInvocable<void() &&> fn) override { return false; }
+  bool InLoopThread() const override { return false; }
+};
+
+TEST(BlockingLockStoppedTest, CallsOnAStoppedLoopThreadAreCancelled) {
+  StoppedLoopThread thread;
+  BlockingLock locks(&thread, nullptr);
+  EXPECT_THAT(locks.TryLock("r", absl::Seconds(1)), StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_THAT(locks.Lock("r", absl::Seconds(1), absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kCancelled));
+}
+
+}  // namespace
+}  // namespace dlock
