@@ -96,6 +96,7 @@ struct TortureClient::State : std::enable_shared_from_this<TortureClient::State>
 
   void Finish() {
     if (finished) return;
+    auto keep_alive = shared_from_this();
     finished = true;
     if (on_stopped) {
       auto done = std::move(on_stopped);

@@ -1,0 +1,359 @@
+#include "dlock/tests/torture/torture_driver.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "dlock/tests/testing/redis_server.h"
+
+namespace dlock {
+namespace torture {
+
+const char* FaultName(Fault f) {
+  switch (f) {
+    case Fault::kNone: return "none";
+    case Fault::kPauseHolder: return "SIGSTOP holder > TTL";
+    case Fault::kKillRestart: return "kill -9 + restart server";
+    case Fault::kKillMinority: return "kill -9 + restart 1 of N";
+    case Fault::kPauseMinority: return "SIGSTOP 1 of N > TTL";
+  }
+  return "?";
+}
+
+namespace {
+
+using testing::RedisServer;
+using testing::RedisServerOptions;
+
+constexpr int kMaxWorkers = 64;
+
+std::string TempRoot() {
+  const char* t = std::getenv("TEST_TMPDIR");
+  std::string base = t != nullptr && *t ? t : "/tmp";
+  std::string tmpl = base + "/torture.XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (mkdtemp(buf.data()) == nullptr) return "";
+  return buf.data();
+}
+
+std::string ReadTail(const std::string& path, size_t max = 1500) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  return s.size() > max ? s.substr(s.size() - max) : s;
+}
+
+// Shared page of "inside the critical section" flags, one per worker.
+struct SharedFlags {
+  std::atomic<int32_t>* slots = nullptr;
+  ~SharedFlags() {
+    if (slots != nullptr) munmap(slots, 4096);
+  }
+  absl::Status Create(const std::string& path) {
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return absl::InternalError(absl::StrCat("open ", path, ": ", strerror(errno)));
+    if (ftruncate(fd, 4096) != 0) {
+      close(fd);
+      return absl::InternalError("ftruncate");
+    }
+    void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return absl::InternalError("mmap");
+    slots = static_cast<std::atomic<int32_t>*>(p);
+    return absl::OkStatus();
+  }
+};
+
+struct Worker {
+  pid_t pid = -1;
+  std::string log;
+  std::string err;
+  int status = 0;
+  bool exited = false;
+};
+
+absl::Status Spawn(const std::string& path, const std::vector<std::string>& args,
+                   const std::string& err_path, Worker* w) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(path.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (err_fd < 0) return absl::InternalError("open worker stderr");
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(err_fd);
+    return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    dup2(err_fd, 2);
+    execv(path.c_str(), argv.data());
+    _exit(127);
+  }
+  close(err_fd);
+  w->pid = pid;
+  w->err = err_path;
+  return absl::OkStatus();
+}
+
+// SIGCONT, SIGTERM, wait up to 10 s, then SIGKILL.
+void StopWorker(Worker* w) {
+  if (w->pid <= 0 || w->exited) return;
+  kill(w->pid, SIGCONT);
+  kill(w->pid, SIGTERM);
+  absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < give_up) {
+    int st;
+    pid_t r = waitpid(w->pid, &st, WNOHANG);
+    if (r == w->pid) {
+      if (WIFEXITED(st) || WIFSIGNALED(st)) {
+        w->status = st;
+        w->exited = true;
+        return;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  kill(w->pid, SIGKILL);
+  waitpid(w->pid, &w->status, 0);
+  w->exited = true;
+}
+
+absl::Status ParseLog(const std::string& path, int worker, std::vector<CsRecord>* out,
+                      int64_t* acquire_errors) {
+  std::ifstream in(path);
+  if (!in) return absl::InternalError(absl::StrCat("no worker log ", path));
+  std::string line;
+  while (std::getline(in, line)) {
+    CsRecord r;
+    r.worker = worker;
+    long long fence, start, end;
+    int outcome;
+    long long acq, errs;
+    if (std::sscanf(line.c_str(), "cs %lld %lld %lld %d", &fence, &start, &end, &outcome) == 4) {
+      r.fence = fence;
+      r.start_ns = start;
+      r.end_ns = end;
+      r.outcome = static_cast<CsOutcome>(outcome);
+      out->push_back(r);
+    } else if (std::sscanf(line.c_str(), "done %lld %lld", &acq, &errs) == 2) {
+      *acquire_errors += errs;
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t ToInt(const Reply& r) {
+  if (r.is_string()) return std::strtoll(r.str.c_str(), nullptr, 10);
+  if (r.is_integer()) return r.integer;
+  return 0;
+}
+
+// Waits until worker `pid` (our child) has stopped after a SIGSTOP.
+bool WaitStopped(pid_t pid) {
+  int st;
+  pid_t r = waitpid(pid, &st, WUNTRACED);
+  return r == pid && WIFSTOPPED(st);
+}
+
+}  // namespace
+
+absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
+                                           const std::string& worker_path) {
+  if (spec.workers <= 0 || spec.workers > kMaxWorkers || spec.lock_servers <= 0) {
+    return absl::InvalidArgumentError("bad worker or server count");
+  }
+  std::string dir = TempRoot();
+  if (dir.empty()) return absl::InternalError("mkdtemp failed");
+
+  RedisServerOptions lock_opts;
+  lock_opts.appendonly = spec.persistence;
+  std::vector<std::unique_ptr<RedisServer>> servers;
+  for (int i = 0; i < spec.lock_servers; ++i) {
+    auto s = RedisServer::Start(lock_opts);
+    if (!s.ok()) return s.status();
+    servers.push_back(*std::move(s));
+  }
+  auto store_or = RedisServer::Start({});
+  if (!store_or.ok()) return store_or.status();
+  std::unique_ptr<RedisServer> store = *std::move(store_or);
+
+  SharedFlags flags;
+  std::string shm = dir + "/in_cs";
+  if (absl::Status s = flags.Create(shm); !s.ok()) return s;
+
+  std::vector<std::string> ports;
+  for (auto& s : servers) ports.push_back(absl::StrCat(s->port()));
+  std::vector<Worker> workers(spec.workers);
+  for (int i = 0; i < spec.workers; ++i) {
+    workers[i].log = absl::StrCat(dir, "/worker", i, ".log");
+    std::vector<std::string> args = {
+        absl::StrCat("--id=", i),
+        absl::StrCat("--lock_ports=", absl::StrJoin(ports, ",")),
+        absl::StrCat("--store_port=", store->port()),
+        absl::StrCat("--ttl_ms=", absl::ToInt64Milliseconds(spec.ttl)),
+        absl::StrCat("--hold_ms=", absl::ToInt64Milliseconds(spec.hold)),
+        absl::StrCat("--redlock_max_ttl_ms=", absl::ToInt64Milliseconds(spec.redlock_max_ttl)),
+        absl::StrCat("--redlock_delayed_restart=", spec.redlock_delayed_restart ? "true" : "false"),
+        absl::StrCat("--log=", workers[i].log),
+        absl::StrCat("--shm=", shm),
+    };
+    if (absl::Status s = Spawn(worker_path, args, absl::StrCat(dir, "/worker", i, ".err"),
+                               &workers[i]);
+        !s.ok()) {
+      for (auto& w : workers) StopWorker(&w);
+      return s;
+    }
+  }
+
+  // The nemesis.
+  ScenarioResult result;
+  result.spec = spec;
+  absl::Time start = absl::Now();
+  absl::Time end = start + spec.duration;
+  absl::Time next_fault = start + std::min(spec.fault_every, spec.duration / 4);
+  int rotate = 0;
+  absl::Status nemesis_error;
+  while (absl::Now() < end && nemesis_error.ok()) {
+    if (spec.fault == Fault::kNone || absl::Now() < next_fault) {
+      absl::SleepFor(absl::Milliseconds(5));
+      continue;
+    }
+    switch (spec.fault) {
+      case Fault::kNone:
+        break;
+      case Fault::kPauseHolder: {
+        // Catch a worker inside its critical section.
+        bool caught = false;
+        for (int tries = 0; tries < 2000 && !caught && absl::Now() < end; ++tries) {
+          for (int i = 0; i < spec.workers && !caught; ++i) {
+            int k = (rotate + i) % spec.workers;
+            if (flags.slots[k].load() != 1) continue;
+            kill(workers[k].pid, SIGSTOP);
+            if (!WaitStopped(workers[k].pid)) continue;
+            if (flags.slots[k].load() == 1) {
+              caught = true;
+              ++result.faults_injected;
+              absl::SleepFor(spec.pause_for);
+            }
+            kill(workers[k].pid, SIGCONT);
+          }
+          if (!caught) absl::SleepFor(absl::Microseconds(200));
+        }
+        ++rotate;
+        break;
+      }
+      case Fault::kKillRestart:
+      case Fault::kKillMinority: {
+        RedisServer& s = *servers[rotate++ % servers.size()];
+        if (absl::Status st = s.Kill(); !st.ok()) nemesis_error = st;
+        if (absl::Status st = s.Restart(); !st.ok()) nemesis_error = st;
+        ++result.faults_injected;
+        break;
+      }
+      case Fault::kPauseMinority: {
+        RedisServer& s = *servers[rotate++ % servers.size()];
+        if (absl::Status st = s.Pause(); !st.ok()) nemesis_error = st;
+        ++result.faults_injected;
+        absl::SleepFor(spec.pause_for);
+        if (absl::Status st = s.Resume(); !st.ok()) nemesis_error = st;
+        break;
+      }
+    }
+    next_fault = absl::Now() + spec.fault_every;
+  }
+  for (auto& w : workers) StopWorker(&w);
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!nemesis_error.ok()) return nemesis_error;
+
+  std::vector<CsRecord> records;
+  for (int i = 0; i < spec.workers; ++i) {
+    const Worker& w = workers[i];
+    if (!WIFEXITED(w.status) || WEXITSTATUS(w.status) != 0) {
+      return absl::InternalError(absl::StrCat("worker ", i, " ended with status ", w.status,
+                                              ": ", ReadTail(w.err)));
+    }
+    if (absl::Status s = ParseLog(w.log, i, &records, &result.acquire_errors); !s.ok()) return s;
+  }
+  StoreKeys keys;
+  auto mget = store->Command({"MGET", keys.reg, keys.acc, keys.unf, keys.unf_n});
+  if (!mget.ok()) return mget.status();
+  if (!mget->is_array() || mget->elements.size() != 4) {
+    return absl::InternalError(absl::StrCat("MGET: ", mget->DebugString()));
+  }
+  Counters c;
+  c.reg = ToInt(mget->elements[0]);
+  c.acc = ToInt(mget->elements[1]);
+  c.unf = ToInt(mget->elements[2]);
+  c.unf_n = ToInt(mget->elements[3]);
+  result.report = CheckRecords(std::move(records), c);
+  return result;
+}
+
+std::vector<ScenarioSpec> StandardScenarios(absl::Duration total) {
+  std::vector<ScenarioSpec> v;
+  auto add = [&](std::string name, int servers, bool persist, Fault f) {
+    ScenarioSpec s;
+    s.name = std::move(name);
+    s.lock_servers = servers;
+    s.persistence = persist;
+    s.fault = f;
+    if (f == Fault::kKillMinority) s.fault_every = absl::Seconds(3);  // > max_ttl
+    v.push_back(s);
+  };
+  add("single, no fault", 1, false, Fault::kNone);
+  add("single, SIGSTOP holder", 1, false, Fault::kPauseHolder);
+  add("single, kill+restart, no persistence", 1, false, Fault::kKillRestart);
+  add("single, kill+restart, AOF fsync always", 1, true, Fault::kKillRestart);
+  add("redlock 3, SIGSTOP holder", 3, false, Fault::kPauseHolder);
+  add("redlock 3, kill+restart minority", 3, false, Fault::kKillMinority);
+  add("redlock 3, SIGSTOP minority", 3, false, Fault::kPauseMinority);
+  absl::Duration each = std::max(absl::Seconds(3), total / static_cast<int64_t>(v.size()));
+  for (auto& s : v) s.duration = each;
+  return v;
+}
+
+std::string FormatTable(const std::vector<ScenarioResult>& results) {
+  std::string out =
+      "| scenario | fault | faults injected | CS granted | CS completed (fenced write accepted) "
+      "| overlapping holder pairs | stale rejected by fencing | expired locally | store errors "
+      "| lost updates (fenced) | lost updates (unfenced twin) |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : results) {
+    const Report& p = r.report;
+    absl::StrAppendFormat(&out, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n",
+                          r.spec.name, FaultName(r.spec.fault), r.faults_injected,
+                          p.cs_attempted, p.cs_completed, p.overlaps, p.stale_rejected,
+                          p.expired_locally, p.store_errors, p.lost_fenced, p.lost_unfenced);
+  }
+  return out;
+}
+
+}  // namespace torture
+}  // namespace dlock

@@ -1,0 +1,80 @@
+// This header defines the torture run's driver: it starts the Redis servers
+// (lock servers plus one "store" server holding the fenced register, which
+// the nemesis never touches), forks and execs the worker processes
+// (`torture_worker`), runs a nemesis for the scenario's duration, stops the
+// workers, and checks their records against the store (torture_client.h).
+//
+// Scenarios (`Fault`):
+//   kNone            no fault: the baseline
+//   kPauseHolder     SIGSTOP a worker while it is inside its critical
+//                    section, for longer than the TTL, then SIGCONT
+//   kKillRestart     kill -9 a lock server and restart it at once (with or
+//                    without persistence: `persistence`)
+//   kKillMinority    RedLock: kill -9 one server (rotating), restart at once
+//                    without persistence
+//   kPauseMinority   RedLock: SIGSTOP one server (rotating) for longer than
+//                    the TTL, then SIGCONT
+//
+// Intervals are stamped by the workers on CLOCK_MONOTONIC, which is shared
+// by every process on one machine, so the checker can compare them.
+//
+// Not thread-safe; runs on the calling thread (the nemesis paces itself
+// with sleeps: it is the test's clock, not a wait for a result).
+#ifndef DLOCK_TESTS_TORTURE_TORTURE_DRIVER_H_
+#define DLOCK_TESTS_TORTURE_TORTURE_DRIVER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dlock/tests/torture/torture_client.h"
+
+namespace dlock {
+namespace torture {
+
+enum class Fault { kNone, kPauseHolder, kKillRestart, kKillMinority, kPauseMinority };
+const char* FaultName(Fault f);
+
+struct ScenarioSpec {
+  std::string name;
+  int lock_servers = 1;  // 1: RetryLock over SimpleLock; 3 or 5: RedLock
+  bool persistence = false;  // lock servers run with appendonly + fsync always
+  Fault fault = Fault::kNone;
+  int workers = 3;
+  absl::Duration duration = absl::Seconds(5);
+  absl::Duration ttl = absl::Milliseconds(500);
+  absl::Duration fault_every = absl::Seconds(1);   // between injections
+  absl::Duration pause_for = absl::Milliseconds(1500);
+  absl::Duration hold = absl::Milliseconds(2);     // inside the CS
+  // RedLock: delayed-restart window (RedLockOptions::max_ttl).
+  absl::Duration redlock_max_ttl = absl::Seconds(2);
+  bool redlock_delayed_restart = true;
+};
+
+struct ScenarioResult {
+  ScenarioSpec spec;
+  Report report;
+  int64_t faults_injected = 0;
+  int64_t acquire_errors = 0;  // summed over workers (failed waits)
+  double seconds = 0;
+};
+
+// Runs one scenario. `worker_path` is the torture_worker binary. Returns
+// kUnavailable / kInternal when servers or workers cannot be started or a
+// worker exits abnormally (its stderr tail in the message).
+absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
+                                           const std::string& worker_path);
+
+// The standard scenario list; every duration scaled so the whole list takes
+// about `total` (at least 3 s per scenario).
+std::vector<ScenarioSpec> StandardScenarios(absl::Duration total);
+
+// A markdown table of results, one row per scenario.
+std::string FormatTable(const std::vector<ScenarioResult>& results);
+
+}  // namespace torture
+}  // namespace dlock
+
+#endif  // DLOCK_TESTS_TORTURE_TORTURE_DRIVER_H_

@@ -1,0 +1,54 @@
+// torture_main: the long torture run (bench/torture --minutes M). Runs every
+// standard scenario (torture_driver.h) for its share of the time, prints
+// one result line per scenario as it finishes and then a markdown table.
+//
+//   torture_main --minutes 10 --worker <path to torture_worker>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/time/time.h"
+#include "dlock/tests/torture/torture_driver.h"
+
+ABSL_FLAG(double, minutes, 5, "total duration, spread over the scenarios");
+ABSL_FLAG(std::string, worker, "tests/torture/torture_worker", "torture_worker binary");
+ABSL_FLAG(int, workers, 3, "worker processes per scenario");
+ABSL_FLAG(std::string, only, "", "run only scenarios whose name contains this");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  std::vector<dlock::torture::ScenarioSpec> specs = dlock::torture::StandardScenarios(
+      absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60));
+  std::vector<dlock::torture::ScenarioResult> results;
+  int failures = 0;
+  for (auto spec : specs) {
+    if (!absl::GetFlag(FLAGS_only).empty() &&
+        spec.name.find(absl::GetFlag(FLAGS_only)) == std::string::npos) {
+      continue;
+    }
+    spec.workers = absl::GetFlag(FLAGS_workers);
+    std::fprintf(stderr, "torture: %s (%s) for %.0f s\n", spec.name.c_str(),
+                 dlock::torture::FaultName(spec.fault), absl::ToDoubleSeconds(spec.duration));
+    auto r = dlock::torture::RunScenario(spec, absl::GetFlag(FLAGS_worker));
+    if (!r.ok()) {
+      std::fprintf(stderr, "torture: %s failed: %s\n", spec.name.c_str(),
+                   r.status().ToString().c_str());
+      ++failures;
+      continue;
+    }
+    const auto& p = r->report;
+    std::fprintf(stderr,
+                 "torture: %s: faults %lld, granted %lld, completed %lld, overlaps %lld, "
+                 "stale rejected %lld, expired locally %lld, lost fenced %lld, lost unfenced "
+                 "%lld\n",
+                 spec.name.c_str(), (long long)r->faults_injected, (long long)p.cs_attempted,
+                 (long long)p.cs_completed, (long long)p.overlaps, (long long)p.stale_rejected,
+                 (long long)p.expired_locally, (long long)p.lost_fenced,
+                 (long long)p.lost_unfenced);
+    results.push_back(*r);
+  }
+  std::printf("%s", dlock::torture::FormatTable(results).c_str());
+  return failures == 0 ? 0 : 1;
+}

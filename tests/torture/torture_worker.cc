@@ -1,0 +1,205 @@
+// torture_worker: one worker process of the torture run (see
+// torture_driver.h). Loops: take the lock (RetryLock over SimpleLock on one
+// server, RedLock on several), read-modify-write the fenced register and its
+// unfenced twin on the store server, release. Every critical section is
+// appended to --log as
+//   cs <fence> <start_ns> <end_ns> <outcome>
+// (times on CLOCK_MONOTONIC, shared by all processes of the machine), and
+// its in/out state is published in slot --id of the shared page --shm, so
+// the nemesis can pause a worker that holds the lock. SIGTERM: finish the
+// current critical section, release, append `done <acquired> <errors>`,
+// exit 0.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "dlock/lock/retry_lock.h"
+#include "dlock/lock/simple_lock.h"
+#include "dlock/redlock/redlock.h"
+#include "dlock/tests/torture/torture_client.h"
+#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/uv_event_loop.h"
+
+ABSL_FLAG(int, id, 0, "worker index (slot in --shm)");
+ABSL_FLAG(std::string, lock_ports, "", "comma-separated lock server ports");
+ABSL_FLAG(int, store_port, 0, "store server port");
+ABSL_FLAG(int, ttl_ms, 500, "lease ttl");
+ABSL_FLAG(int, hold_ms, 2, "time between the reads and the writes");
+ABSL_FLAG(int, wait_ms, 2000, "how long one Acquire may wait");
+ABSL_FLAG(int, redlock_max_ttl_ms, 2000, "RedLock max_ttl (restart quarantine)");
+ABSL_FLAG(bool, redlock_delayed_restart, true, "RedLock delayed-restart rule");
+ABSL_FLAG(std::string, log, "", "record file (appended)");
+ABSL_FLAG(std::string, shm, "", "shared page of in-critical-section flags");
+
+namespace {
+
+int64_t MonotonicNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void WriteAll(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = write(fd, s.data() + off, s.size() - off);
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  signal(SIGPIPE, SIG_IGN);
+  const int id = absl::GetFlag(FLAGS_id);
+  std::vector<int> ports;
+  for (absl::string_view p : absl::StrSplit(absl::GetFlag(FLAGS_lock_ports), ',')) {
+    int port;
+    if (!absl::SimpleAtoi(p, &port)) {
+      std::fprintf(stderr, "bad --lock_ports\n");
+      return 2;
+    }
+    ports.push_back(port);
+  }
+  int log_fd = open(absl::GetFlag(FLAGS_log).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+                    0600);
+  if (log_fd < 0) {
+    std::perror("open --log");
+    return 2;
+  }
+  std::atomic<int32_t>* slots = nullptr;
+  int shm_fd = open(absl::GetFlag(FLAGS_shm).c_str(), O_RDWR | O_CLOEXEC);
+  if (shm_fd >= 0) {
+    void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, shm_fd, 0);
+    close(shm_fd);
+    if (p != MAP_FAILED) slots = static_cast<std::atomic<int32_t>*>(p);
+  }
+  if (slots == nullptr || id < 0 || id >= 1024) {
+    std::fprintf(stderr, "bad --shm or --id\n");
+    return 2;
+  }
+
+  uv_loop_t uv;
+  uv_loop_init(&uv);
+  auto loop = std::make_unique<dlock::UvEventLoop>(&uv);
+  std::vector<std::unique_ptr<dlock::HiredisTransport>> lock_transports;
+  std::vector<dlock::Transport*> raw;
+  for (int port : ports) {
+    dlock::HiredisTransportOptions t;
+    t.port = port;
+    t.reconnect_backoff_min = absl::Milliseconds(20);
+    t.reconnect_backoff_max = absl::Milliseconds(200);
+    auto tr = dlock::HiredisTransport::Create(&uv, t);
+    if (!tr.ok()) {
+      std::fprintf(stderr, "%s\n", tr.status().ToString().c_str());
+      return 2;
+    }
+    raw.push_back(tr->get());
+    lock_transports.push_back(*std::move(tr));
+  }
+  dlock::HiredisTransportOptions so;
+  so.port = absl::GetFlag(FLAGS_store_port);
+  auto store = dlock::HiredisTransport::Create(&uv, so);
+  if (!store.ok()) {
+    std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
+    return 2;
+  }
+
+  std::unique_ptr<dlock::SimpleLock> simple;
+  std::unique_ptr<dlock::RetryLock> retry;
+  std::unique_ptr<dlock::RedLock> redlock;
+  dlock::Lock* lock = nullptr;
+  if (ports.size() == 1) {
+    simple = std::make_unique<dlock::SimpleLock>(loop.get(), raw[0]);
+    dlock::RetryLockOptions ro;
+    ro.initial_backoff = absl::Milliseconds(10);
+    ro.max_backoff = absl::Milliseconds(100);
+    retry = std::make_unique<dlock::RetryLock>(loop.get(), simple.get(), raw[0], ro);
+    lock = retry.get();
+  } else {
+    dlock::RedLockOptions ro;
+    ro.max_ttl = absl::Milliseconds(absl::GetFlag(FLAGS_redlock_max_ttl_ms));
+    ro.delayed_restart = absl::GetFlag(FLAGS_redlock_delayed_restart);
+    ro.retry_delay = absl::Milliseconds(20);
+    ro.retry_jitter = absl::Milliseconds(10);
+    auto rl = dlock::RedLock::Create(loop.get(), raw, ro);
+    if (!rl.ok()) {
+      std::fprintf(stderr, "%s\n", rl.status().ToString().c_str());
+      return 2;
+    }
+    redlock = *std::move(rl);
+    lock = redlock.get();
+  }
+
+  dlock::torture::ClientOptions co;
+  co.worker = id;
+  co.acquire.ttl = absl::Milliseconds(absl::GetFlag(FLAGS_ttl_ms));
+  co.acquire.wait = absl::Milliseconds(absl::GetFlag(FLAGS_wait_ms));
+  co.hold = absl::Milliseconds(absl::GetFlag(FLAGS_hold_ms));
+  auto client = std::make_unique<dlock::torture::TortureClient>(
+      loop.get(), lock, store->get(), co, MonotonicNanos,
+      [log_fd](const dlock::torture::CsRecord& r) {
+        WriteAll(log_fd, absl::StrFormat("cs %d %d %d %d\n", r.fence, r.start_ns, r.end_ns,
+                                         static_cast<int>(r.outcome)));
+      },
+      [slot = &slots[id]](bool in) { slot->store(in ? 1 : 0); });
+
+  // SIGTERM: stop after the current critical section, then tear down.
+  auto* sig = new uv_signal_t;
+  uv_signal_init(&uv, sig);
+  struct Ctx {
+    dlock::torture::TortureClient* client;
+    dlock::EventLoop* loop;
+    std::function<void()> teardown;
+  };
+  Ctx ctx;
+  ctx.client = client.get();
+  ctx.loop = loop.get();
+  ctx.teardown = [&] {
+    WriteAll(log_fd, absl::StrFormat("done %d %d\n", client->acquired(), client->acquire_errors()));
+    client.reset();
+    retry.reset();
+    simple.reset();
+    redlock.reset();
+    for (auto& t : lock_transports) t->Close();
+    (*store)->Close();
+    uv_close(reinterpret_cast<uv_handle_t*>(sig),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_signal_t*>(h); });
+  };
+  sig->data = &ctx;
+  uv_signal_start(
+      sig,
+      [](uv_signal_t* h, int) {
+        auto* c = static_cast<Ctx*>(h->data);
+        uv_signal_stop(h);
+        c->client->Stop([c] { c->loop->RunAfter(absl::ZeroDuration(), [c] { c->teardown(); }); });
+      },
+      SIGTERM);
+  client->Start();
+  uv_run(&uv, UV_RUN_DEFAULT);
+  loop.reset();
+  lock_transports.clear();
+  store->reset();
+  uv_run(&uv, UV_RUN_DEFAULT);
+  int rc = uv_loop_close(&uv);
+  close(log_fd);
+  return rc == 0 ? 0 : 3;
+}
