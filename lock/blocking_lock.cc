@@ -11,32 +11,61 @@
 namespace dlock {
 namespace {
 
+// A copy of `status` that shares nothing with the original. absl::Status
+// shares a refcounted rep between copies; Debian's libabsl is not built
+// with TSan, so a rep whose last reference is dropped on the loop thread
+// after the caller thread dropped its own shows up as a (false) race. Each
+// result that crosses to the caller gets a rep of its own.
+absl::Status Detached(const absl::Status& status) {
+  return status.ok() ? absl::OkStatus() : absl::Status(status.code(), status.message());
+}
+template <typename U>
+absl::StatusOr<U> Detached(absl::StatusOr<U> value) {
+  if (value.ok()) return value;
+  return Detached(value.status());
+}
+
 // One blocking call: the loop thread completes it, the caller waits.
+//
+// The Call lives on the caller's stack. Loop-side holders (the posted
+// function, the callback handed to the wrapped lock) count themselves in
+// `refs_` under the mutex, and the caller returns only once the result is
+// there AND no holder remains, so the caller is always the one that frees it
+// and nothing on the loop thread touches it afterwards.
+//
 // std::mutex (not absl::Mutex): TSan-clean with Debian's uninstrumented absl.
 template <typename T>
 class Call {
  public:
-  // First completion wins; later ones are ignored.
-  void Complete(T value) {
+  void AddRef() {
     std::lock_guard<std::mutex> l(mu_);
-    if (result_.has_value()) return;
-    result_.emplace(std::move(value));
+    ++refs_;
+  }
+
+  // Sets the result unless already set (first completion wins), and drops
+  // the holder's reference. The holder must not touch the call afterwards.
+  void CompleteAndDrop(std::optional<T> value) {
+    if (value.has_value()) value = Detached(*std::move(value));
+    std::lock_guard<std::mutex> l(mu_);
+    if (value.has_value() && !result_.has_value()) result_ = std::move(value);
+    --refs_;
     cv_.notify_all();
   }
 
   T Wait() {
     std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return result_.has_value(); });
+    cv_.wait(l, [this] { return result_.has_value() && refs_ == 0; });
     return std::move(*result_);
   }
 
   // Loop thread only: the wrapped lock accepted the request, so from now on
-  // only its callback (or its destruction) completes the call.
+  // only its callback (or that callback's destruction) completes the call.
   bool accepted = false;
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
+  int refs_ = 0;
   std::optional<T> result_;
 };
 
@@ -44,59 +73,57 @@ absl::Status LoopStopped() {
   return absl::CancelledError("the loop thread is stopping");
 }
 
-// Owned by a posted function: completes the call with kCancelled if the
-// function is destroyed without having run (Post refused it, or the loop
-// was torn down). Disarm() when it runs.
+// A counted reference to a Call held on the loop side. Destroyed while
+// still holding: completes the call with kCancelled (if `cancel_on_drop()`
+// says so) and drops the reference.
 template <typename T>
-class PostedGuard {
+class CallRef {
  public:
-  explicit PostedGuard(std::shared_ptr<Call<T>> call) : call_(std::move(call)) {}
-  PostedGuard(PostedGuard&& other) noexcept : call_(std::move(other.call_)) {}
-  PostedGuard& operator=(PostedGuard&&) = delete;
-  ~PostedGuard() {
-    if (call_ != nullptr) call_->Complete(LoopStopped());
+  explicit CallRef(Call<T>* call, bool callback) : call_(call), callback_(callback) {
+    call_->AddRef();
   }
-  std::shared_ptr<Call<T>> Disarm() { return std::move(call_); }
-
- private:
-  std::shared_ptr<Call<T>> call_;
-};
-
-// Owned by a callback handed to the wrapped lock: runs -> Complete(value);
-// destroyed without running after the request was accepted (loop torn
-// down) -> kCancelled. Destroyed inside a rejecting call (not accepted) ->
-// nothing: the caller completes with the rejection.
-template <typename T>
-class CallbackGuard {
- public:
-  explicit CallbackGuard(std::shared_ptr<Call<T>> call) : call_(std::move(call)) {}
-  CallbackGuard(CallbackGuard&& other) noexcept : call_(std::move(other.call_)) {}
-  CallbackGuard& operator=(CallbackGuard&&) = delete;
-  ~CallbackGuard() {
-    if (call_ != nullptr && call_->accepted) call_->Complete(LoopStopped());
+  CallRef(CallRef&& other) noexcept
+      : call_(std::exchange(other.call_, nullptr)), callback_(other.callback_) {}
+  CallRef& operator=(CallRef&&) = delete;
+  ~CallRef() {
+    if (call_ == nullptr) return;
+    // A posted function destroyed without running (Post refused, loop torn
+    // down), or an accepted request's callback destroyed without running:
+    // the loop is going away. A callback destroyed inside a call that
+    // rejected the request (not accepted) leaves the result to the caller.
+    const bool cancel = !callback_ || call_->accepted;
+    call_->CompleteAndDrop(cancel ? std::optional<T>(LoopStopped()) : std::nullopt);
   }
+
+  Call<T>* get() const { return call_; }
+
+  // Completes with `value` and lets go.
   void Complete(T value) {
-    std::shared_ptr<Call<T>> call = std::move(call_);
-    call->Complete(std::move(value));
+    std::exchange(call_, nullptr)->CompleteAndDrop(std::move(value));
   }
+  // Lets go without completing (someone else will, or already did).
+  void Drop() { std::exchange(call_, nullptr)->CompleteAndDrop(std::nullopt); }
 
  private:
-  std::shared_ptr<Call<T>> call_;
+  Call<T>* call_;
+  bool callback_;
 };
 
 // Runs `fn(call)` on the loop thread and waits for the call to complete.
+// `fn` must complete the call itself, or hand a CallRef to someone who will.
 template <typename T, typename Fn>
 T RunBlocking(LoopThread* thread, Fn fn) {
   if (thread->InLoopThread()) {
     return absl::FailedPreconditionError(
         "blocking dlock call on the loop thread would deadlock");
   }
-  auto call = std::make_shared<Call<T>>();
-  thread->Post([guard = PostedGuard<T>(call), fn = std::move(fn)]() mutable {
-    fn(guard.Disarm());
+  Call<T> call;
+  // A refused Post destroys the function: its CallRef completes the call.
+  thread->Post([ref = CallRef<T>(&call, /*callback=*/false), fn = std::move(fn)]() mutable {
+    fn(ref.get());
+    ref.Drop();
   });
-  // A refused Post destroyed the function: the guard completed the call.
-  return call->Wait();
+  return call.Wait();
 }
 
 }  // namespace
@@ -152,11 +179,10 @@ Lease LockGuard::Release() {
     if (owner->thread()->InLoopThread()) {
       std::move(state->before_release)();
     } else {
-      (void)RunBlocking<absl::Status>(
-          owner->thread(), [state](std::shared_ptr<Call<absl::Status>> call) {
-            if (state->before_release) std::move(state->before_release)();
-            call->Complete(absl::OkStatus());
-          });
+      (void)RunBlocking<absl::Status>(owner->thread(), [&state](Call<absl::Status>* call) {
+        if (state->before_release) std::move(state->before_release)();
+        CallRef<absl::Status>(call, /*callback=*/false).Complete(absl::OkStatus());
+      });
     }
   }
   return state->lease;
@@ -190,10 +216,10 @@ absl::StatusOr<LockGuard> BlockingLock::Acquire(absl::string_view resource,
   using Result = absl::StatusOr<std::shared_ptr<GuardState>>;
   Result result = RunBlocking<Result>(
       thread_, [this, resource = std::string(resource),
-                options = std::move(options)](std::shared_ptr<Call<Result>> call) {
+                options = std::move(options)](Call<Result>* call) {
         absl::StatusOr<AcquireHandle> handle = lock_->Acquire(
             resource, options,
-            [this, done = CallbackGuard<Result>(call)](
+            [this, done = CallRef<Result>(call, /*callback=*/true)](
                 absl::StatusOr<Lease> lease) mutable {
               if (!lease.ok()) {
                 done.Complete(lease.status());
@@ -205,7 +231,7 @@ absl::StatusOr<LockGuard> BlockingLock::Acquire(absl::string_view resource,
               done.Complete(std::move(state));
             });
         if (!handle.ok()) {
-          call->Complete(handle.status());
+          CallRef<Result>(call, /*callback=*/false).Complete(handle.status());
           return;
         }
         call->accepted = true;
@@ -220,14 +246,14 @@ absl::StatusOr<Lease> BlockingLock::Extend(const LockGuard& guard, absl::Duratio
   }
   using Result = absl::StatusOr<Lease>;
   return RunBlocking<Result>(
-      thread_, [this, lease = guard.lease(), ttl](std::shared_ptr<Call<Result>> call) {
+      thread_, [this, lease = guard.lease(), ttl](Call<Result>* call) {
         absl::Status s = lock_->Extend(
             lease, ttl,
-            [done = CallbackGuard<Result>(call)](absl::StatusOr<Lease> r) mutable {
+            [done = CallRef<Result>(call, /*callback=*/true)](absl::StatusOr<Lease> r) mutable {
               done.Complete(std::move(r));
             });
         if (!s.ok()) {
-          call->Complete(s);
+          CallRef<Result>(call, /*callback=*/false).Complete(s);
           return;
         }
         call->accepted = true;
@@ -245,15 +271,15 @@ absl::Status BlockingLock::ReleaseState(std::shared_ptr<GuardState> state) {
         "released from the loop thread: sent without waiting for the outcome");
   }
   return RunBlocking<absl::Status>(
-      thread_, [this, state = std::move(state)](std::shared_ptr<Call<absl::Status>> call) {
+      thread_, [this, state = std::move(state)](Call<absl::Status>* call) {
         if (state->before_release) std::move(state->before_release)();
         absl::Status s = lock_->Release(
-            state->lease, [done = CallbackGuard<absl::Status>(call)](
+            state->lease, [done = CallRef<absl::Status>(call, /*callback=*/true)](
                               absl::Status status) mutable {
               done.Complete(std::move(status));
             });
         if (!s.ok()) {
-          call->Complete(s);
+          CallRef<absl::Status>(call, /*callback=*/false).Complete(s);
           return;
         }
         call->accepted = true;
