@@ -1,0 +1,178 @@
+// RenewingBlockingLock (the blocking facade with auto-renewal) on a real
+// redis-server: HiredisTransport + policies live on a UvLoopThread; the test
+// thread holds guards. Holding periods are waits on a loop timer (the
+// behaviour under test is "holds for N seconds"), and every wait for an
+// event is bounded.
+#include "dlock/watchdog/renewing_blocking_lock.h"
+
+#include <future>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "dlock/lock/blocking_lock.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/reentrant_lock.h"
+#include "dlock/lock/simple_lock.h"
+#include "dlock/tests/testing/redis_server.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/uv_loop_thread.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::StatusIs;
+
+template <typename Fn>
+void RunOnLoop(LoopThread& thread, Fn fn) {
+  std::promise<void> done;
+  ASSERT_TRUE(thread.Post([&] {
+    fn();
+    done.set_value();
+  }));
+  done.get_future().wait();
+}
+
+class RenewingBlockingLockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+        testing::RedisServer::Start();
+    ASSERT_THAT(server, IsOk());
+    server_ = *std::move(server);
+    thread_ = std::make_unique<UvLoopThread>();
+    RunOnLoop(*thread_, [this] {
+      HiredisTransportOptions options;
+      options.port = server_->port();
+      absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
+          HiredisTransport::Create(thread_->uv_loop(), options);
+      ASSERT_THAT(t, IsOk());
+      transport_ = *std::move(t);
+      SimpleLockOptions simple_options;
+      // Covers timer latency of sanitizer builds on a loaded machine.
+      simple_options.drift_constant = absl::Milliseconds(50);
+      simple_ = std::make_unique<SimpleLock>(thread_->loop(), transport_.get(),
+                                             simple_options);
+      reentrant_ = std::make_unique<ReentrantLock>(thread_->loop(), transport_.get());
+    });
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr && server_->paused()) EXPECT_THAT(server_->Resume(), IsOk());
+    locks_.reset();
+    if (thread_ != nullptr) {
+      RunOnLoop(*thread_, [this] {
+        simple_.reset();
+        reentrant_.reset();
+        transport_.reset();
+      });
+      thread_.reset();
+    }
+  }
+
+  RenewingBlockingLock& Locks(dlock::Lock* lock, RenewingBlockingLockOptions options = {}) {
+    locks_ = std::make_unique<RenewingBlockingLock>(thread_.get(), lock,
+                                                    std::move(options));
+    return *locks_;
+  }
+
+  // Waits `d` of loop time (a loop timer, not a sleep).
+  void HoldFor(absl::Duration d) {
+    std::promise<void> done;
+    RunOnLoop(*thread_, [&] {
+      thread_->loop()->RunAfter(d, [&] { done.set_value(); });
+    });
+    done.get_future().wait();
+  }
+
+  Reply Server(std::vector<std::string> argv) {
+    absl::StatusOr<Reply> r = server_->Command(std::move(argv));
+    EXPECT_THAT(r, IsOk());
+    return r.ok() ? *r : Reply::Error(r.status().ToString());
+  }
+
+  KeyScheme keys_;
+  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<UvLoopThread> thread_;
+  std::unique_ptr<HiredisTransport> transport_;
+  std::unique_ptr<SimpleLock> simple_;
+  std::unique_ptr<ReentrantLock> reentrant_;
+  std::unique_ptr<RenewingBlockingLock> locks_;
+};
+
+TEST_F(RenewingBlockingLockTest, GuardOutlivesItsTtlWhileRenewed) {
+  RenewingBlockingLock& locks = Locks(simple_.get());
+  absl::StatusOr<LockGuard> guard = locks.TryLock("r", absl::Seconds(1));
+  ASSERT_THAT(guard, IsOk());
+  for (int i = 0; i < 6; ++i) {
+    HoldFor(absl::Milliseconds(500));
+    ASSERT_TRUE(guard->IsValid()) << "after " << (i + 1) * 500 << " ms";
+    ASSERT_EQ(Server({"GET", keys_.LockKey("r")}), Reply::String(guard->lease().token));
+    // Another owner cannot take it.
+    EXPECT_THAT(locks.TryLock("r", absl::Seconds(1)),
+                StatusIs(absl::StatusCode::kAborted));
+  }
+  EXPECT_THAT(guard->Unlock(), IsOk());
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(0));
+}
+
+TEST_F(RenewingBlockingLockTest, GuardTurnsInvalidWhenTheServerStops) {
+  std::promise<absl::Status> lost;
+  RenewingBlockingLockOptions options;
+  options.on_lost = [&lost](const Lease&, const absl::Status& why) { lost.set_value(why); };
+  RenewingBlockingLock& locks = Locks(simple_.get(), std::move(options));
+  absl::StatusOr<LockGuard> guard = locks.TryLock("r", absl::Seconds(1));
+  ASSERT_THAT(guard, IsOk());
+  EXPECT_TRUE(guard->IsValid());
+  ASSERT_THAT(server_->Pause(), IsOk());
+  std::future<absl::Status> why = lost.get_future();
+  ASSERT_EQ(why.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_THAT(why.get(), StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_FALSE(guard->IsValid());
+  // on_lost came before the key expired on the server; stay stopped until
+  // it has (the server's clock runs on while it is stopped).
+  HoldFor(absl::Milliseconds(1200));
+  ASSERT_THAT(server_->Resume(), IsOk());
+  // The extends queued meanwhile are refused, and the release finds the
+  // key gone.
+  EXPECT_THAT(guard->Unlock(), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(RenewingBlockingLockTest, ReentrantGuardsAreRenewed) {
+  RenewingBlockingLock& locks = Locks(reentrant_.get());
+  absl::StatusOr<LockGuard> outer = locks.TryLock("r", absl::Seconds(1));
+  ASSERT_THAT(outer, IsOk());
+  absl::StatusOr<LockGuard> inner = locks.TryLock("r", absl::Seconds(1));
+  ASSERT_THAT(inner, IsOk());
+  HoldFor(absl::Milliseconds(2500));
+  EXPECT_TRUE(outer->IsValid());
+  EXPECT_TRUE(inner->IsValid());
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(1));
+  EXPECT_THAT(inner->Unlock(), IsOk());
+  HoldFor(absl::Milliseconds(1500));
+  EXPECT_TRUE(outer->IsValid());
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(1));
+  EXPECT_THAT(outer->Unlock(), IsOk());
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(0));
+}
+
+TEST_F(RenewingBlockingLockTest, DetachedGuardIsNoLongerRenewed) {
+  RenewingBlockingLock& locks = Locks(simple_.get());
+  absl::StatusOr<LockGuard> guard = locks.TryLock("r", absl::Seconds(1));
+  ASSERT_THAT(guard, IsOk());
+  Lease lease = guard->Release();
+  EXPECT_FALSE(guard->owns_lock());
+  EXPECT_EQ(Server({"GET", keys_.LockKey("r")}), Reply::String(lease.token));
+  HoldFor(absl::Milliseconds(1500));
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(0));
+}
+
+}  // namespace
+}  // namespace dlock
