@@ -1,0 +1,215 @@
+// This header defines `FakeTransport`: one client connection to an
+// in-memory `FakeRedis`, implementing `Transport` with the same contract as
+// the real `HiredisTransport`, plus fault injection and a record of what
+// was sent. Several transports may share one server, to simulate several
+// processes (or RedLock's N servers with N servers).
+//
+//   ManualEventLoop loop;
+//   FakeRedis server(&loop);
+//   FakeTransport conn(&loop, &server);
+//   conn.Send({"SET", "k", "v", "PX", "100"}, absl::Seconds(1), callback);
+//   loop.RunUntilIdle();  // the command is applied and the callback runs
+//
+// Timing model. A command sent at time t is applied on the server at
+// t + request_latency (never before an earlier command of this connection)
+// and its reply reaches the callback request + reply latency after the
+// send, in send order. With zero latency, both happen on the next loop
+// turn: never inside Send. A command is atomic on the server: nothing else
+// runs between the redis.call()s of a script.
+//
+// Outcomes (the callback runs exactly once, on the loop, never inside Send):
+//   - the Reply (an error reply like "NOSCRIPT ..." is a Reply of type kError);
+//   - kDeadlineExceeded at send + timeout when no reply came by then (the
+//     command may still be applied later, as on a real network);
+//   - kUnavailable when the connection is partitioned, or was partitioned
+//     or the server restarted while the command was pending (a command not
+//     yet applied then is never applied);
+//   - kCancelled from Close() (synchronously inside Close, like the real one).
+// Send rejects (returns non-OK, callback never runs): empty argv or a
+// non-positive timeout (kInvalidArgument); SUBSCRIBE, PSUBSCRIBE,
+// UNSUBSCRIBE, PUNSUBSCRIBE, MONITOR (kInvalidArgument: use Subscribe);
+// anything after Close() (kCancelled).
+//
+// Pub/sub: Subscribe uses a second server session (as the real transport
+// uses a second connection). The channel is subscribed on the server after
+// the request latency; `on_ready` gets OK after the reply latency, or
+// kUnavailable while partitioned, or kCancelled from Close(). A message is
+// delivered after the reply latency to every subscription active on the
+// server when it was published. The subscription stays registered until
+// its handle is destroyed: after Heal() or a server restart its channel is
+// subscribed again at once; messages published meanwhile are lost.
+//
+// Faults (per connection; they never change the server):
+//   SetLatency(rtt) / SetLatency(request, reply)  delay every later command
+//   DropNextRequests(n)   the next n commands never reach the server; their
+//                         callbacks get kDeadlineExceeded at the deadline
+//   DropNextReplies(n)    the next n commands are applied but their replies
+//                         are lost: kDeadlineExceeded at the deadline
+//   FailNext(n, status)   the next n commands are not applied and complete
+//                         with `status` after the round trip
+//   FailNextWithReply(n, reply)  same, with a server reply (e.g. an error)
+//   Partition() / Heal()  while partitioned every command fails with
+//                         kUnavailable and no message is delivered
+// Server-wide faults (restart, clock jump, eviction) are on `FakeRedis`.
+//
+// Lifetime: `loop` and `server` must outlive the transport. The transport
+// may be destroyed inside any of its own callbacks; Subscription handles may
+// outlive it. Works on any EventLoop (ManualEventLoop, UvEventLoop).
+//
+// Not thread-safe: call only on the thread running `loop`.
+#ifndef DLOCK_TRANSPORT_FAKE_FAKE_TRANSPORT_H_
+#define DLOCK_TRANSPORT_FAKE_FAKE_TRANSPORT_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/transport/event_loop.h"
+#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/reply.h"
+#include "dlock/transport/transport.h"
+
+namespace dlock {
+
+class FakeTransport : public Transport {
+ public:
+  FakeTransport(EventLoop* loop, FakeRedis* server);
+  // Runs Close().
+  ~FakeTransport() override;
+
+  FakeTransport(const FakeTransport&) = delete;
+  FakeTransport& operator=(const FakeTransport&) = delete;
+
+  // Transport (see the header comment).
+  absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
+                    ReplyCallback callback) override;
+  // kInvalidArgument for a null on_message, kCancelled after Close().
+  absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
+      std::string channel, MessageCallback on_message,
+      absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
+
+  // Like HiredisTransport::Connect: `callback` runs on a later loop turn
+  // with OK, or kUnavailable while partitioned, or kCancelled from Close().
+  // Returns kCancelled after Close() (the callback then never runs).
+  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback);
+
+  // Fails every pending command, Connect waiter and unconfirmed on_ready
+  // with kCancelled, synchronously, and disconnects from the server. No
+  // callback runs after it returns. Idempotent.
+  void Close();
+
+  bool connected() const { return !closed_ && !partitioned_; }
+  bool closed() const { return closed_; }
+  // Commands sent and not yet answered, failed or timed out.
+  size_t pending_commands() const { return requests_.size(); }
+
+  // ---- Faults -------------------------------------------------------------
+
+  // Round-trip latency of later commands: applied after rtt/2, answered
+  // after rtt. Negative values count as zero.
+  void SetLatency(absl::Duration round_trip);
+  void SetLatency(absl::Duration request, absl::Duration reply);
+  void DropNextRequests(int n);
+  void DropNextReplies(int n);
+  void FailNext(int n, absl::Status status);
+  void FailNextWithReply(int n, Reply reply);
+  void Partition();
+  void Heal();
+  bool partitioned() const { return partitioned_; }
+
+  // ---- Observation --------------------------------------------------------
+
+  // Every command accepted by Send, in order (whatever its fate).
+  const std::vector<std::vector<std::string>>& sent() const { return sent_; }
+  // How many accepted commands are named `command` (case-insensitive).
+  int64_t CountSent(absl::string_view command) const;
+  // How many accepted EVALSHA/EVAL commands run the script with this SHA-1.
+  int64_t CountScriptRuns(absl::string_view sha1) const;
+  void ClearSent() { sent_.clear(); }
+  // The id of this connection's command session in `FakeRedis::log()`.
+  uint64_t session_id() const { return session_id_; }
+
+  FakeRedis* server() const { return server_; }
+  EventLoop* loop() const { return loop_; }
+
+ private:
+  class SubscriptionImpl;
+  struct Pending {
+    ReplyCallback callback;
+    uint64_t timeout_task = 0;
+    uint64_t deliver_task = 0;
+  };
+  struct Sub {
+    std::string channel;
+    std::shared_ptr<MessageCallback> on_message;
+    absl::AnyInvocable<void(absl::Status) &&> on_ready;
+    uint64_t activate_task = 0;  // its SUBSCRIBE is on the way
+    uint64_t ready_task = 0;     // on_ready is scheduled
+    bool activating = false;
+    bool active = false;  // subscribed on the server
+  };
+
+  uint64_t Schedule(absl::Duration delay, absl::AnyInvocable<void() &&> fn);
+  void CancelTask(uint64_t key);
+
+  void Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply);
+  void ScheduleDelivery(uint64_t id, absl::StatusOr<Reply> outcome, absl::Duration delay);
+  void Complete(uint64_t id, absl::StatusOr<Reply> outcome);
+  // Connection lost (partition, restart): unapplied commands are never
+  // applied, pending ones fail with kUnavailable.
+  void DropInFlight(const absl::Status& why);
+
+  void EnsureSubSession();
+  void ActivateSub(uint64_t id);
+  void FireReady(uint64_t id, absl::Status status);
+  void RemoveSub(uint64_t id);
+  void ResubscribeAll();
+  void OnMessage(const std::string& channel, const std::string& message);
+
+  EventLoop* loop_;
+  FakeRedis* server_;
+  std::unique_ptr<FakeRedis::Session> cmd_session_;
+  std::unique_ptr<FakeRedis::Session> sub_session_;
+  uint64_t session_id_ = 0;
+  std::shared_ptr<FakeTransport*> alive_;
+
+  bool closed_ = false;
+  bool partitioned_ = false;
+
+  absl::Duration request_latency_ = absl::ZeroDuration();
+  absl::Duration reply_latency_ = absl::ZeroDuration();
+  int drop_requests_ = 0;
+  int drop_replies_ = 0;
+  int fail_remaining_ = 0;
+  absl::StatusOr<Reply> fail_outcome_ = absl::UnavailableError("unset");
+
+  uint64_t next_task_ = 1;
+  absl::flat_hash_map<uint64_t, TimerId> tasks_;
+
+  uint64_t next_request_ = 1;
+  std::map<uint64_t, Pending> requests_;
+  std::map<uint64_t, uint64_t> unapplied_;  // request id -> apply task
+  absl::Time last_apply_at_ = absl::InfinitePast();
+  absl::Time last_deliver_at_ = absl::InfinitePast();
+  absl::Time last_push_at_ = absl::InfinitePast();
+
+  uint64_t next_sub_ = 1;
+  std::map<uint64_t, Sub> subs_;
+
+  uint64_t next_waiter_ = 1;
+  std::map<uint64_t, absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
+
+  std::vector<std::vector<std::string>> sent_;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_TRANSPORT_FAKE_FAKE_TRANSPORT_H_
