@@ -288,8 +288,10 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
   }
 
  private:
-  enum class Vote { kPending, kGranted, kHeld, kFailed, kUncounted };
-  enum class Phase { kVoting, kSyncing, kWaiting, kDone };
+  // kTimedOut: no answer within the per-server deadline (the round's
+  // timer, or the transport's kDeadlineExceeded); a kind of kFailed.
+  enum class Vote { kPending, kGranted, kHeld, kFailed, kTimedOut, kUncounted };
+  enum class Phase { kVoting, kSyncing, kWaiting, kReleasing, kDone };
 
   absl::Time ValidityEnd() const { return t0_ + ttl_ - core_->Drift(ttl_); }
 
@@ -301,7 +303,6 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     const size_t n = core_->n();
     votes_.assign(n, Vote::kPending);
     fences_.assign(n, 0);
-    timed_out_ = 0;
     last_server_error_ = absl::OkStatus();
     const absl::Duration timeout = core_->Timeout(ttl_);
     bool rejected = false;
@@ -379,7 +380,8 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     } else if (absl::IsAborted(fence.status())) {
       votes_[i] = Vote::kHeld;
     } else {
-      votes_[i] = Vote::kFailed;
+      votes_[i] = absl::IsDeadlineExceeded(fence.status()) ? Vote::kTimedOut
+                                                          : Vote::kFailed;
       last_server_error_ = fence.status();
     }
     Evaluate(false);
@@ -391,13 +393,15 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     if (phase_ != Phase::kVoting) return;
     const absl::Time now = core_->loop()->Now();
     const int quorum = core_->quorum();
-    int granted = 0, pending = 0, held = 0, failed = 0, uncounted = 0;
+    int granted = 0, pending = 0, held = 0, failed = 0, timed_out = 0,
+        uncounted = 0;
     for (Vote v : votes_) {
       switch (v) {
         case Vote::kPending: ++pending; break;
         case Vote::kGranted: ++granted; break;
         case Vote::kHeld: ++held; break;
         case Vote::kFailed: ++failed; break;
+        case Vote::kTimedOut: ++failed; ++timed_out; break;
         case Vote::kUncounted: ++uncounted; break;
       }
     }
@@ -414,12 +418,10 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     }
     if (round_over) {
       for (Vote& v : votes_) {
-        if (v == Vote::kPending) {
-          v = Vote::kFailed;
-          ++timed_out_;
-        }
+        if (v == Vote::kPending) v = Vote::kTimedOut;
       }
       failed += pending;
+      timed_out += pending;
       pending = 0;
     }
     if (granted + pending >= quorum) return;  // still possible: keep waiting
@@ -427,7 +429,7 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
         "%d of %d servers granted (need %d): %d held by another owner, "
         "%d failed (%d timed out), %d not counted after a restart",
         granted, static_cast<int>(votes_.size()), quorum, held, failed,
-        timed_out_, uncounted);
+        timed_out, uncounted);
     absl::Status status;
     if (round_over && now >= ValidityEnd()) {
       status = absl::DeadlineExceededError(
@@ -546,11 +548,10 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
   }
 
   // Gives the current attempt up: releases its token everywhere, then
-  // retries or reports `status`.
+  // retries, or -- after the last attempt -- reports `status` once every
+  // server confirmed the release or the per-server timeout passed.
   void FailAttempt(absl::Status status) {
     CancelTimer();
-    ReleaseEverywhere();
-    phase_ = Phase::kWaiting;
     const absl::Time now = core_->loop()->Now();
     const absl::Duration delay = core_->RetryDelay();
     bool retry;
@@ -560,9 +561,33 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       retry = retries_ < core_->options().retry_count;
     }
     if (!retry) {
-      Finish(std::move(status));
+      phase_ = Phase::kReleasing;
+      final_status_ = std::move(status);
+      releasing_ = 0;
+      for (size_t i = 0; i < core_->n(); ++i) {
+        // Wait for every server that did not time out (a straggler's
+        // release runs right after its acquire); servers that timed out
+        // get the release too, in the background.
+        const bool wait = votes_[i] != Vote::kTimedOut;
+        if (SendRelease(i, token_, /*track=*/wait) && wait) ++releasing_;
+      }
+      if (releasing_ == 0) {
+        Finish(final_status_);
+        return;
+      }
+      std::weak_ptr<AcquireOp> weak = weak_from_this();
+      timer_ = core_->loop()->RunAfter(
+          core_->Timeout(ttl_), [weak, attempt = attempt_] {
+            std::shared_ptr<AcquireOp> self = weak.lock();
+            if (self == nullptr || self->attempt_ != attempt) return;
+            if (self->phase_ != Phase::kReleasing) return;
+            self->timer_ = 0;
+            self->Finish(self->final_status_);
+          });
       return;
     }
+    ReleaseEverywhere();
+    phase_ = Phase::kWaiting;
     ++retries_;
     AcquireWaitEvent event;
     event.policy = kPolicy;
@@ -573,7 +598,6 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     event.wait_left = wait_ > absl::ZeroDuration()
                           ? call_time_ + wait_ - now
                           : absl::ZeroDuration();
-    last_error_ = std::move(status);
     std::weak_ptr<AcquireOp> weak = weak_from_this();
     timer_ = core_->loop()->RunAfter(delay, [weak, attempt = attempt_, delay] {
       std::shared_ptr<AcquireOp> self = weak.lock();
@@ -591,21 +615,28 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
   }
 
   // Releases `token` on server i; if that cannot be confirmed, remembers it
-  // as a leftover to release again before the next attempt.
-  void SendRelease(size_t i, const std::string& token) {
+  // as a leftover to release again before the next attempt. `track`: the
+  // final failure waits for this release (see FailAttempt). Returns whether
+  // the release was sent.
+  bool SendRelease(size_t i, const std::string& token, bool track = false) {
     std::shared_ptr<AcquireOp> self = shared_from_this();
     const absl::Time sent_at = core_->loop()->Now();
     absl::Status sent = core_->server(i).commands->Release(
         resource_, token, core_->Timeout(ttl_),
-        [self, i, token, sent_at](absl::Status status) {
+        [self, i, token, sent_at, track, attempt = attempt_](absl::Status status) {
           self->core_->ReportVote(self->resource_, "release", i, status,
                                   self->core_->loop()->Now() - sent_at);
           self->core_->NoteResult(i, status);
           if (IsServerFailure(status) && self->phase_ != Phase::kDone) {
             self->leftovers_[i].insert(token);
           }
+          if (track && self->attempt_ == attempt &&
+              self->phase_ == Phase::kReleasing && --self->releasing_ == 0) {
+            self->Finish(self->final_status_);
+          }
         });
     if (!sent.ok() && phase_ != Phase::kDone) leftovers_[i].insert(token);
+    return sent.ok();
   }
 
   // Cancel/Shutdown: stop, and release whatever this operation may hold.
@@ -670,14 +701,15 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
   int succeeded_attempt_ = 0;
   absl::Duration waited_ = absl::ZeroDuration();
   TimerId timer_ = 0;
-  absl::Status last_error_;
+  // The outcome reported once the final release settled (kReleasing).
+  absl::Status final_status_;
+  int releasing_ = 0;
 
   // The current attempt.
   std::string token_;
   absl::Time t0_;
   std::vector<Vote> votes_;
   std::vector<int64_t> fences_;
-  int timed_out_ = 0;
   absl::Status last_server_error_;
   int64_t fence_ = 0;
   int sync_confirmed_ = 0;

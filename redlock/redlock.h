@@ -36,7 +36,11 @@
 //      token is released on EVERY server, including those that did not
 //      answer (their SET may have landed) and those that answered after the
 //      decision; a late grant after the attempt was given up is released
-//      again when its reply arrives.
+//      again when its reply arrives. When the LAST attempt fails, the
+//      callback runs only after every server that did not time out in that
+//      attempt answered the release (each bounded by the per-server
+//      timeout): on a failure, no key of this Acquire is left on a server
+//      that answered.
 //
 // RETRIES. After a failed attempt RedLock waits retry_delay +/-
 // retry_jitter (uniform; never negative) and tries again with a NEW token:
