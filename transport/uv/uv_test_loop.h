@@ -24,6 +24,11 @@ class UvTestLoop {
     // The guard never keeps the loop alive on its own.
     uv_unref(reinterpret_cast<uv_handle_t*>(&guard_));
     guard_.data = this;
+    // Checks the condition just before the loop would block in poll: a
+    // timer callback that made it true must not leave us waiting for I/O.
+    uv_prepare_init(&loop_, &check_);
+    uv_unref(reinterpret_cast<uv_handle_t*>(&check_));
+    check_.data = this;
   }
   UvTestLoop(const UvTestLoop&) = delete;
   UvTestLoop& operator=(const UvTestLoop&) = delete;
@@ -42,13 +47,20 @@ class UvTestLoop {
     uv_timer_start(&guard_, [](uv_timer_t* t) {
       static_cast<UvTestLoop*>(t->data)->expired_ = true;
     }, absl::ToInt64Milliseconds(timeout), 0);
+    done_ = &done;
+    uv_prepare_start(&check_, [](uv_prepare_t* p) {
+      UvTestLoop* self = static_cast<UvTestLoop*>(p->data);
+      if ((*self->done_)()) uv_stop(&self->loop_);
+    });
     bool ok = done();
     while (!ok && !expired_) {
       if (!uv_loop_alive(&loop_)) break;
       uv_run(&loop_, UV_RUN_ONCE);
       ok = done();
     }
+    uv_prepare_stop(&check_);
     uv_timer_stop(&guard_);
+    done_ = nullptr;
     return ok;
   }
 
@@ -66,6 +78,7 @@ class UvTestLoop {
     }, absl::ToInt64Milliseconds(timeout), 0);
     while (uv_loop_alive(&loop_) && !expired_) uv_run(&loop_, UV_RUN_ONCE);
     uv_close(reinterpret_cast<uv_handle_t*>(&guard_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&check_), nullptr);
     uv_run(&loop_, UV_RUN_NOWAIT);
     closed_ = true;
     return uv_loop_close(&loop_);
@@ -74,6 +87,8 @@ class UvTestLoop {
  private:
   uv_loop_t loop_;
   uv_timer_t guard_;
+  uv_prepare_t check_;
+  const std::function<bool()>* done_ = nullptr;
   bool expired_ = false;
   bool closed_ = false;
 };

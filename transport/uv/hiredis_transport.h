@@ -1,0 +1,247 @@
+// This header defines `HiredisTransport`, the real `Transport`: hiredis's
+// async API on a host-owned libuv loop, with per-command deadlines,
+// automatic reconnection and pub/sub.
+//
+// Construction and connection:
+//   auto t = HiredisTransport::Create(uv_loop, options);  // starts connecting
+//   (*t)->Connect([](absl::Status s) { ... });  // optional: learn when it is up
+//   (*t)->Send({"SET", key, value}, absl::Seconds(1), callback);
+// `Create` only validates the options and starts the first connection
+// attempt; it never blocks (host names are resolved with uv_getaddrinfo).
+//
+// Connection states and what a command sent in each gets:
+//
+//   state        | entered when                         | Send(...) gets
+//   -------------+--------------------------------------+---------------------------------
+//   connecting   | Create; a ready connection was lost  | waits, up to its own deadline,
+//                | (first retry is immediate); a        | and is sent once the connection
+//                | backoff delay ended; Connect()       | is ready; kUnavailable if this
+//                |                                      | attempt fails
+//   ready        | TCP connected, AUTH and SELECT done  | sent at once
+//   backoff      | an attempt failed (refused, unknown  | kUnavailable at once ("fail
+//                | host, connect timeout, AUTH refused) | fast", on a later loop turn),
+//                |                                      | with the last error in the text
+//   closed       | Close() or the destructor            | rejected: Send returns kCancelled
+//
+// An attempt covers name resolution, TCP connect, `AUTH [username] password`
+// and `SELECT db`, bounded by `connect_timeout`. After a failed attempt the
+// next one starts after a capped exponential backoff with jitter:
+// min(backoff_max, backoff_min * 2^(failures-1)) * U[1 - jitter, 1].
+// A wrong password is an attempt failure like any other (kUnavailable with
+// the server's "WRONGPASS ..." text); retries continue in the background.
+//
+// Commands:
+//   - Replies come back in order (hiredis). Every accepted command's callback
+//     runs exactly once, on the loop, never inside Send: with the Reply (an
+//     error reply such as "ERR ..." or "NOSCRIPT ..." is a Reply of type
+//     kError), or kDeadlineExceeded when `timeout` passed first (the command
+//     may still run on the server; its late reply is dropped), kUnavailable
+//     when the connection was lost or could not be made (the command may
+//     have run), kCancelled by Close().
+//   - Commands sent in one loop turn go out in one write (pipelining); any
+//     number may be in flight.
+//   - SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE, PUNSUBSCRIBE and MONITOR change the
+//     connection's protocol and are rejected by Send (kInvalidArgument); use
+//     Subscribe.
+//
+// Pub/sub uses a second connection, opened on the first Subscribe, with the
+// same options and reconnect policy (no SELECT: channels are global). One
+// SUBSCRIBE is sent per channel however many subscriptions it has; each
+// subscription gets every message. `on_ready` runs once: OK when the server
+// confirmed the channel (at once, on a later turn, when it already had), or
+// kUnavailable when the pub/sub connection failed or was lost first, or
+// kCancelled by Close(). Either way the subscription stays registered until
+// destroyed: after every reconnect its channel is subscribed again, and
+// messages published while the connection was down are lost.
+//
+// Close() (also run by the destructor) fails every pending command, Connect
+// waiter and unconfirmed on_ready with kCancelled, synchronously inside
+// Close, and frees both connections; no callback runs after it returns.
+// Once the loop has run again (to deliver libuv close callbacks) the host
+// may uv_loop_close() it with result 0. Until Close, the transport keeps the
+// loop alive (socket and retry timer), as any client connection does.
+//
+// hiredis writes with write(2), so a peer that went away raises SIGPIPE:
+// `Create` sets SIGPIPE to SIG_IGN if it is at its default disposition.
+//
+// Lifetime: the uv loop must outlive the transport. The transport may be
+// destroyed inside any of its own callbacks. Subscription handles may
+// outlive the transport (then destroying them does nothing).
+//
+// Not thread-safe: call only on the thread running the loop (from other
+// threads, go through a LoopThread, see uv_loop_thread.h).
+#ifndef DLOCK_TRANSPORT_UV_HIREDIS_TRANSPORT_H_
+#define DLOCK_TRANSPORT_UV_HIREDIS_TRANSPORT_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dlock/transport/transport.h"
+#include "dlock/transport/uv/uv_event_loop.h"
+
+struct uv_loop_s;
+
+namespace dlock {
+
+struct HiredisTransportOptions {
+  // TCP endpoint: a host name or an IPv4/IPv6 literal, and a port. A name
+  // is resolved on every attempt (uv_getaddrinfo); its first IPv4 address
+  // is used, else its first address.
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  // When non-empty, connect to this unix socket instead of host:port.
+  std::string unix_socket;
+
+  // When non-empty, `AUTH password` (or `AUTH username password` when
+  // `username` is non-empty: a Redis 6+ ACL user) runs first on every
+  // connection. A username without a password is an invalid option.
+  std::string username;
+  std::string password;
+
+  // When not 0, `SELECT db` runs on every command connection.
+  int db = 0;
+
+  // Bound on one connection attempt (resolve, connect, AUTH, SELECT).
+  absl::Duration connect_timeout = absl::Seconds(5);
+
+  // Reconnect backoff after failed attempts (see the header comment).
+  absl::Duration reconnect_backoff_min = absl::Milliseconds(100);
+  absl::Duration reconnect_backoff_max = absl::Seconds(5);
+  // Fraction of the backoff that is randomized, in [0, 1].
+  double reconnect_jitter = 0.5;
+};
+
+class HiredisTransport : public Transport {
+ public:
+  // Validates `options` (kInvalidArgument: empty host, port outside
+  // 1..65535, username without password, db < 0, non-positive timeouts,
+  // backoff_min > backoff_max, jitter outside [0, 1]) and starts the first
+  // connection attempt on `loop`, which must outlive the transport.
+  static absl::StatusOr<std::unique_ptr<HiredisTransport>> Create(
+      uv_loop_s* loop, HiredisTransportOptions options);
+
+  HiredisTransport(const HiredisTransport&) = delete;
+  HiredisTransport& operator=(const HiredisTransport&) = delete;
+  // Runs Close().
+  ~HiredisTransport() override;
+
+  // See Transport::Send and the table above.
+  absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
+                    ReplyCallback callback) override;
+
+  // See Transport::Subscribe and the pub/sub paragraph above. Returns
+  // kInvalidArgument for a null on_message, kCancelled after Close().
+  absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
+      std::string channel, MessageCallback on_message,
+      absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
+
+  // Learns when the command connection is up. `callback` runs once, on the
+  // loop, never inside this call: OK when the connection is ready (on the
+  // next turn if it already is), or the failure of the current attempt
+  // (kUnavailable), or kCancelled by Close(). In the backoff state it starts
+  // an attempt at once instead of waiting out the delay. Returns kCancelled
+  // after Close() (the callback then never runs).
+  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback);
+
+  // Fails everything pending with kCancelled and disconnects (see above).
+  // Idempotent.
+  void Close();
+
+  // True while the command connection is ready.
+  bool connected() const;
+  // The failure of the last connection attempt or lost connection (OK if
+  // none yet).
+  absl::Status last_error() const;
+  // Commands sent and not yet answered or timed out (tests, metrics).
+  size_t pending_commands() const;
+
+  // The transport's clock and timers (the same monotonic clock as any
+  // UvEventLoop).
+  EventLoop& event_loop() { return timers_; }
+
+ private:
+  struct Request;
+  struct Link;
+  struct Conn;
+  struct Channel;
+  struct Subscriber;
+  struct Resolver;
+  class SubscriptionImpl;
+  // One deferred delivery: a command's result, a subscriber's on_ready, or
+  // anything else (`fn`, told whether it is being cancelled by Close).
+  struct Event {
+    std::unique_ptr<Request> request;
+    uint64_t ready_for = 0;
+    absl::Status ready_status;
+    absl::AnyInvocable<void(bool cancelled) &&> fn;
+  };
+
+  HiredisTransport(uv_loop_s* loop, HiredisTransportOptions options);
+
+  // Connection management.
+  void StartAttempt(Conn& conn);
+  void ConnectResolved(Conn& conn, const std::string& ip);
+  void ScheduleAttempt(Conn& conn, absl::Duration delay);
+  void Teardown(Conn& conn, const absl::Status& why);
+  void AttemptFailed(Conn& conn, absl::Status why);
+  void ConnectionLost(Conn& conn, absl::Status why);
+  void OnTcpConnected(Link* link);
+  void OnReady(Conn& conn);
+  void Issue(Link* link, std::unique_ptr<Request> request,
+             const std::vector<std::string>& argv);
+  absl::Duration BackoffDelay(int failures);
+  std::string Endpoint() const;
+
+  // hiredis callbacks (static trampolines in the .cc).
+  void OnReply(Link* link, void* reply);
+  void OnPubSubMessage(Link* link, void* reply);
+  void OnDisconnected(Link* link, absl::Status why);
+
+  // Results and notifications go through `events_`, delivered on a later
+  // loop turn, outside any hiredis callback.
+  static Event FnEvent(absl::AnyInvocable<void(bool cancelled) &&> fn);
+  void Push(Event event);
+  void Complete(std::unique_ptr<Request> request, absl::StatusOr<Reply> result);
+  void DrainEvents();
+  void OnDeadline(Request* request);
+
+  // Pub/sub.
+  void SendSubscribe(const std::string& channel, bool subscribe);
+  void Unsubscribe(uint64_t subscriber_id);
+  void FailPendingReady(const absl::Status& why);
+  void FireReady(uint64_t subscriber_id, absl::Status status);
+  void DeliverMessage(uint64_t subscriber_id, const std::string& channel,
+                      const std::string& message);
+
+  uv_loop_s* const loop_;
+  const HiredisTransportOptions options_;
+  UvEventLoop timers_;
+  std::unique_ptr<Conn> cmd_;
+  std::unique_ptr<Conn> sub_;
+  bool closed_ = false;
+  // Commands waiting for the command connection (state connecting).
+  std::deque<std::unique_ptr<Request>> waiting_;
+  std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
+  std::deque<Event> events_;
+  TimerId drain_timer_ = 0;
+  size_t pending_ = 0;
+  absl::flat_hash_map<std::string, std::unique_ptr<Channel>> channels_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Subscriber>> subscribers_;
+  uint64_t next_subscriber_id_ = 1;
+  absl::BitGen rng_;
+  // Expires when the transport is destroyed; callbacks check it.
+  std::shared_ptr<int> life_ = std::make_shared<int>(0);
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_TRANSPORT_UV_HIREDIS_TRANSPORT_H_

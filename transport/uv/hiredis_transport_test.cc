@@ -1,0 +1,536 @@
+// Tests of HiredisTransport against real redis-server processes started by
+// //tests/testing:redis_server. Every test ends with uv_loop_close() == 0.
+#include "dlock/transport/uv/hiredis_transport.h"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/tests/testing/redis_server.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/transport/script.h"
+#include "dlock/transport/uv/uv_test_loop.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::IsOkAndHolds;
+using ::dlock::testing::RedisServer;
+using ::dlock::testing::RedisServerOptions;
+using ::dlock::testing::StatusIs;
+using ::testing::ElementsAre;
+
+constexpr absl::Duration kLong = absl::Seconds(10);
+
+class HiredisTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer({}); }
+
+  void TearDown() override {
+    transport_.reset();
+    EXPECT_EQ(loop_.Close(), 0);
+  }
+
+  void StartServer(RedisServerOptions options) {
+    auto server = RedisServer::Start(std::move(options));
+    ASSERT_THAT(server, IsOk());
+    server_ = std::move(*server);
+  }
+
+  HiredisTransportOptions Options() {
+    HiredisTransportOptions o;
+    o.host = "127.0.0.1";
+    o.port = server_->port();
+    o.reconnect_backoff_min = absl::Milliseconds(10);
+    o.reconnect_backoff_max = absl::Milliseconds(100);
+    return o;
+  }
+
+  void MakeTransport(HiredisTransportOptions options) {
+    auto t = HiredisTransport::Create(loop_.get(), std::move(options));
+    ASSERT_THAT(t, IsOk());
+    transport_ = std::move(*t);
+  }
+
+  // Connect() and wait for its outcome.
+  absl::Status ConnectAndWait(HiredisTransport& t) {
+    std::optional<absl::Status> result;
+    absl::Status s = t.Connect([&](absl::Status st) { result = std::move(st); });
+    if (!s.ok()) return s;
+    if (!loop_.RunUntil([&] { return result.has_value(); })) {
+      return absl::InternalError("Connect never called back");
+    }
+    return *result;
+  }
+
+  // Sends one command and runs the loop until it is answered.
+  absl::StatusOr<Reply> Call(std::vector<std::string> argv,
+                             absl::Duration timeout = kLong) {
+    std::optional<absl::StatusOr<Reply>> result;
+    absl::Status s = transport_->Send(std::move(argv), timeout,
+                                      [&](absl::StatusOr<Reply> r) { result = std::move(r); });
+    if (!s.ok()) return s;
+    if (!loop_.RunUntil([&] { return result.has_value(); })) {
+      return absl::InternalError("no callback");
+    }
+    return *result;
+  }
+
+  // Runs the loop until `done()`, calling `poke()` now and every `every`
+  // (e.g. to PUBLISH again until a resubscribed listener hears it).
+  bool RunUntilPoking(const std::function<bool()>& done, const std::function<void()>& poke,
+                      absl::Duration every = absl::Milliseconds(20)) {
+    UvEventLoop ticker(loop_.get());
+    std::function<void()> tick = [&] {
+      poke();
+      ticker.RunAfter(every, tick);
+    };
+    tick();
+    return loop_.RunUntil(done);
+  }
+
+  testing::UvTestLoop loop_;
+  std::unique_ptr<RedisServer> server_;
+  std::unique_ptr<HiredisTransport> transport_;
+};
+
+TEST_F(HiredisTransportTest, EveryReplyTypeIsCopied) {
+  MakeTransport(Options());
+  EXPECT_THAT(Call({"SET", "k", "v"}), IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_THAT(Call({"GET", "k"}), IsOkAndHolds(Reply::String("v")));
+  EXPECT_THAT(Call({"GET", "missing"}), IsOkAndHolds(Reply::Nil()));
+  EXPECT_THAT(Call({"INCRBY", "n", "-7"}), IsOkAndHolds(Reply::Integer(-7)));
+  EXPECT_THAT(Call({"RPUSH", "list", "a", "b"}), IsOkAndHolds(Reply::Integer(2)));
+  EXPECT_THAT(Call({"LRANGE", "list", "0", "-1"}),
+              IsOkAndHolds(Reply::Array({Reply::String("a"), Reply::String("b")})));
+  EXPECT_THAT(Call({"LRANGE", "missing", "0", "-1"}), IsOkAndHolds(Reply::Array({})));
+  EXPECT_THAT(Call({"EVAL", "return {1, 'a', {2, 'b'}}", "0"}),
+              IsOkAndHolds(Reply::Array(
+                  {Reply::Integer(1), Reply::String("a"),
+                   Reply::Array({Reply::Integer(2), Reply::String("b")})})));
+  // A nil multi-bulk reply (RESP2 "*-1").
+  EXPECT_THAT(Call({"BLPOP", "empty", "0.01"}), IsOkAndHolds(Reply::Nil()));
+  absl::StatusOr<Reply> err = Call({"GET", "list"});
+  ASSERT_THAT(err, IsOk());
+  EXPECT_TRUE(err->IsErrorWithPrefix("WRONGTYPE")) << *err;
+  absl::StatusOr<Reply> unknown = Call({"NOSUCHCOMMAND"});
+  ASSERT_THAT(unknown, IsOk());
+  EXPECT_TRUE(unknown->IsErrorWithPrefix("ERR")) << *unknown;
+}
+
+TEST_F(HiredisTransportTest, KeysAndValuesMayHoldAnyByte) {
+  MakeTransport(Options());
+  const std::string key("k\0e\r\ny", 6);
+  std::string value;
+  for (int i = 0; i < 256; ++i) value.push_back(static_cast<char>(i));
+  EXPECT_THAT(Call({"SET", key, value}), IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_THAT(Call({"GET", key}), IsOkAndHolds(Reply::String(value)));
+  EXPECT_THAT(server_->Command({"GET", key}), IsOkAndHolds(Reply::String(value)));
+  EXPECT_THAT(Call({"GET", std::string("k\0e", 3)}), IsOkAndHolds(Reply::Nil()));
+}
+
+TEST_F(HiredisTransportTest, TenThousandPipelinedCommandsAreAnsweredInOrder) {
+  MakeTransport(Options());
+  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
+  constexpr int kCount = 10000;
+  std::vector<int64_t> seen;
+  seen.reserve(kCount);
+  int errors = 0;
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_THAT(transport_->Send({"INCR", "counter"}, kLong,
+                                 [&](absl::StatusOr<Reply> r) {
+                                   if (r.ok() && r->is_integer()) {
+                                     seen.push_back(r->integer);
+                                   } else {
+                                     ++errors;
+                                   }
+                                 }),
+                IsOk());
+  }
+  EXPECT_EQ(transport_->pending_commands(), static_cast<size_t>(kCount));
+  ASSERT_TRUE(loop_.RunUntil([&] { return seen.size() + errors == kCount; }));
+  EXPECT_EQ(errors, 0);
+  for (int i = 0; i < kCount; ++i) ASSERT_EQ(seen[i], i + 1);
+  EXPECT_EQ(transport_->pending_commands(), 0u);
+}
+
+TEST_F(HiredisTransportTest, CallbackNeverRunsInsideSend) {
+  MakeTransport(Options());
+  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
+  bool ran = false;
+  ASSERT_THAT(transport_->Send({"PING"}, kLong, [&](absl::StatusOr<Reply>) { ran = true; }),
+              IsOk());
+  EXPECT_FALSE(ran);
+  ASSERT_TRUE(loop_.RunUntil([&] { return ran; }));
+}
+
+TEST_F(HiredisTransportTest, DeadlineFiresWhilePausedAndLaterRepliesStayMatched) {
+  MakeTransport(Options());
+  ASSERT_THAT(Call({"SET", "k", "v"}), IsOk());
+  ASSERT_THAT(server_->Pause(), IsOk());
+
+  std::optional<absl::StatusOr<Reply>> short_one, long_one, after;
+  ASSERT_THAT(transport_->Send({"GET", "k"}, absl::Milliseconds(100),
+                               [&](absl::StatusOr<Reply> r) { short_one = std::move(r); }),
+              IsOk());
+  ASSERT_THAT(transport_->Send({"INCR", "n"}, kLong,
+                               [&](absl::StatusOr<Reply> r) { long_one = std::move(r); }),
+              IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return short_one.has_value(); }));
+  EXPECT_THAT(*short_one, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_FALSE(long_one.has_value());
+  EXPECT_EQ(transport_->pending_commands(), 1u);
+
+  ASSERT_THAT(server_->Resume(), IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return long_one.has_value(); }));
+  // The late "v" of the timed-out GET was dropped, not handed to INCR.
+  EXPECT_THAT(*long_one, IsOkAndHolds(Reply::Integer(1)));
+  EXPECT_THAT(Call({"GET", "k"}), IsOkAndHolds(Reply::String("v")));
+  EXPECT_THAT(Call({"INCR", "n"}), IsOkAndHolds(Reply::Integer(2)));
+  EXPECT_EQ(transport_->pending_commands(), 0u);
+}
+
+TEST_F(HiredisTransportTest, KilledServerFailsPendingCommandsWithUnavailable) {
+  MakeTransport(Options());
+  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
+  ASSERT_THAT(server_->Pause(), IsOk());  // so the commands are surely in flight
+  std::vector<absl::Status> results;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_THAT(transport_->Send({"INCR", "n"}, kLong,
+                                 [&](absl::StatusOr<Reply> r) { results.push_back(r.status()); }),
+                IsOk());
+  }
+  ASSERT_TRUE(loop_.RunUntil([&] { return transport_->pending_commands() == 3; }));
+  ASSERT_THAT(server_->Kill(), IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return results.size() == 3; }));
+  for (const absl::Status& s : results) EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_FALSE(transport_->connected());
+}
+
+TEST_F(HiredisTransportTest, CommandsFailFastWhileTheServerIsKnownDown) {
+  MakeTransport(Options());
+  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
+  ASSERT_THAT(server_->Kill(), IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return !transport_->connected(); }));
+  // The immediate reconnect (or the one Connect starts) is refused: backoff.
+  EXPECT_THAT(ConnectAndWait(*transport_), StatusIs(absl::StatusCode::kUnavailable));
+  const absl::Time start = transport_->event_loop().Now();
+  EXPECT_THAT(Call({"PING"}, absl::Seconds(30)), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_LT(transport_->event_loop().Now() - start, absl::Seconds(30));
+}
+
+TEST_F(HiredisTransportTest, ReconnectsAfterTheServerRestarts) {
+  MakeTransport(Options());
+  ASSERT_THAT(Call({"SET", "k", "v"}), IsOk());
+  ASSERT_THAT(server_->Kill(), IsOk());
+  EXPECT_THAT(Call({"GET", "k"}), StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_THAT(server_->Restart(), IsOk());
+  // Background retries find the server again without being asked.
+  ASSERT_TRUE(loop_.RunUntil([&] { return transport_->connected(); }));
+  EXPECT_THAT(Call({"SET", "k", "w"}), IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_THAT(Call({"GET", "k"}), IsOkAndHolds(Reply::String("w")));
+}
+
+TEST_F(HiredisTransportTest, CommandsSentWhileConnectingWaitForTheConnection) {
+  MakeTransport(Options());
+  EXPECT_FALSE(transport_->connected());
+  EXPECT_THAT(Call({"PING"}), IsOkAndHolds(Reply::Status("PONG")));
+}
+
+TEST_F(HiredisTransportTest, ScriptFallsBackToEvalAfterScriptFlush) {
+  MakeTransport(Options());
+  static const Script script("return 'got ' .. ARGV[1] .. KEYS[1]");
+  auto run = [&](std::string arg) {
+    std::optional<absl::StatusOr<Reply>> result;
+    EXPECT_THAT(script.Run(*transport_, {"k"}, {std::move(arg)}, kLong,
+                           [&](absl::StatusOr<Reply> r) { result = std::move(r); }),
+                IsOk());
+    EXPECT_TRUE(loop_.RunUntil([&] { return result.has_value(); }));
+    return result.value_or(absl::InternalError("no callback"));
+  };
+  EXPECT_THAT(run("a"), IsOkAndHolds(Reply::String("got ak")));
+  EXPECT_THAT(server_->Command({"SCRIPT", "EXISTS", script.sha1()}),
+              IsOkAndHolds(Reply::Array({Reply::Integer(1)})));
+  ASSERT_THAT(server_->Command({"SCRIPT", "FLUSH"}), IsOk());
+  EXPECT_THAT(run("b"), IsOkAndHolds(Reply::String("got bk")));
+}
+
+TEST_F(HiredisTransportTest, SelectsTheConfiguredDatabase) {
+  HiredisTransportOptions o = Options();
+  o.db = 3;
+  MakeTransport(o);
+  ASSERT_THAT(Call({"SET", "k", "in3"}), IsOk());
+  EXPECT_THAT(server_->Command({"GET", "k"}), IsOkAndHolds(Reply::Nil()));
+  ASSERT_THAT(server_->Command({"SELECT", "3"}), IsOk());
+  EXPECT_THAT(server_->Command({"GET", "k"}), IsOkAndHolds(Reply::String("in3")));
+}
+
+TEST_F(HiredisTransportTest, ConnectsOverAUnixSocket) {
+  RedisServerOptions so;
+  so.unix_socket = true;
+  StartServer(so);
+  HiredisTransportOptions o;
+  o.unix_socket = server_->unix_socket();
+  MakeTransport(o);
+  EXPECT_THAT(Call({"PING"}), IsOkAndHolds(Reply::Status("PONG")));
+}
+
+TEST_F(HiredisTransportTest, ResolvesHostNames) {
+  HiredisTransportOptions o = Options();
+  o.host = "localhost";
+  MakeTransport(o);
+  EXPECT_THAT(Call({"PING"}), IsOkAndHolds(Reply::Status("PONG")));
+}
+
+class HiredisTransportAuthTest : public HiredisTransportTest {
+ protected:
+  void SetUp() override {
+    RedisServerOptions so;
+    so.password = "secret";
+    so.extra_args = {"--user", "alice", "on", ">alicepw", "~*", "&*", "+@all"};
+    StartServer(so);
+  }
+};
+
+TEST_F(HiredisTransportAuthTest, RightPasswordConnects) {
+  HiredisTransportOptions o = Options();
+  o.password = "secret";
+  MakeTransport(o);
+  EXPECT_THAT(ConnectAndWait(*transport_), IsOk());
+  EXPECT_THAT(Call({"ACL", "WHOAMI"}), IsOkAndHolds(Reply::String("default")));
+}
+
+TEST_F(HiredisTransportAuthTest, WrongPasswordFailsWithUnavailable) {
+  HiredisTransportOptions o = Options();
+  o.password = "wrong";
+  MakeTransport(o);
+  absl::Status s = ConnectAndWait(*transport_);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("AUTH"));
+  EXPECT_THAT(Call({"PING"}), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_FALSE(transport_->connected());
+}
+
+TEST_F(HiredisTransportAuthTest, AclUserWithRightPasswordConnects) {
+  HiredisTransportOptions o = Options();
+  o.username = "alice";
+  o.password = "alicepw";
+  MakeTransport(o);
+  EXPECT_THAT(ConnectAndWait(*transport_), IsOk());
+  EXPECT_THAT(Call({"ACL", "WHOAMI"}), IsOkAndHolds(Reply::String("alice")));
+}
+
+TEST_F(HiredisTransportAuthTest, AclUserWithWrongPasswordFails) {
+  HiredisTransportOptions o = Options();
+  o.username = "alice";
+  o.password = "secret";  // the default user's, not alice's
+  MakeTransport(o);
+  EXPECT_THAT(ConnectAndWait(*transport_), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(HiredisTransportAuthTest, NoPasswordGetsTheServersErrorReply) {
+  MakeTransport(Options());
+  absl::StatusOr<Reply> r = Call({"PING"});
+  ASSERT_THAT(r, IsOk());
+  EXPECT_TRUE(r->IsErrorWithPrefix("NOAUTH")) << *r;
+}
+
+TEST_F(HiredisTransportTest, ConnectTimesOutWhenTheHandshakeHangs) {
+  ASSERT_THAT(server_->Pause(), IsOk());  // the kernel still accepts the TCP connection
+  HiredisTransportOptions o = Options();
+  o.db = 1;  // SELECT never answered
+  o.connect_timeout = absl::Milliseconds(200);
+  MakeTransport(o);
+  EXPECT_THAT(ConnectAndWait(*transport_), StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_THAT(server_->Resume(), IsOk());
+}
+
+TEST_F(HiredisTransportTest, RefusedPortFailsWithUnavailable) {
+  HiredisTransportOptions o = Options();
+  ASSERT_THAT(server_->Kill(), IsOk());  // nothing listens on this port now
+  MakeTransport(o);
+  EXPECT_THAT(ConnectAndWait(*transport_), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(Call({"PING"}), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(HiredisTransportTest, UnknownHostFailsWithUnavailable) {
+  HiredisTransportOptions o = Options();
+  o.host = "no-such-host.invalid";
+  MakeTransport(o);
+  EXPECT_THAT(ConnectAndWait(*transport_), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(HiredisTransportTest, BadArgumentsAreRejectedAndTheCallbackNeverRuns) {
+  MakeTransport(Options());
+  bool ran = false;
+  auto cb = [&](absl::StatusOr<Reply>) { ran = true; };
+  EXPECT_THAT(transport_->Send({}, kLong, cb), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(transport_->Send({"PING"}, absl::ZeroDuration(), cb),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(transport_->Send({"subscribe", "ch"}, kLong, cb),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(transport_->Send({"PING"}, kLong, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(transport_->Subscribe("ch", nullptr, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  loop_.RunFor(absl::Milliseconds(20));
+  EXPECT_FALSE(ran);
+
+  HiredisTransportOptions bad = Options();
+  bad.port = 0;
+  EXPECT_THAT(HiredisTransport::Create(loop_.get(), bad),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = Options();
+  bad.host = "";
+  EXPECT_THAT(HiredisTransport::Create(loop_.get(), bad),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = Options();
+  bad.username = "alice";
+  EXPECT_THAT(HiredisTransport::Create(loop_.get(), bad),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(HiredisTransport::Create(nullptr, Options()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(HiredisTransportTest, CloseCancelsEverythingPendingExactlyOnce) {
+  MakeTransport(Options());
+  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
+  ASSERT_THAT(server_->Pause(), IsOk());
+  std::vector<absl::Status> results;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_THAT(transport_->Send({"INCR", "n"}, kLong,
+                                 [&](absl::StatusOr<Reply> r) { results.push_back(r.status()); }),
+                IsOk());
+  }
+  std::optional<absl::Status> ready;
+  auto sub = transport_->Subscribe("ch", [](absl::string_view, absl::string_view) {},
+                                   [&](absl::Status s) { ready = s; });
+  ASSERT_THAT(sub, IsOk());
+  transport_->Close();
+  ASSERT_EQ(results.size(), 5u);  // synchronously, inside Close
+  for (const absl::Status& s : results) EXPECT_THAT(s, StatusIs(absl::StatusCode::kCancelled));
+  ASSERT_TRUE(ready.has_value());
+  EXPECT_THAT(*ready, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_THAT(transport_->Send({"PING"}, kLong, [](absl::StatusOr<Reply>) {}),
+              StatusIs(absl::StatusCode::kCancelled));
+  loop_.RunFor(absl::Milliseconds(20));
+  EXPECT_EQ(results.size(), 5u);
+  ASSERT_THAT(server_->Resume(), IsOk());
+  sub->reset();  // after Close: harmless
+}
+
+TEST_F(HiredisTransportTest, TransportMayBeDestroyedInsideItsCallback) {
+  MakeTransport(Options());
+  bool second = false;
+  ASSERT_THAT(transport_->Send({"PING"}, kLong,
+                               [&](absl::StatusOr<Reply>) { transport_.reset(); }),
+              IsOk());
+  ASSERT_THAT(transport_->Send({"PING"}, kLong, [&](absl::StatusOr<Reply> r) {
+                second = true;
+                EXPECT_THAT(r, StatusIs(absl::StatusCode::kCancelled));
+              }),
+              IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return transport_ == nullptr; }));
+  EXPECT_TRUE(second);
+}
+
+TEST_F(HiredisTransportTest, SubscriptionReceivesMessagesAndSurvivesReconnect) {
+  MakeTransport(Options());
+  std::vector<std::string> got;
+  std::optional<absl::Status> ready;
+  const std::string channel("ch\0bin", 6);
+  auto sub = transport_->Subscribe(
+      channel,
+      [&](absl::string_view ch, absl::string_view msg) {
+        EXPECT_EQ(ch, channel);
+        got.emplace_back(msg);
+      },
+      [&](absl::Status s) { ready = s; });
+  ASSERT_THAT(sub, IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return ready.has_value(); }));
+  ASSERT_THAT(*ready, IsOk());
+  ASSERT_THAT(server_->Command({"PUBLISH", channel, std::string("m\0 1", 4)}),
+              IsOkAndHolds(Reply::Integer(1)));
+  ASSERT_TRUE(loop_.RunUntil([&] { return got.size() == 1; }));
+  EXPECT_EQ(got[0], std::string("m\0 1", 4));
+
+  ASSERT_THAT(server_->Kill(), IsOk());
+  ASSERT_THAT(server_->Restart(), IsOk());
+  // Publish until the automatically resubscribed listener hears one.
+  ASSERT_TRUE(RunUntilPoking([&] { return got.size() >= 2; },
+                             [&] { server_->Command({"PUBLISH", channel, "m2"}).IgnoreError(); }));
+  EXPECT_EQ(got[1], "m2");
+}
+
+TEST_F(HiredisTransportTest, SeveralSubscriptionsToAChannelEachGetEveryMessage) {
+  MakeTransport(Options());
+  std::vector<std::string> a, b;
+  int ready = 0;
+  auto sa = transport_->Subscribe(
+      "ch", [&](absl::string_view, absl::string_view m) { a.emplace_back(m); },
+      [&](absl::Status s) { EXPECT_THAT(s, IsOk()); ++ready; });
+  auto sb = transport_->Subscribe(
+      "ch", [&](absl::string_view, absl::string_view m) { b.emplace_back(m); },
+      [&](absl::Status s) { EXPECT_THAT(s, IsOk()); ++ready; });
+  ASSERT_THAT(sa, IsOk());
+  ASSERT_THAT(sb, IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return ready == 2; }));
+  // One SUBSCRIBE on the server for both.
+  EXPECT_THAT(server_->Command({"PUBSUB", "NUMSUB", "ch"}),
+              IsOkAndHolds(Reply::Array({Reply::String("ch"), Reply::Integer(1)})));
+  ASSERT_THAT(server_->Command({"PUBLISH", "ch", "1"}), IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return a.size() == 1 && b.size() == 1; }));
+
+  sa->reset();  // unsubscribes a only
+  ASSERT_THAT(server_->Command({"PUBLISH", "ch", "2"}), IsOkAndHolds(Reply::Integer(1)));
+  ASSERT_TRUE(loop_.RunUntil([&] { return b.size() == 2; }));
+  EXPECT_THAT(a, ElementsAre("1"));
+  EXPECT_THAT(b, ElementsAre("1", "2"));
+
+  // A third subscription to the live channel is ready at once.
+  bool third_ready = false;
+  auto sc = transport_->Subscribe("ch", [](absl::string_view, absl::string_view) {},
+                                  [&](absl::Status s) { third_ready = s.ok(); });
+  ASSERT_TRUE(loop_.RunUntil([&] { return third_ready; }));
+
+  sb->reset();
+  sc->reset();
+  // The last one gone, the channel is unsubscribed on the server.
+  bool gone = false;
+  EXPECT_TRUE(RunUntilPoking([&] { return gone; }, [&] {
+    gone = server_->Command({"PUBSUB", "NUMSUB", "ch"}).value_or(Reply()) ==
+           Reply::Array({Reply::String("ch"), Reply::Integer(0)});
+  }));
+}
+
+TEST_F(HiredisTransportTest, SubscriberMayUnsubscribeInsideItsOwnCallback) {
+  MakeTransport(Options());
+  std::unique_ptr<Subscription> sub;
+  int calls = 0;
+  bool ready = false;
+  auto s = transport_->Subscribe(
+      "ch",
+      [&](absl::string_view, absl::string_view) {
+        ++calls;
+        sub.reset();
+      },
+      [&](absl::Status st) { ready = st.ok(); });
+  ASSERT_THAT(s, IsOk());
+  sub = std::move(*s);
+  ASSERT_TRUE(loop_.RunUntil([&] { return ready; }));
+  ASSERT_THAT(server_->Command({"PUBLISH", "ch", "1"}), IsOk());
+  ASSERT_THAT(server_->Command({"PUBLISH", "ch", "2"}), IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return calls >= 1; }));
+  loop_.RunFor(absl::Milliseconds(50));
+  EXPECT_EQ(calls, 1);
+}
+
+}  // namespace
+}  // namespace dlock
