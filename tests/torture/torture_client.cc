@@ -192,7 +192,7 @@ struct TortureClient::State : std::enable_shared_from_this<TortureClient::State>
   void Write() {
     // A careful holder checks its lease before acting on it; what the check
     // cannot cover (a pause right after it) is what fencing is for.
-    if (loop->Now() >= lease.deadline) {
+    if (o.check_deadline && loop->Now() >= lease.deadline) {
       EndCs(CsOutcome::kExpiredLocally);
       return;
     }

@@ -82,6 +82,10 @@ struct ClientOptions {
   absl::Duration hold = absl::Milliseconds(2);   // between reads and writes
   absl::Duration store_timeout = absl::Seconds(2);
   absl::Duration retry_backoff = absl::Milliseconds(5);
+  // Check the lease's local deadline before writing (a careful holder).
+  // false models a pause that lands right after that check: the write goes
+  // out with whatever lease the holder had, and only fencing can stop it.
+  bool check_deadline = true;
   StoreKeys keys;
 };
 

@@ -221,6 +221,7 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
         absl::StrCat("--hold_ms=", absl::ToInt64Milliseconds(spec.hold)),
         absl::StrCat("--redlock_max_ttl_ms=", absl::ToInt64Milliseconds(spec.redlock_max_ttl)),
         absl::StrCat("--redlock_delayed_restart=", spec.redlock_delayed_restart ? "true" : "false"),
+        absl::StrCat("--check_deadline=", spec.check_deadline ? "true" : "false"),
         absl::StrCat("--log=", workers[i].log),
         absl::StrCat("--shm=", shm),
     };
@@ -255,6 +256,8 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
           for (int i = 0; i < spec.workers && !caught; ++i) {
             int k = (rotate + i) % spec.workers;
             if (flags.slots[k].load() != 1) continue;
+            // Land anywhere in the critical section, not just at its start.
+            absl::SleepFor(spec.hold * (rotate % 4) / 4);
             kill(workers[k].pid, SIGSTOP);
             if (!WaitStopped(workers[k].pid)) continue;
             if (flags.slots[k].load() == 1) {
@@ -325,6 +328,11 @@ std::vector<ScenarioSpec> StandardScenarios(absl::Duration total) {
     s.persistence = persist;
     s.fault = f;
     if (f == Fault::kKillMinority) s.fault_every = absl::Seconds(3);  // > max_ttl
+    if (f == Fault::kPauseHolder) s.check_deadline = false;
+    // Kill+restart: a critical section longer than a restart, so the
+    // server can come back (empty, without persistence) while a holder is
+    // still inside.
+    if (f == Fault::kKillRestart) s.hold = absl::Milliseconds(200);
     v.push_back(s);
   };
   add("single, no fault", 1, false, Fault::kNone);

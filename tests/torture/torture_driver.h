@@ -47,7 +47,11 @@ struct ScenarioSpec {
   absl::Duration ttl = absl::Milliseconds(500);
   absl::Duration fault_every = absl::Seconds(1);   // between injections
   absl::Duration pause_for = absl::Milliseconds(1500);
-  absl::Duration hold = absl::Milliseconds(2);     // inside the CS
+  absl::Duration hold = absl::Milliseconds(20);    // inside the CS
+  // Workers check their lease deadline before writing. The SIGSTOP-holder
+  // scenarios turn it off: that models the pause landing right after the
+  // check, the case only fencing can catch.
+  bool check_deadline = true;
   // RedLock: delayed-restart window (RedLockOptions::max_ttl).
   absl::Duration redlock_max_ttl = absl::Seconds(2);
   bool redlock_delayed_restart = true;

@@ -30,6 +30,8 @@ ScenarioSpec Spec(std::string name, int servers, bool persist, Fault fault) {
   s.fault = fault;
   s.duration = absl::Seconds(4);
   if (fault == Fault::kKillMinority) s.fault_every = absl::Milliseconds(2500);
+  if (fault == Fault::kPauseHolder) s.check_deadline = false;
+  if (fault == Fault::kKillRestart) s.hold = absl::Milliseconds(200);
   return s;
 }
 

@@ -44,6 +44,7 @@ ABSL_FLAG(int, hold_ms, 2, "time between the reads and the writes");
 ABSL_FLAG(int, wait_ms, 2000, "how long one Acquire may wait");
 ABSL_FLAG(int, redlock_max_ttl_ms, 2000, "RedLock max_ttl (restart quarantine)");
 ABSL_FLAG(bool, redlock_delayed_restart, true, "RedLock delayed-restart rule");
+ABSL_FLAG(bool, check_deadline, true, "check the lease deadline before writing");
 ABSL_FLAG(std::string, log, "", "record file (appended)");
 ABSL_FLAG(std::string, shm, "", "shared page of in-critical-section flags");
 
@@ -154,6 +155,7 @@ int main(int argc, char** argv) {
   co.acquire.ttl = absl::Milliseconds(absl::GetFlag(FLAGS_ttl_ms));
   co.acquire.wait = absl::Milliseconds(absl::GetFlag(FLAGS_wait_ms));
   co.hold = absl::Milliseconds(absl::GetFlag(FLAGS_hold_ms));
+  co.check_deadline = absl::GetFlag(FLAGS_check_deadline);
   auto client = std::make_unique<dlock::torture::TortureClient>(
       loop.get(), lock, store->get(), co, MonotonicNanos,
       [log_fd](const dlock::torture::CsRecord& r) {
