@@ -26,6 +26,7 @@ struct Entry {
   Lease lease;
   absl::Duration renew_interval;
   absl::Duration retry_interval;
+  bool release_late_renewal = true;
   absl::AnyInvocable<void(absl::Status) &&> on_lost;
   State state = State::kWatching;
   // Position in Core::renew_queue_ (InfiniteFuture: not queued).
@@ -60,6 +61,7 @@ class Core : public std::enable_shared_from_this<Core> {
     entry->lease = lease;
     entry->renew_interval = interval;
     entry->retry_interval = retry;
+    entry->release_late_renewal = options.release_late_renewal;
     entry->on_lost = std::move(options.on_lost);
     entry->watched_since = loop_->Now();
     entries_.emplace(entry->id, entry);
@@ -246,7 +248,7 @@ class Core : public std::enable_shared_from_this<Core> {
   void OnReply(Entry& entry, absl::Time sent_at, absl::Duration margin,
                absl::StatusOr<Lease> result) {
     if (shut_down_) return;
-    if (entry.state == State::kLost && result.ok()) {
+    if (entry.state == State::kLost && result.ok() && entry.release_late_renewal) {
       // The lease was declared lost, yet this late extend renewed the key:
       // nobody holds it now, so give it back instead of blocking others.
       ReleaseInBackground(*result);
@@ -264,7 +266,7 @@ class Core : public std::enable_shared_from_this<Core> {
                                "renewal of '", entry.lease.resource,
                                "' answered ", absl::FormatDuration(now - entry.lease.deadline),
                                " after the lease's local deadline")));
-        if (!shut_down_) ReleaseInBackground(renewed);
+        if (!shut_down_ && entry.release_late_renewal) ReleaseInBackground(renewed);
         return;
       }
       if (result->deadline > entry.lease.deadline) {

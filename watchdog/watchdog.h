@@ -26,6 +26,7 @@
 //   OK, at/after the local deadline       | lost (kDeadlineExceeded): a stall
 //   (loop stalled, reply late)            | is never papered over; the renewed
 //                                         | key is released in the background
+//                                         | (WatchOptions::release_late_renewal)
 //   kUnavailable / kDeadlineExceeded      | retried every `retry_interval`
 //   (transient)                           | while the local deadline allows
 //   anything else (kFailedPrecondition:   | lost at once with that status
@@ -41,7 +42,10 @@
 //
 // After `on_lost` the watch is over: nothing more is sent for that lease
 // (apart from the release of a late successful renewal, see above), and a
-// renewal reply that arrives later changes nothing.
+// renewal reply that arrives later changes nothing. A lease lost at its
+// deadline is NOT released by the watchdog (the server is unreachable or
+// the outcome unknown; the key expires by itself): the holder may call
+// `WatchHandle::Release()`.
 //
 // Stopping and releasing. `WatchHandle::Stop()` (or destroying the handle)
 // ends renewal at once: no extend is sent afterwards, and the reply of an
@@ -111,6 +115,13 @@ struct WatchOptions {
   // had no answer for this long). Zero: min(lease.ttl / 10, 1 s), at least
   // 1 ms.
   absl::Duration retry_interval = absl::ZeroDuration();
+  // When an extend sent before the lease was declared lost succeeds after
+  // it (a late reply), the key now holds a fresh TTL that nobody uses:
+  // release it (Lock::Release) so others need not wait a whole TTL. Turn
+  // off for a ReentrantLock owner that holds the resource nested more than
+  // once (its Release decrements the owner's count, and each nested holder
+  // releases its own hold).
+  bool release_late_renewal = true;
 };
 
 namespace watchdog_internal {

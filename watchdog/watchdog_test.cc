@@ -19,6 +19,7 @@
 #include "dlock/lock/observer.h"
 #include "dlock/tests/testing/status_matchers.h"
 #include "dlock/transport/fake/manual_event_loop.h"
+#include "dlock/watchdog/stallable_loop.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -27,28 +28,8 @@ namespace {
 
 using ::dlock::testing::IsOk;
 using ::dlock::testing::StatusIs;
-using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-
-// An EventLoop whose clock can jump ahead of the timers: `Stall(d)` makes
-// Now() d later without running anything, so every pending timer then fires
-// d late, as after a real stall (a blocked loop, a suspended process).
-class StallableLoop : public EventLoop {
- public:
-  absl::Time Now() const override { return inner_.Now() + skew_; }
-  TimerId RunAfter(absl::Duration delay,
-                   absl::AnyInvocable<void() &&> callback) override {
-    return inner_.RunAfter(delay, std::move(callback));
-  }
-  bool Cancel(TimerId id) override { return inner_.Cancel(id); }
-
-  void Stall(absl::Duration d) { skew_ += d; }
-  ManualEventLoop& inner() { return inner_; }
-
- private:
-  ManualEventLoop inner_;
-  absl::Duration skew_;
-};
+using ::dlock::testing::StallableLoop;
 
 // A Lock over an in-test model of one server: keys with owner tokens and
 // expiry on the server's clock (the inner ManualEventLoop: a stall of the
