@@ -1,0 +1,540 @@
+#include "dlock/transport/fake/fake_transport.h"
+
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/manual_event_loop.h"
+#include "dlock/transport/script.h"
+#include "dlock/transport/uv/uv_loop_thread.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::IsOkAndHolds;
+using ::dlock::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+
+constexpr absl::Duration kTimeout = absl::Seconds(1);
+
+// Collects the outcome of one command.
+struct Outcome {
+  std::optional<absl::StatusOr<Reply>> result;
+  absl::Time at;
+  int calls = 0;
+};
+
+class FakeTransportTest : public ::testing::Test {
+ protected:
+  // Sends and records the outcome (and when it arrived) in `out`.
+  void SendTo(FakeTransport& t, std::vector<std::string> argv, Outcome* out,
+              absl::Duration timeout = kTimeout) {
+    EXPECT_THAT(TrySend(t, std::move(argv), out, timeout), IsOk());
+  }
+  absl::Status TrySend(FakeTransport& t, std::vector<std::string> argv, Outcome* out,
+                       absl::Duration timeout = kTimeout) {
+    return t.Send(std::move(argv), timeout, [this, out](absl::StatusOr<Reply> r) {
+      out->result = std::move(r);
+      out->at = loop_.Now();
+      ++out->calls;
+    });
+  }
+  absl::Duration Since(absl::Time start, const Outcome& o) { return o.at - start; }
+
+  ManualEventLoop loop_;
+  FakeRedis server_{&loop_};
+  FakeTransport conn_{&loop_, &server_};
+};
+
+TEST_F(FakeTransportTest, CallbackRunsOnTheLoopNeverInsideSend) {
+  Outcome out;
+  ASSERT_THAT(TrySend(conn_, {"SET", "k", "v"}, &out), IsOk());
+  EXPECT_EQ(out.calls, 0);
+  EXPECT_FALSE(server_.Exists("k"));  // not applied inside Send either
+  loop_.RunUntilIdle();
+  EXPECT_EQ(out.calls, 1);
+  EXPECT_THAT(*out.result, IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_EQ(conn_.pending_commands(), 0u);
+  loop_.AdvanceTime(absl::Seconds(5));
+  EXPECT_EQ(out.calls, 1);  // exactly once: the timeout never fires afterwards
+}
+
+TEST_F(FakeTransportTest, ErrorRepliesAreRepliesNotStatuses) {
+  Outcome out;
+  SendTo(conn_, {"EVALSHA", std::string(40, 'a'), "0"}, &out);
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*out.result, IsOk());
+  EXPECT_TRUE(out.result->value().IsErrorWithPrefix("NOSCRIPT"));
+}
+
+TEST_F(FakeTransportTest, PipelinedCommandsAreAnsweredInOrder) {
+  std::vector<std::string> order;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_THAT(conn_.Send({"INCR", "n"}, kTimeout,
+                           [&order](absl::StatusOr<Reply> r) { order.push_back(r->DebugString()); }),
+                IsOk());
+  }
+  loop_.RunUntilIdle();
+  EXPECT_THAT(order, ElementsAre("(integer) 1", "(integer) 2", "(integer) 3", "(integer) 4",
+                                 "(integer) 5"));
+}
+
+TEST_F(FakeTransportTest, SendRejectsBadArgumentsWithoutCallingBack) {
+  int calls = 0;
+  auto cb = [&calls](absl::StatusOr<Reply>) { ++calls; };
+  EXPECT_THAT(conn_.Send({}, kTimeout, cb), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(conn_.Send({"GET", "k"}, absl::ZeroDuration(), cb),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(conn_.Send({"subscribe", "c"}, kTimeout, cb),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(conn_.Send({"MONITOR"}, kTimeout, cb), StatusIs(absl::StatusCode::kInvalidArgument));
+  loop_.AdvanceTime(absl::Seconds(2));
+  EXPECT_EQ(calls, 0);
+  EXPECT_THAT(conn_.sent(), IsEmpty());
+}
+
+TEST_F(FakeTransportTest, LatencyDelaysApplicationAndReply) {
+  conn_.SetLatency(absl::Milliseconds(20));
+  const absl::Time start = loop_.Now();
+  Outcome out;
+  SendTo(conn_, {"SET", "k", "v"}, &out);
+  loop_.AdvanceTime(absl::Milliseconds(9));
+  EXPECT_FALSE(server_.Exists("k"));
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  EXPECT_TRUE(server_.Exists("k"));  // applied at rtt/2
+  EXPECT_EQ(out.calls, 0);
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  EXPECT_EQ(out.calls, 1);
+  EXPECT_EQ(Since(start, out), absl::Milliseconds(20));
+}
+
+TEST_F(FakeTransportTest, AsymmetricLatency) {
+  conn_.SetLatency(absl::Milliseconds(3), absl::Milliseconds(50));
+  const absl::Time start = loop_.Now();
+  Outcome out;
+  SendTo(conn_, {"SET", "k", "v", "PX", "100"}, &out);
+  loop_.AdvanceTime(absl::Milliseconds(3));
+  EXPECT_EQ(server_.PTtl("k"), 100);
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_EQ(Since(start, out), absl::Milliseconds(53));
+}
+
+TEST_F(FakeTransportTest, TimeoutGivesDeadlineExceededButTheCommandStillRuns) {
+  conn_.SetLatency(absl::Milliseconds(400), absl::Milliseconds(400));
+  const absl::Time start = loop_.Now();
+  Outcome out;
+  SendTo(conn_, {"SET", "k", "v"}, &out, absl::Milliseconds(300));
+  loop_.AdvanceTime(absl::Seconds(2));
+  EXPECT_EQ(out.calls, 1);
+  EXPECT_THAT(*out.result, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(Since(start, out), absl::Milliseconds(300));
+  EXPECT_TRUE(server_.Exists("k"));  // the request was on the wire
+}
+
+TEST_F(FakeTransportTest, DropNextRequestsNeverApplies) {
+  conn_.DropNextRequests(2);
+  const absl::Time start = loop_.Now();
+  Outcome a, b, c;
+  SendTo(conn_, {"SET", "a", "1"}, &a, absl::Milliseconds(100));
+  SendTo(conn_, {"SET", "b", "1"}, &b, absl::Milliseconds(200));
+  SendTo(conn_, {"SET", "c", "1"}, &c, absl::Milliseconds(300));
+  loop_.AdvanceTime(absl::Seconds(1));
+  EXPECT_THAT(*a.result, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(*b.result, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(Since(start, a), absl::Milliseconds(100));
+  EXPECT_EQ(Since(start, b), absl::Milliseconds(200));
+  EXPECT_THAT(*c.result, IsOk());
+  EXPECT_FALSE(server_.Exists("a"));
+  EXPECT_FALSE(server_.Exists("b"));
+  EXPECT_TRUE(server_.Exists("c"));
+}
+
+TEST_F(FakeTransportTest, DropNextRepliesAppliesButTimesOut) {
+  conn_.DropNextReplies(1);
+  const absl::Time start = loop_.Now();
+  Outcome a, b;
+  SendTo(conn_, {"SET", "a", "1"}, &a, absl::Milliseconds(250));
+  SendTo(conn_, {"GET", "a"}, &b);
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(server_.Exists("a"));
+  EXPECT_EQ(a.calls, 0);
+  EXPECT_THAT(*b.result, IsOkAndHolds(Reply::String("1")));
+  loop_.AdvanceTime(absl::Seconds(1));
+  EXPECT_THAT(*a.result, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(Since(start, a), absl::Milliseconds(250));
+}
+
+TEST_F(FakeTransportTest, FailNextCompletesWithTheStatusWithoutApplying) {
+  conn_.SetLatency(absl::Milliseconds(10));
+  conn_.FailNext(2, absl::UnavailableError("injected"));
+  Outcome a, b, c;
+  SendTo(conn_, {"SET", "a", "1"}, &a);
+  SendTo(conn_, {"SET", "b", "1"}, &b);
+  SendTo(conn_, {"SET", "c", "1"}, &c);
+  loop_.AdvanceTime(absl::Milliseconds(9));
+  EXPECT_EQ(a.calls, 0);  // still after the round trip
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  EXPECT_THAT(*a.result, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(*b.result, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(*c.result, IsOk());
+  EXPECT_FALSE(server_.Exists("a"));
+  EXPECT_TRUE(server_.Exists("c"));
+}
+
+TEST_F(FakeTransportTest, FailNextWithReplyDeliversTheReply) {
+  conn_.FailNextWithReply(1, Reply::Error("LOADING Redis is loading the dataset in memory"));
+  Outcome a;
+  SendTo(conn_, {"SET", "a", "1"}, &a);
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*a.result, IsOk());
+  EXPECT_TRUE(a.result->value().IsErrorWithPrefix("LOADING"));
+  EXPECT_FALSE(server_.Exists("a"));
+}
+
+TEST_F(FakeTransportTest, PartitionFailsPendingAndNewCommandsUntilHealed) {
+  conn_.SetLatency(absl::Milliseconds(100));
+  Outcome before, during, after;
+  SendTo(conn_, {"SET", "a", "1"}, &before);
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  conn_.Partition();
+  EXPECT_FALSE(conn_.connected());
+  EXPECT_EQ(before.calls, 0);  // never inside Partition()
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*before.result, StatusIs(absl::StatusCode::kUnavailable));
+  SendTo(conn_, {"SET", "b", "1"}, &during);
+  EXPECT_EQ(during.calls, 0);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*during.result, StatusIs(absl::StatusCode::kUnavailable));
+  loop_.AdvanceTime(absl::Seconds(1));
+  EXPECT_FALSE(server_.Exists("a"));  // was not applied yet: never is
+  EXPECT_FALSE(server_.Exists("b"));
+  conn_.Heal();
+  EXPECT_TRUE(conn_.connected());
+  SendTo(conn_, {"SET", "c", "1"}, &after);
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_THAT(*after.result, IsOk());
+  EXPECT_EQ(before.calls + during.calls + after.calls, 3);
+}
+
+TEST_F(FakeTransportTest, ServerRestartFailsInFlightAndLosesData) {
+  Outcome set;
+  SendTo(conn_, {"SET", "k", "v"}, &set);
+  loop_.RunUntilIdle();
+  conn_.SetLatency(absl::Milliseconds(10));
+  Outcome pending;
+  SendTo(conn_, {"GET", "k"}, &pending);
+  server_.Restart();
+  loop_.AdvanceTime(absl::Milliseconds(50));
+  EXPECT_THAT(*pending.result, StatusIs(absl::StatusCode::kUnavailable));
+  Outcome get;
+  SendTo(conn_, {"GET", "k"}, &get);
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  EXPECT_THAT(*get.result, IsOkAndHolds(Reply::Nil()));
+}
+
+TEST_F(FakeTransportTest, ScriptFallsBackToEvalAfterRestartFlushedTheCache) {
+  const Script script("return redis.call('incr', KEYS[1])");
+  std::vector<std::string> results;
+  auto run = [&] {
+    ASSERT_THAT(script.Run(conn_, {"n"}, {}, kTimeout,
+                           [&](absl::StatusOr<Reply> r) { results.push_back(r->DebugString()); }),
+                IsOk());
+    loop_.RunUntilIdle();
+  };
+  run();  // NOSCRIPT, then EVAL
+  run();  // EVALSHA hits
+  server_.Restart();
+  run();  // NOSCRIPT again
+  EXPECT_THAT(results, ElementsAre("(integer) 1", "(integer) 2", "(integer) 1"));
+  EXPECT_EQ(conn_.CountSent("EVALSHA"), 3);
+  EXPECT_EQ(conn_.CountSent("eval"), 2);
+  EXPECT_EQ(conn_.CountScriptRuns(script.sha1()), 5);
+  EXPECT_EQ(conn_.CountScriptRuns(Sha1Hex("other")), 0);
+}
+
+TEST_F(FakeTransportTest, KeysExpireInVirtualTime) {
+  Outcome set, get;
+  SendTo(conn_, {"SET", "k", "v", "PX", "30000"}, &set);
+  loop_.RunUntilIdle();
+  loop_.AdvanceTime(absl::Seconds(30));
+  EXPECT_TRUE(server_.Exists("k"));
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  SendTo(conn_, {"GET", "k"}, &get);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*get.result, IsOkAndHolds(Reply::Nil()));
+}
+
+TEST_F(FakeTransportTest, ConnectionsShareOneServer) {
+  FakeTransport other(&loop_, &server_);
+  Outcome a, b;
+  SendTo(conn_, {"SET", "k", "mine", "NX"}, &a);
+  SendTo(other, {"SET", "k", "theirs", "NX"}, &b);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*a.result, IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_THAT(*b.result, IsOkAndHolds(Reply::Nil()));
+  EXPECT_NE(conn_.session_id(), other.session_id());
+  ASSERT_EQ(server_.log().size(), 2u);
+  EXPECT_EQ(server_.log()[1].session_id, other.session_id());
+}
+
+TEST_F(FakeTransportTest, CloseCancelsPendingSynchronouslyAndRejectsLaterSends) {
+  conn_.SetLatency(absl::Milliseconds(10));
+  Outcome a;
+  SendTo(conn_, {"SET", "a", "1"}, &a);
+  bool ready_called = false;
+  absl::Status ready;
+  auto sub = conn_.Subscribe("c", [](absl::string_view, absl::string_view) {},
+                             [&](absl::Status s) {
+                               ready_called = true;
+                               ready = s;
+                             });
+  ASSERT_THAT(sub, IsOk());
+  conn_.Close();
+  EXPECT_THAT(*a.result, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_TRUE(ready_called);
+  EXPECT_THAT(ready, StatusIs(absl::StatusCode::kCancelled));
+  Outcome b;
+  EXPECT_THAT(TrySend(conn_, {"GET", "a"}, &b), StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_THAT(conn_.Subscribe("c", [](absl::string_view, absl::string_view) {}, nullptr),
+              StatusIs(absl::StatusCode::kCancelled));
+  loop_.AdvanceTime(absl::Seconds(5));
+  EXPECT_EQ(a.calls, 1);
+  EXPECT_EQ(b.calls, 0);
+  EXPECT_FALSE(server_.Exists("a"));
+  EXPECT_EQ(loop_.pending(), 0u);  // no timer left behind
+  sub->reset();  // a handle may outlive the connection
+}
+
+TEST_F(FakeTransportTest, TransportMayBeDestroyedInsideItsOwnCallback) {
+  auto conn = std::make_unique<FakeTransport>(&loop_, &server_);
+  int calls = 0;
+  ASSERT_THAT(conn->Send({"SET", "a", "1"}, kTimeout,
+                         [&](absl::StatusOr<Reply>) {
+                           ++calls;
+                           conn.reset();
+                         }),
+              IsOk());
+  ASSERT_THAT(conn->Send({"SET", "b", "1"}, kTimeout,
+                         [&](absl::StatusOr<Reply> r) {
+                           ++calls;
+                           EXPECT_THAT(r, StatusIs(absl::StatusCode::kCancelled));
+                         }),
+              IsOk());
+  loop_.RunUntilIdle();
+  loop_.AdvanceTime(absl::Seconds(2));
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(conn, nullptr);
+}
+
+TEST_F(FakeTransportTest, ConnectReportsConnectionState) {
+  std::vector<absl::Status> seen;
+  ASSERT_THAT(conn_.Connect([&](absl::Status s) { seen.push_back(s); }), IsOk());
+  EXPECT_THAT(seen, IsEmpty());
+  loop_.RunUntilIdle();
+  conn_.Partition();
+  ASSERT_THAT(conn_.Connect([&](absl::Status s) { seen.push_back(s); }), IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_THAT(seen[0], IsOk());
+  EXPECT_THAT(seen[1], StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(FakeTransportTest, SentLogRecordsEveryAcceptedCommand) {
+  conn_.DropNextRequests(1);
+  Outcome a, b;
+  SendTo(conn_, {"SET", "a", "1"}, &a);
+  SendTo(conn_, {"pexpire", "a", "5"}, &b);
+  loop_.AdvanceTime(absl::Seconds(2));
+  EXPECT_EQ(conn_.sent().size(), 2u);
+  EXPECT_EQ(conn_.CountSent("PEXPIRE"), 1);
+  EXPECT_EQ(server_.CountInLog("SET"), 0);  // dropped: never reached the server
+  conn_.ClearSent();
+  EXPECT_THAT(conn_.sent(), IsEmpty());
+}
+
+// ---- pub/sub ---------------------------------------------------------------
+
+class FakeTransportPubSubTest : public FakeTransportTest {
+ protected:
+  std::unique_ptr<Subscription> Sub(FakeTransport& t, const std::string& channel,
+                                    std::vector<std::string>* messages,
+                                    std::vector<absl::Status>* ready) {
+    auto s = t.Subscribe(
+        channel,
+        [messages](absl::string_view ch, absl::string_view m) {
+          messages->push_back(std::string(ch) + ":" + std::string(m));
+        },
+        [ready](absl::Status st) { ready->push_back(st); });
+    EXPECT_THAT(s, IsOk());
+    return std::move(*s);
+  }
+  int64_t Publish(const std::string& ch, const std::string& m) {
+    return server_.Execute({"PUBLISH", ch, m}).integer;
+  }
+};
+
+TEST_F(FakeTransportPubSubTest, SubscribeConfirmsThenDeliversMessages) {
+  std::vector<std::string> got;
+  std::vector<absl::Status> ready;
+  auto sub = Sub(conn_, "c", &got, &ready);
+  EXPECT_THAT(ready, IsEmpty());
+  loop_.RunUntilIdle();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_THAT(ready[0], IsOk());
+  EXPECT_EQ(Publish("c", "m1"), 1);
+  EXPECT_THAT(got, IsEmpty());  // delivered on the loop
+  loop_.RunUntilIdle();
+  EXPECT_THAT(got, ElementsAre("c:m1"));
+  EXPECT_EQ(Publish("other", "x"), 0);
+}
+
+TEST_F(FakeTransportPubSubTest, EverySubscriptionGetsEachMessageAndOneConnectionCountsOnce) {
+  std::vector<std::string> a, b;
+  std::vector<absl::Status> ready;
+  auto s1 = Sub(conn_, "c", &a, &ready);
+  auto s2 = Sub(conn_, "c", &b, &ready);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Publish("c", "m"), 1);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(a, ElementsAre("c:m"));
+  EXPECT_THAT(b, ElementsAre("c:m"));
+  s1.reset();
+  EXPECT_EQ(Publish("c", "n"), 1);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(a, ElementsAre("c:m"));
+  EXPECT_THAT(b, ElementsAre("c:m", "c:n"));
+  s2.reset();
+  EXPECT_EQ(Publish("c", "o"), 0);
+}
+
+TEST_F(FakeTransportPubSubTest, ScriptPublishReachesOtherConnection) {
+  FakeTransport listener(&loop_, &server_);
+  std::vector<std::string> got;
+  std::vector<absl::Status> ready;
+  auto sub = Sub(listener, "released", &got, &ready);
+  loop_.RunUntilIdle();
+  Outcome out;
+  SendTo(conn_, {"EVAL", "return redis.call('publish', ARGV[1], 'bye')", "0", "released"}, &out);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*out.result, IsOkAndHolds(Reply::Integer(1)));
+  EXPECT_THAT(got, ElementsAre("released:bye"));
+}
+
+TEST_F(FakeTransportPubSubTest, MessagesWaitForTheReplyLatency) {
+  conn_.SetLatency(absl::Milliseconds(10), absl::Milliseconds(30));
+  std::vector<std::string> got;
+  std::vector<absl::Status> ready;
+  auto sub = Sub(conn_, "c", &got, &ready);
+  loop_.AdvanceTime(absl::Milliseconds(9));
+  EXPECT_EQ(Publish("c", "early"), 0);  // SUBSCRIBE not there yet
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  EXPECT_EQ(Publish("c", "m"), 1);
+  loop_.AdvanceTime(absl::Milliseconds(29));
+  EXPECT_THAT(got, IsEmpty());
+  EXPECT_THAT(ready, IsEmpty());
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  EXPECT_THAT(got, ElementsAre("c:m"));
+  ASSERT_EQ(ready.size(), 1u);
+}
+
+TEST_F(FakeTransportPubSubTest, PartitionLosesMessagesAndHealResubscribes) {
+  std::vector<std::string> got;
+  std::vector<absl::Status> ready;
+  auto sub = Sub(conn_, "c", &got, &ready);
+  loop_.RunUntilIdle();
+  conn_.Partition();
+  EXPECT_EQ(Publish("c", "lost"), 0);
+  std::vector<std::string> late;
+  std::vector<absl::Status> late_ready;
+  auto late_sub = Sub(conn_, "d", &late, &late_ready);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(late_ready.size(), 1u);
+  EXPECT_THAT(late_ready[0], StatusIs(absl::StatusCode::kUnavailable));
+  conn_.Heal();
+  EXPECT_EQ(Publish("c", "back"), 1);
+  EXPECT_EQ(Publish("d", "also"), 1);  // stays registered, subscribed on heal
+  loop_.RunUntilIdle();
+  EXPECT_THAT(got, ElementsAre("c:back"));
+  EXPECT_THAT(late, ElementsAre("d:also"));
+  EXPECT_EQ(ready.size(), 1u);  // on_ready ran once
+}
+
+TEST_F(FakeTransportPubSubTest, ServerRestartResubscribes) {
+  std::vector<std::string> got;
+  std::vector<absl::Status> ready;
+  auto sub = Sub(conn_, "c", &got, &ready);
+  loop_.RunUntilIdle();
+  server_.Restart();
+  EXPECT_EQ(Publish("c", "m"), 1);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(got, ElementsAre("c:m"));
+}
+
+TEST_F(FakeTransportPubSubTest, DestroyingSubscriptionInsideItsCallbackStopsIt) {
+  std::unique_ptr<Subscription> sub;
+  int calls = 0;
+  auto s = conn_.Subscribe(
+      "c",
+      [&](absl::string_view, absl::string_view) {
+        ++calls;
+        sub.reset();
+      },
+      nullptr);
+  ASSERT_THAT(s, IsOk());
+  sub = std::move(*s);
+  loop_.RunUntilIdle();
+  Publish("c", "1");
+  Publish("c", "2");
+  loop_.RunUntilIdle();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(Publish("c", "3"), 0);
+}
+
+TEST_F(FakeTransportPubSubTest, SubscribeRejectsNullHandler) {
+  EXPECT_THAT(conn_.Subscribe("c", nullptr, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// ---- on the real loop --------------------------------------------------------
+
+TEST(FakeTransportOnUvLoopTest, WorksOnTheRealEventLoop) {
+  UvLoopThread thread;
+  std::promise<std::string> done;
+  std::unique_ptr<FakeRedis> server;
+  std::unique_ptr<FakeTransport> conn;
+  ASSERT_TRUE(thread.Post([&] {
+    server = std::make_unique<FakeRedis>(thread.loop());
+    conn = std::make_unique<FakeTransport>(thread.loop(), server.get());
+    conn->SetLatency(absl::Milliseconds(2));
+    absl::Status s = conn->Send({"SET", "k", "v", "PX", "50"}, kTimeout, [&](absl::StatusOr<Reply>) {
+      absl::Status s2 = conn->Send({"GET", "k"}, kTimeout, [&](absl::StatusOr<Reply> r) {
+        done.set_value(r.ok() ? r->DebugString() : r.status().ToString());
+      });
+      if (!s2.ok()) done.set_value(s2.ToString());
+    });
+    if (!s.ok()) done.set_value(s.ToString());
+  }));
+  auto future = done.get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(future.get(), "\"v\"");
+  std::promise<void> cleaned;
+  ASSERT_TRUE(thread.Post([&] {
+    conn.reset();
+    server.reset();
+    cleaned.set_value();
+  }));
+  ASSERT_EQ(cleaned.get_future().wait_for(std::chrono::seconds(10)),
+            std::future_status::ready);
+}
+
+}  // namespace
+}  // namespace dlock
