@@ -68,6 +68,11 @@ class RealRedisEnv : public testing::LockTestEnv {
     return r.ok() ? *r : Reply::Error(r.status().ToString());
   }
 
+  int64_t Subscribers(const std::string& channel) override {
+    Reply r = Server({"PUBSUB", "NUMSUB", channel});
+    return r.is_array() && r.elements.size() == 2 ? r.elements[1].integer : -1;
+  }
+
   // Generous: sanitizer builds on a loaded 2-core machine.
   absl::Duration round_trip() const override { return absl::Milliseconds(100); }
 
