@@ -1,0 +1,427 @@
+// SimpleLock and LockCommands on FakeRedis in virtual time: exact deadline
+// arithmetic, unknown outcomes (dropped requests/replies, timeouts, late
+// replies, cancel after send), reply mapping, and observer events.
+#include "dlock/lock/simple_lock.h"
+
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/scripts.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/fake_transport.h"
+#include "dlock/transport/fake/manual_event_loop.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::StatusIs;
+
+AcquireOptions Ttl(absl::Duration ttl) {
+  AcquireOptions o;
+  o.ttl = ttl;
+  return o;
+}
+
+class SimpleLockTest : public ::testing::Test {
+ protected:
+  SimpleLockTest() : server_(&loop_), conn_(&loop_, &server_), other_(&loop_, &server_) {
+    // A warm server: every script cached, so each primitive is one round
+    // trip (a cold one costs EVALSHA -> NOSCRIPT -> EVAL; see
+    // WorksAfterAServerRestartEmptiedTheScriptCache).
+    for (const NamedScript& s : AllScripts()) {
+      server_.Execute({"SCRIPT", "LOAD", s.script->source()});
+    }
+  }
+
+  // Starts an acquire and returns a pointer to where its result lands.
+  std::shared_ptr<absl::StatusOr<Lease>> Start(SimpleLock& lock, absl::string_view resource,
+                                               AcquireOptions options,
+                                               AcquireHandle* handle = nullptr) {
+    auto out = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
+    absl::StatusOr<AcquireHandle> h =
+        lock.Acquire(resource, options, [out](absl::StatusOr<Lease> r) { *out = std::move(r); });
+    EXPECT_THAT(h, IsOk());
+    if (handle != nullptr && h.ok()) *handle = *h;
+    return out;
+  }
+
+  static bool Pending(const std::shared_ptr<absl::StatusOr<Lease>>& r) {
+    return absl::IsUnknown(r->status());
+  }
+
+  ManualEventLoop loop_;
+  FakeRedis server_;
+  FakeTransport conn_;
+  FakeTransport other_;
+  KeyScheme keys_;
+};
+
+TEST_F(SimpleLockTest, DeadlineIsSendTimePlusTtlMinusDriftNotReplyTime) {
+  conn_.SetLatency(absl::Milliseconds(40));
+  SimpleLock lock(&loop_, &conn_);
+  const absl::Time sent = loop_.Now();
+  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  loop_.AdvanceTime(absl::Milliseconds(40));
+  ASSERT_THAT(*r, IsOk());
+  // 10 s - (10 s * 0.01 + 2 ms), from the send time.
+  EXPECT_EQ((*r)->deadline, sent + absl::Seconds(10) - absl::Milliseconds(102));
+  EXPECT_EQ((*r)->ttl, absl::Seconds(10));
+}
+
+TEST_F(SimpleLockTest, DriftOptionsAreHonoured) {
+  SimpleLockOptions options;
+  options.drift_factor = 0.1;
+  options.drift_constant = absl::Milliseconds(5);
+  SimpleLock lock(&loop_, &conn_, options);
+  const absl::Time sent = loop_.Now();
+  auto r = Start(lock, "r", Ttl(absl::Seconds(1)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_EQ((*r)->deadline, sent + absl::Seconds(1) - absl::Milliseconds(105));
+  // A ttl not above its own drift allowance is useless and rejected.
+  EXPECT_THAT(lock.Acquire("r2", Ttl(absl::Milliseconds(5)), [](absl::StatusOr<Lease>) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(SimpleLockTest, SubMillisecondTtlIsTruncatedToWholeMilliseconds) {
+  SimpleLock lock(&loop_, &conn_);
+  auto r = Start(lock, "r", Ttl(absl::Microseconds(5500)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_EQ((*r)->ttl, absl::Milliseconds(5));
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), 5);
+}
+
+TEST_F(SimpleLockTest, ExtendDeadlineCountsFromWhenTheExtendWasSent) {
+  conn_.SetLatency(absl::Milliseconds(20));
+  SimpleLock lock(&loop_, &conn_);
+  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  loop_.AdvanceTime(absl::Seconds(3));
+  ASSERT_THAT(*r, IsOk());
+  const absl::Time sent = loop_.Now();
+  absl::StatusOr<Lease> ext = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Extend(**r, absl::Seconds(4), [&](absl::StatusOr<Lease> l) { ext = l; }),
+              IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(20));
+  ASSERT_THAT(ext, IsOk());
+  EXPECT_EQ(ext->deadline, sent + absl::Seconds(4) - absl::Milliseconds(42));
+  // Applied at sent + 10 ms with PX 4000: 3990 ms left 10 ms later.
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), 3990);
+}
+
+TEST_F(SimpleLockTest, DroppedAcquireReplyTimesOutAndLeavesNoKeyBehind) {
+  SimpleLockOptions options;
+  options.command_timeout = absl::Milliseconds(500);
+  SimpleLock lock(&loop_, &conn_, options);
+  conn_.DropNextReplies(1);
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  // The SET ran on the server; the client never heard.
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));
+  loop_.AdvanceTime(absl::Milliseconds(500));
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  EXPECT_EQ(conn_.CountScriptRuns(ReleaseScript().sha1()), 1);
+}
+
+TEST_F(SimpleLockTest, DroppedAcquireRequestTimesOutAndTouchesNothing) {
+  SimpleLockOptions options;
+  options.command_timeout = absl::Milliseconds(500);
+  SimpleLock lock(&loop_, &conn_, options);
+  conn_.DropNextRequests(1);
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.AdvanceTime(absl::Milliseconds(500));
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  loop_.AdvanceTime(absl::Seconds(1));
+  EXPECT_EQ(server_.DbSize(), 0u);
+}
+
+TEST_F(SimpleLockTest, ReplyArrivingAfterTheLeaseDeadlineIsRefusedAndReleased) {
+  conn_.SetLatency(absl::Milliseconds(1), absl::Milliseconds(150));
+  SimpleLock lock(&loop_, &conn_);
+  auto r = Start(lock, "r", Ttl(absl::Milliseconds(300)));
+  loop_.AdvanceTime(absl::Milliseconds(151));
+  EXPECT_THAT(*r, IsOk());  // deadline is 300 - 5 ms: still usable at 151 ms
+
+  SimpleLock late(&loop_, &other_);
+  other_.SetLatency(absl::Milliseconds(1), absl::Milliseconds(400));
+  auto r2 = Start(late, "r2", Ttl(absl::Milliseconds(300)));
+  loop_.AdvanceTime(absl::Milliseconds(401));
+  EXPECT_THAT(*r2, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(other_.CountScriptRuns(ReleaseScript().sha1()), 1);
+}
+
+TEST_F(SimpleLockTest, CancelAfterSendReleasesTheKeyItTookAndNeverCallsBack) {
+  conn_.SetLatency(absl::Milliseconds(10));
+  SimpleLock lock(&loop_, &conn_);
+  AcquireHandle handle;
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)), &handle);
+  loop_.AdvanceTime(absl::Milliseconds(5));
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));  // applied
+  EXPECT_TRUE(handle.Cancel());
+  EXPECT_FALSE(handle.Cancel());
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_TRUE(Pending(r));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+}
+
+TEST_F(SimpleLockTest, CancelAfterTheCallbackRanReturnsFalse) {
+  SimpleLock lock(&loop_, &conn_);
+  AcquireHandle handle;
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)), &handle);
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_FALSE(handle.Cancel());
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));
+  EXPECT_FALSE(AcquireHandle().Cancel());
+}
+
+TEST_F(SimpleLockTest, CleanupIsRetriedWhileTheServerIsUnreachable) {
+  SimpleLockOptions options;
+  options.command_timeout = absl::Milliseconds(50);
+  SimpleLock lock(&loop_, &conn_, options);
+  conn_.DropNextReplies(1);
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));
+  // The connection drops with the reply outstanding: unknown outcome.
+  conn_.Partition();
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable));
+  // The first cleanup fails (partitioned); it is retried after 100 ms.
+  loop_.AdvanceTime(absl::Milliseconds(50));
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));
+  conn_.Heal();
+  loop_.AdvanceTime(absl::Milliseconds(150));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+}
+
+TEST_F(SimpleLockTest, ConnectionDownIsUnavailable) {
+  SimpleLock lock(&loop_, &conn_);
+  conn_.Partition();
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(server_.DbSize(), 0u);
+}
+
+TEST_F(SimpleLockTest, ErrorRepliesMapToUnavailableAndForeignDataToInternal) {
+  SimpleLock lock(&loop_, &conn_);
+  conn_.FailNextWithReply(1, Reply::Error("OOM command not allowed when used memory > 'maxmemory'"));
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable));
+
+  // A fence key holding something that is not a counter: nothing is taken.
+  server_.Execute({"HSET", keys_.FenceKey("f"), "x", "y"});
+  r = Start(lock, "f", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("f")));
+  server_.Execute({"SET", keys_.FenceKey("g"), "not-a-number"});
+  r = Start(lock, "g", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("g")));
+
+  // A reply of a shape the script never produces.
+  conn_.FailNextWithReply(1, Reply::String("surprise"));
+  r = Start(lock, "h", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
+}
+
+TEST_F(SimpleLockTest, ForeignValueUnderTheLockKeyIsHeldByAnother) {
+  SimpleLock lock(&loop_, &conn_);
+  server_.Execute({"SET", keys_.LockKey("r"), "not-ours"});
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(server_.GetString(keys_.LockKey("r")), "not-ours");
+}
+
+TEST_F(SimpleLockTest, WorksAfterAServerRestartEmptiedTheScriptCache) {
+  SimpleLock lock(&loop_, &conn_);
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  server_.Restart();
+  ASSERT_TRUE(server_.CachedScripts().empty());
+  conn_.ClearSent();
+  r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_EQ(conn_.CountSent("EVALSHA"), 1);
+  EXPECT_EQ(conn_.CountSent("EVAL"), 1);  // the NOSCRIPT fallback
+}
+
+TEST_F(SimpleLockTest, KeyPrefixIsConfigurable) {
+  SimpleLockOptions options;
+  options.key_prefix = "app:locks:";
+  SimpleLock lock(&loop_, &conn_, options);
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_EQ(server_.Keys(), (std::vector<std::string>{"app:locks:{r}", "app:locks:{r}:fence"}));
+  EXPECT_EQ(lock.keys().prefix, "app:locks:");
+}
+
+TEST_F(SimpleLockTest, OperationsInFlightCompleteAfterTheLockIsDestroyed) {
+  conn_.SetLatency(absl::Milliseconds(10));
+  auto lock = std::make_unique<SimpleLock>(&loop_, &conn_);
+  auto r = Start(*lock, "r", Ttl(absl::Seconds(30)));
+  lock.reset();
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  EXPECT_THAT(*r, IsOk());
+}
+
+TEST_F(SimpleLockTest, ReleasePublishesOnTheResourceChannel) {
+  SimpleLock lock(&loop_, &conn_);
+  std::vector<std::string> messages;
+  absl::StatusOr<std::unique_ptr<Subscription>> sub = other_.Subscribe(
+      keys_.ChannelKey("r"),
+      [&](absl::string_view, absl::string_view m) { messages.emplace_back(m); },
+      [](absl::Status) {});
+  ASSERT_THAT(sub, IsOk());
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  absl::Status released = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Release(**r, [&](absl::Status s) { released = s; }), IsOk());
+  loop_.RunUntilIdle();
+  EXPECT_THAT(released, IsOk());
+  EXPECT_EQ(messages, std::vector<std::string>{kReleasedMessage});
+  // A failed release publishes nothing.
+  ASSERT_THAT(lock.Release(**r, [&](absl::Status s) { released = s; }), IsOk());
+  loop_.RunUntilIdle();
+  EXPECT_THAT(released, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(messages.size(), 1u);
+}
+
+class RecordingObserver : public LockObserver {
+ public:
+  void OnAcquire(const AcquireEvent& e) override {
+    acquires.push_back(std::string(e.policy) + " " + e.status.ToString());
+  }
+  void OnRelease(const ReleaseEvent& e) override {
+    releases.push_back(std::string(e.policy) + " " + e.status.ToString());
+  }
+  void OnExtend(const ExtendEvent& e) override {
+    extends.push_back(std::string(e.policy) + " " + e.status.ToString());
+  }
+  std::vector<std::string> acquires, releases, extends;
+};
+
+TEST_F(SimpleLockTest, ObserverSeesEveryOutcome) {
+  RecordingObserver observer;
+  SimpleLockOptions options;
+  options.observer = &observer;
+  SimpleLock lock(&loop_, &conn_, options);
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto busy = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  ASSERT_THAT(lock.Extend(**r, absl::Seconds(5), [](absl::StatusOr<Lease>) {}), IsOk());
+  ASSERT_THAT(lock.Release(**r, [](absl::Status) {}), IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_EQ(observer.acquires.size(), 2u);
+  EXPECT_EQ(observer.acquires[0], "simple OK");
+  EXPECT_THAT(observer.acquires[1], ::testing::StartsWith("simple ABORTED"));
+  EXPECT_EQ(observer.extends, std::vector<std::string>{"simple OK"});
+  EXPECT_EQ(observer.releases, std::vector<std::string>{"simple OK"});
+}
+
+// ---- LockCommands -----------------------------------------------------
+
+class LockCommandsTest : public SimpleLockTest {
+ protected:
+  template <typename T>
+  T Run(absl::AnyInvocable<absl::Status(absl::AnyInvocable<void(T) &&>)> start) {
+    T out = absl::UnknownError("pending");
+    EXPECT_THAT(start([&out](T v) { out = std::move(v); }), IsOk());
+    loop_.RunUntilIdle();
+    return out;
+  }
+
+  LockCommands commands_{&conn_, KeyScheme{}};
+};
+
+TEST_F(LockCommandsTest, TryAcquireIncrementsTheFenceAndAbortsWhenHeld) {
+  absl::StatusOr<int64_t> f1 = Run<absl::StatusOr<int64_t>>([&](auto cb) {
+    return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(1), std::move(cb));
+  });
+  EXPECT_THAT(f1, ::dlock::testing::IsOkAndHolds(1));
+  absl::StatusOr<int64_t> again = Run<absl::StatusOr<int64_t>>([&](auto cb) {
+    return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(1), std::move(cb));
+  });
+  EXPECT_THAT(again, StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(server_.GetString(keys_.FenceKey("r")), "1");
+}
+
+TEST_F(LockCommandsTest, ExtendOrReacquireExtendsOwnReSetsMissingAndSparesOthers) {
+  auto eor = [&](absl::string_view token) {
+    return Run<absl::Status>([&](auto cb) {
+      return commands_.ExtendOrReacquire("r", token, absl::Seconds(7), absl::Seconds(1),
+                                         std::move(cb));
+    });
+  };
+  EXPECT_THAT(eor("mine"), IsOk());  // missing: set
+  EXPECT_EQ(server_.GetString(keys_.LockKey("r")), "mine");
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), 7000);
+  loop_.AdvanceTime(absl::Seconds(2));
+  EXPECT_THAT(eor("mine"), IsOk());  // own: extended
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), 7000);
+  EXPECT_THAT(eor("theirs"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(server_.GetString(keys_.LockKey("r")), "mine");
+  // Never touches the fence.
+  EXPECT_FALSE(server_.Exists(keys_.FenceKey("r")));
+}
+
+TEST_F(LockCommandsTest, ValidatesEveryArgument) {
+  auto cb = [](absl::Status) {};
+  EXPECT_THAT(commands_.Release("", "t", absl::Seconds(1), cb),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(commands_.Release("r", "", absl::Seconds(1), cb),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(commands_.Release("r", "t", absl::ZeroDuration(), cb),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(commands_.Extend("r", "t", absl::Microseconds(999), absl::Seconds(1), cb),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(commands_.ExtendOrReacquire("r", "t", kMaxTtl + absl::Seconds(1),
+                                          absl::Seconds(1), cb),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateTtl(kMinTtl), IsOk());
+  EXPECT_THAT(ValidateTtl(kMaxTtl), IsOk());
+  EXPECT_THAT(ValidateResource(std::string(kMaxResourceLength, '\0')), IsOk());
+  EXPECT_EQ(conn_.sent().size(), 0u);
+}
+
+TEST(KeySchemeTest, AllKeysOfAResourceShareOneHashTag) {
+  KeyScheme keys{"p:"};
+  EXPECT_EQ(keys.LockKey("orders/42"), "p:{orders/42}");
+  EXPECT_EQ(keys.FenceKey("orders/42"), "p:{orders/42}:fence");
+  EXPECT_EQ(keys.ChannelKey("orders/42"), "p:{orders/42}:released");
+}
+
+TEST(NewTokenTest, TokensAre128BitHexAndNeverRepeat) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 10000; ++i) {
+    std::string t = NewToken();
+    ASSERT_EQ(t.size(), 32u);
+    ASSERT_EQ(t.find_first_not_of("0123456789abcdef"), std::string::npos);
+    seen.insert(std::move(t));
+  }
+  EXPECT_EQ(seen.size(), 10000u);
+}
+
+}  // namespace
+}  // namespace dlock
