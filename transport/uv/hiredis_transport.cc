@@ -19,6 +19,10 @@
 namespace dlock {
 namespace {
 
+// A connection lost sooner than this after it became ready counts as a
+// failed attempt (backoff) rather than a loss (immediate reconnect).
+constexpr absl::Duration kStableConnection = absl::Seconds(1);
+
 // ---------------------------------------------------------------------------
 // hiredis <-> libuv glue.
 //
@@ -162,7 +166,8 @@ struct HiredisTransport::Conn {
   State state = State::kIdle;
   Link* link = nullptr;
   uint64_t serial = 0;
-  int failures = 0;
+  int failures = 0;  // consecutive failed attempts and quick losses
+  absl::Time ready_since = absl::InfinitePast();
   TimerId attempt_timer = 0;
   TimerId connect_timer = 0;
   absl::Status last_error;
@@ -490,9 +495,7 @@ void HiredisTransport::AttemptFailed(Conn& conn, absl::Status why) {
 
 void HiredisTransport::ConnectionLost(Conn& conn, absl::Status why) {
   conn.last_error = why;
-  conn.failures = 0;
   if (closed_) return;
-  conn.state = Conn::State::kConnecting;
   if (conn.pubsub) {
     FailPendingReady(why);
     for (auto it = channels_.begin(); it != channels_.end();) {
@@ -509,8 +512,19 @@ void HiredisTransport::ConnectionLost(Conn& conn, absl::Status why) {
       return;
     }
   }
-  // Reconnect at once; later failures back off.
-  ScheduleAttempt(conn, absl::ZeroDuration());
+  if (timers_.Now() - conn.ready_since >= kStableConnection) {
+    // It had been up a while: reconnect at once, commands wait for it.
+    conn.failures = 0;
+    conn.state = Conn::State::kConnecting;
+    ScheduleAttempt(conn, absl::ZeroDuration());
+  } else {
+    // Lost right after connecting (a flapping server, or one that rejects
+    // what we send): count it as a failed attempt, so we back off instead
+    // of reconnecting in a tight loop.
+    ++conn.failures;
+    conn.state = Conn::State::kBackoff;
+    ScheduleAttempt(conn, BackoffDelay(conn.failures));
+  }
 }
 
 void HiredisTransport::OnTcpConnected(Link* link) {
@@ -545,7 +559,7 @@ void HiredisTransport::OnReady(Conn& conn) {
     conn.connect_timer = 0;
   }
   conn.state = Conn::State::kReady;
-  conn.failures = 0;
+  conn.ready_since = timers_.Now();
   conn.last_error = absl::OkStatus();
   if (!conn.pubsub) {
     std::deque<std::unique_ptr<Request>> waiting;

@@ -13,14 +13,15 @@
 //
 //   state        | entered when                         | Send(...) gets
 //   -------------+--------------------------------------+---------------------------------
-//   connecting   | Create; a ready connection was lost  | waits, up to its own deadline,
-//                | (first retry is immediate); a        | and is sent once the connection
-//                | backoff delay ended; Connect()       | is ready; kUnavailable if this
-//                |                                      | attempt fails
+//   connecting   | Create; a connection that had been   | waits, up to its own deadline,
+//                | ready for 1 s or more was lost (the  | and is sent once the connection
+//                | first retry is immediate); a backoff | is ready; kUnavailable if this
+//                | delay ended; Connect()               | attempt fails
 //   ready        | TCP connected, AUTH and SELECT done  | sent at once
 //   backoff      | an attempt failed (refused, unknown  | kUnavailable at once ("fail
-//                | host, connect timeout, AUTH refused) | fast", on a later loop turn),
-//                |                                      | with the last error in the text
+//                | host, connect timeout, AUTH refused),| fast", on a later loop turn),
+//                | or a connection was lost less than   | with the last error in the text
+//                | 1 s after it became ready (flapping) |
 //   closed       | Close() or the destructor            | rejected: Send returns kCancelled
 //
 // An attempt covers name resolution, TCP connect, `AUTH [username] password`

@@ -238,6 +238,29 @@ TEST_F(HiredisTransportTest, ReconnectsAfterTheServerRestarts) {
   EXPECT_THAT(Call({"GET", "k"}), IsOkAndHolds(Reply::String("w")));
 }
 
+TEST_F(HiredisTransportTest, LossOfAStableConnectionReconnectsAtOnceAndCommandsWait) {
+  MakeTransport(Options());
+  ASSERT_THAT(Call({"PING"}), IsOk());
+  loop_.RunFor(absl::Milliseconds(1100));  // "stable": up for more than 1 s
+  ASSERT_THAT(server_->Command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}),
+              IsOkAndHolds(Reply::Integer(1)));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !transport_->connected(); }));
+  EXPECT_THAT(Call({"PING"}), IsOkAndHolds(Reply::Status("PONG")));
+}
+
+TEST_F(HiredisTransportTest, ConnectionLostRightAfterConnectingBacksOffAndFailsFast) {
+  MakeTransport(Options());
+  // A round trip, so the server has surely accepted the connection.
+  ASSERT_THAT(Call({"PING"}), IsOk());
+  ASSERT_THAT(server_->Command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}),
+              IsOkAndHolds(Reply::Integer(1)));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !transport_->connected(); }));
+  EXPECT_THAT(Call({"PING"}, absl::Seconds(30)), StatusIs(absl::StatusCode::kUnavailable));
+  // The background retry comes after the backoff.
+  ASSERT_TRUE(loop_.RunUntil([&] { return transport_->connected(); }));
+  EXPECT_THAT(Call({"PING"}), IsOkAndHolds(Reply::Status("PONG")));
+}
+
 TEST_F(HiredisTransportTest, CommandsSentWhileConnectingWaitForTheConnection) {
   MakeTransport(Options());
   EXPECT_FALSE(transport_->connected());
@@ -333,6 +356,24 @@ TEST_F(HiredisTransportAuthTest, AclUserWithWrongPasswordFails) {
   o.password = "secret";  // the default user's, not alice's
   MakeTransport(o);
   EXPECT_THAT(ConnectAndWait(*transport_), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(HiredisTransportAuthTest, SubscribingToAForbiddenChannelReportsUnavailable) {
+  ASSERT_THAT(server_->Command({"ACL", "SETUSER", "bob", "on", ">bobpw", "~*", "+@all",
+                                "resetchannels"}),
+              IsOk());
+  HiredisTransportOptions o = Options();
+  o.username = "bob";
+  o.password = "bobpw";
+  MakeTransport(o);
+  std::optional<absl::Status> ready;
+  auto sub = transport_->Subscribe("ch", [](absl::string_view, absl::string_view) {},
+                                   [&](absl::Status s) { ready = s; });
+  ASSERT_THAT(sub, IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return ready.has_value(); }));
+  EXPECT_THAT(*ready, StatusIs(absl::StatusCode::kUnavailable));
+  // Commands are unaffected.
+  EXPECT_THAT(Call({"PING"}), IsOkAndHolds(Reply::Status("PONG")));
 }
 
 TEST_F(HiredisTransportAuthTest, NoPasswordGetsTheServersErrorReply) {
