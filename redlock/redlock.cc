@@ -127,10 +127,15 @@ class Core : public std::enable_shared_from_this<Core> {
     return std::max(kMinAutoServerTimeout, std::min(ttl / 10, kMaxAutoServerTimeout));
   }
 
-  // Whether a vote of server i, arriving at `now`, counts.
+  // Whether a vote of server i, arriving at `now`, counts. With the
+  // delayed-restart rule, a server whose run_id could not be confirmed
+  // (its last INFO failed: the one queued ahead of this command, whose
+  // answer arrives first) does not count either: it may have restarted.
   bool Counted(size_t i, absl::Time now) const {
     if (!options_.delayed_restart) return true;
-    return now >= servers_[i].restart_seen + options_.max_ttl;
+    const Server& s = servers_[i];
+    if (s.probe_supported && s.probe_needed) return false;
+    return now >= s.restart_seen + options_.max_ttl;
   }
 
   absl::Duration RetryDelay() {
@@ -359,6 +364,13 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     core_->ReportVote(resource_, "acquire", i, fence.status(), now - sent_at);
     core_->NoteResult(i, fence.status());
     const bool current = attempt == attempt_ && phase_ == Phase::kVoting;
+    if (!current && attempt == attempt_ && phase_ == Phase::kReleasing &&
+        absl::IsDeadlineExceeded(fence.status())) {
+      // A straggler of the failed last attempt timed out: do not wait for
+      // its release either.
+      ReleaseSettled(i);
+      return;
+    }
     if (!current) {
       // A straggler. A grant for an attempt that was given up is released
       // again (the release sent at the decision normally already ran after
@@ -368,6 +380,10 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       const bool kept = attempt == succeeded_attempt_ ||
                         (attempt == attempt_ && phase_ == Phase::kSyncing);
       if (fence.ok() && !kept) SendRelease(i, token);
+      // A late grant of the lease with a lagging counter: raise it too, so
+      // the counters converge (fire and forget; not needed for the
+      // guarantee, which rests on the quorum confirmed before success).
+      if (fence.ok() && kept && *fence < fence_) SendRaiseFence(i, nullptr);
       return;
     }
     if (fence.ok()) {
@@ -463,23 +479,10 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       return;
     }
     const absl::Duration timeout = core_->Timeout(ttl_);
-    const std::string fence_arg = absl::StrCat(fence_);
     const absl::Time sent_at = core_->loop()->Now();
     for (size_t i = 0; i < votes_.size(); ++i) {
       if (votes_[i] != Vote::kGranted || fences_[i] >= fence_) continue;
-      std::shared_ptr<AcquireOp> self = shared_from_this();
-      Server& server = core_->server(i);
-      absl::Status sent = RaiseFenceScript().Run(
-          *server.transport, {server.commands->keys().FenceKey(resource_)},
-          {fence_arg}, timeout,
-          [self, attempt = attempt_, i, sent_at](absl::StatusOr<Reply> reply) {
-            self->OnSyncReply(attempt, i, sent_at, std::move(reply));
-          });
-      if (sent.ok()) {
-        ++sync_pending_;
-      } else {
-        core_->NoteResult(i, sent);
-      }
+      if (SendRaiseFence(i, &sent_at)) ++sync_pending_;
     }
     if (sync_confirmed_ + sync_pending_ < core_->quorum()) {
       FailAttempt(absl::UnavailableError(
@@ -501,6 +504,24 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
                   : absl::UnavailableError(
                         "fencing counters of a quorum not confirmed in time"));
     });
+  }
+
+  // Sends the fence write-back (raise to fence_) to server i. With
+  // `sent_at`, its reply counts for the current sync round; without, it is
+  // fire and forget. Returns whether it was sent.
+  bool SendRaiseFence(size_t i, const absl::Time* sent_at) {
+    Server& server = core_->server(i);
+    std::shared_ptr<AcquireOp> self = shared_from_this();
+    const int attempt = sent_at != nullptr ? attempt_ : 0;
+    const absl::Time at = sent_at != nullptr ? *sent_at : core_->loop()->Now();
+    absl::Status sent = RaiseFenceScript().Run(
+        *server.transport, {server.commands->keys().FenceKey(resource_)},
+        {absl::StrCat(fence_)}, core_->Timeout(ttl_),
+        [self, attempt, i, at](absl::StatusOr<Reply> reply) {
+          self->OnSyncReply(attempt, i, at, std::move(reply));
+        });
+    if (!sent.ok()) core_->NoteResult(i, sent);
+    return sent.ok();
   }
 
   void OnSyncReply(int attempt, size_t i, absl::Time sent_at,
@@ -564,12 +585,17 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       phase_ = Phase::kReleasing;
       final_status_ = std::move(status);
       releasing_ = 0;
+      awaiting_release_.assign(core_->n(), false);
       for (size_t i = 0; i < core_->n(); ++i) {
-        // Wait for every server that did not time out (a straggler's
-        // release runs right after its acquire); servers that timed out
-        // get the release too, in the background.
+        // Wait for every server that did not time out. A straggler's
+        // release runs right after its acquire, so it is awaited until
+        // that acquire times out (see OnAcquireReply). Servers that timed
+        // out get the release too, in the background.
         const bool wait = votes_[i] != Vote::kTimedOut;
-        if (SendRelease(i, token_, /*track=*/wait) && wait) ++releasing_;
+        if (SendRelease(i, token_, /*track=*/wait) && wait) {
+          awaiting_release_[i] = true;
+          ++releasing_;
+        }
       }
       if (releasing_ == 0) {
         Finish(final_status_);
@@ -610,6 +636,13 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     core_->observer()->OnAcquireWait(event);
   }
 
+  // The final release on server i needs no more waiting for.
+  void ReleaseSettled(size_t i) {
+    if (phase_ != Phase::kReleasing || !awaiting_release_[i]) return;
+    awaiting_release_[i] = false;
+    if (--releasing_ == 0) Finish(final_status_);
+  }
+
   void ReleaseEverywhere() {
     for (size_t i = 0; i < core_->n(); ++i) SendRelease(i, token_);
   }
@@ -630,10 +663,7 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
           if (IsServerFailure(status) && self->phase_ != Phase::kDone) {
             self->leftovers_[i].insert(token);
           }
-          if (track && self->attempt_ == attempt &&
-              self->phase_ == Phase::kReleasing && --self->releasing_ == 0) {
-            self->Finish(self->final_status_);
-          }
+          if (track && self->attempt_ == attempt) self->ReleaseSettled(i);
         });
     if (!sent.ok() && phase_ != Phase::kDone) leftovers_[i].insert(token);
     return sent.ok();
@@ -704,6 +734,7 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
   // The outcome reported once the final release settled (kReleasing).
   absl::Status final_status_;
   int releasing_ = 0;
+  std::vector<bool> awaiting_release_;
 
   // The current attempt.
   std::string token_;

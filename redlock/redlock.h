@@ -127,8 +127,10 @@
 // keys it granted. With `delayed_restart`, that server's votes are not
 // counted (for Acquire or Extend) until `max_ttl` has passed since the
 // restart was observed: the "delayed restart" rule of the algorithm's
-// analysis, enforced by the client. (Keys it grants meanwhile are still
-// released or extended like any other.) Acquire and Extend reject a ttl
+// analysis, enforced by the client. Nor are votes of a server whose INFO
+// (queued ahead of the lock command) failed, since it may have restarted
+// unseen. (Keys such servers grant are still released or extended like any
+// other.) Acquire and Extend reject a ttl
 // above `max_ttl`, so no lease can outlive that window. A restart that
 // happened before RedLock first saw the server cannot be detected; run the
 // servers with persistence or really delay their restarts as well.

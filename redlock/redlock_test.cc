@@ -1,0 +1,1131 @@
+// RedLock on in-memory FakeRedis servers in virtual time (ManualEventLoop):
+// every outcome is exact and deterministic, faults are injected per
+// connection (latency, dropped requests/replies, partitions) or per server
+// (restart losing data).
+#include "dlock/redlock/redlock.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "dlock/lock/lock.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/observer.h"
+#include "dlock/lock/scripts.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/fake_transport.h"
+#include "dlock/transport/fake/manual_event_loop.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::StatusIs;
+
+constexpr char kResource[] = "orders/42";
+constexpr absl::Duration kTtl = absl::Seconds(10);
+constexpr absl::Duration kServerTimeout = absl::Milliseconds(50);
+
+std::string LockKey(absl::string_view resource = kResource) {
+  return KeyScheme().LockKey(resource);
+}
+std::string FenceKey(absl::string_view resource = kResource) {
+  return KeyScheme().FenceKey(resource);
+}
+
+RedLockOptions TestOptions() {
+  RedLockOptions options;
+  options.server_timeout = kServerTimeout;
+  options.retry_count = 0;
+  options.retry_jitter = absl::ZeroDuration();
+  options.jitter_seed = 1;
+  return options;
+}
+
+// One process's view: a connection to every server and a RedLock over them.
+struct Client {
+  std::vector<std::unique_ptr<FakeTransport>> conns;
+  std::unique_ptr<RedLock> lock;
+
+  FakeTransport& conn(size_t i) { return *conns[i]; }
+};
+
+class RedLockTest : public ::testing::Test {
+ protected:
+  ~RedLockTest() override {
+    // Clients (RedLocks, then connections) before the servers.
+    clients_.clear();
+    servers_.clear();
+  }
+
+  void MakeServers(int n) {
+    for (int i = 0; i < n; ++i) servers_.push_back(std::make_unique<FakeRedis>(&loop_));
+  }
+
+  Client& MakeClient(RedLockOptions options = TestOptions()) {
+    auto client = std::make_unique<Client>();
+    std::vector<Transport*> raw;
+    for (auto& server : servers_) {
+      client->conns.push_back(std::make_unique<FakeTransport>(&loop_, server.get()));
+      raw.push_back(client->conns.back().get());
+    }
+    absl::StatusOr<std::unique_ptr<RedLock>> lock =
+        RedLock::Create(&loop_, raw, std::move(options));
+    EXPECT_THAT(lock, IsOk());
+    if (lock.ok()) client->lock = *std::move(lock);
+    clients_.push_back(std::move(client));
+    return *clients_.back();
+  }
+
+  // Loads dlock's scripts on every server, so no EVALSHA falls back to EVAL
+  // (timing assertions then count one round trip per command).
+  void LoadScripts() {
+    for (auto& server : servers_) {
+      for (const NamedScript& s : AllScripts()) {
+        server->Execute({"SCRIPT", "LOAD", s.script->source()});
+      }
+    }
+  }
+
+  // Runs the loop (jumping virtual time from timer to timer) until `done`,
+  // at most `limit` of virtual time. Returns whether `done` became true.
+  bool RunUntil(const std::function<bool()>& done,
+                absl::Duration limit = absl::Seconds(120)) {
+    const absl::Time end = loop_.Now() + limit;
+    loop_.RunUntilIdle();
+    while (!done()) {
+      if (loop_.NextDeadline() > end) return false;
+      loop_.RunNext();
+    }
+    return true;
+  }
+
+  struct Outcome {
+    absl::StatusOr<Lease> lease = absl::UnknownError("not run");
+    absl::Time at;  // when the callback ran
+  };
+
+  // Acquire with the callback recorded; the loop is not run.
+  std::shared_ptr<std::optional<Outcome>> StartAcquire(
+      Client& client, AcquireOptions options = {kTtl},
+      absl::string_view resource = kResource) {
+    auto out = std::make_shared<std::optional<Outcome>>();
+    absl::StatusOr<AcquireHandle> h = client.lock->Acquire(
+        resource, options, [this, out](absl::StatusOr<Lease> lease) {
+          EXPECT_FALSE(out->has_value()) << "callback ran twice";
+          *out = Outcome{std::move(lease), loop_.Now()};
+        });
+    EXPECT_THAT(h, IsOk());
+    EXPECT_FALSE(out->has_value()) << "callback ran inside Acquire";
+    return out;
+  }
+
+  Outcome Acquire(Client& client, AcquireOptions options = {kTtl},
+                  absl::string_view resource = kResource) {
+    auto out = StartAcquire(client, options, resource);
+    EXPECT_TRUE(RunUntil([&] { return out->has_value(); }));
+    return out->has_value() ? **out : Outcome{};
+  }
+
+  absl::Status Release(Client& client, const Lease& lease) {
+    std::optional<absl::Status> result;
+    absl::Status s = client.lock->Release(lease, [&](absl::Status st) { result = st; });
+    if (!s.ok()) return s;
+    EXPECT_FALSE(result.has_value());
+    EXPECT_TRUE(RunUntil([&] { return result.has_value(); }));
+    return result.value_or(absl::UnknownError("no callback"));
+  }
+
+  absl::StatusOr<Lease> Extend(Client& client, const Lease& lease, absl::Duration ttl) {
+    std::optional<absl::StatusOr<Lease>> result;
+    absl::Status s = client.lock->Extend(lease, ttl, [&](absl::StatusOr<Lease> l) {
+      result = std::move(l);
+    });
+    if (!s.ok()) return s;
+    EXPECT_FALSE(result.has_value());
+    EXPECT_TRUE(RunUntil([&] { return result.has_value(); }));
+    return result.value_or(absl::UnknownError("no callback"));
+  }
+
+  // Lets every in-flight command, timeout and background release finish.
+  void Drain() { loop_.AdvanceTime(absl::Seconds(1)); }
+
+  std::optional<std::string> KeyOn(size_t i, absl::string_view resource = kResource) {
+    return servers_[i]->GetString(LockKey(resource));
+  }
+  int KeysHeld(absl::string_view resource = kResource) {
+    int n = 0;
+    for (size_t i = 0; i < servers_.size(); ++i) n += KeyOn(i, resource).has_value();
+    return n;
+  }
+
+  // Another owner takes the lock key on server i directly.
+  void HoldByOther(size_t i, absl::Duration ttl = kTtl) {
+    servers_[i]->Execute({"SET", LockKey(), "someone-else", "PX",
+                          absl::StrCat(absl::ToInt64Milliseconds(ttl))});
+  }
+
+  ManualEventLoop loop_;
+  std::vector<std::unique_ptr<FakeRedis>> servers_;
+  std::vector<std::unique_ptr<Client>> clients_;
+};
+
+// ------------------------------------------------------------ configuration
+
+TEST_F(RedLockTest, CreateRejectsImpossibleConfigurations) {
+  MakeServers(5);
+  std::vector<std::unique_ptr<FakeTransport>> conns;
+  std::vector<Transport*> raw;
+  for (auto& s : servers_) {
+    conns.push_back(std::make_unique<FakeTransport>(&loop_, s.get()));
+    raw.push_back(conns.back().get());
+  }
+  auto create = [&](std::vector<Transport*> servers, RedLockOptions options) {
+    return RedLock::Create(&loop_, std::move(servers), std::move(options)).status();
+  };
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  RedLockOptions o;
+  EXPECT_THAT(create({}, o), StatusIs(kInvalid));
+  EXPECT_THAT(RedLock::Create(nullptr, raw, o), StatusIs(kInvalid));
+  EXPECT_THAT(create({raw[0], nullptr}, o), StatusIs(kInvalid));
+  EXPECT_THAT(create({raw[0], raw[1], raw[0]}, o), StatusIs(kInvalid));
+  o.quorum = 2;  // below a majority of 5
+  EXPECT_THAT(create(raw, o), StatusIs(kInvalid));
+  o.quorum = 6;  // more than N
+  EXPECT_THAT(create(raw, o), StatusIs(kInvalid));
+  o.quorum = 1;  // N = 2 needs 2
+  EXPECT_THAT(create({raw[0], raw[1]}, o), StatusIs(kInvalid));
+  o = RedLockOptions();
+  o.drift_factor = -0.1;
+  EXPECT_THAT(create(raw, o), StatusIs(kInvalid));
+  o = RedLockOptions();
+  o.retry_count = -1;
+  EXPECT_THAT(create(raw, o), StatusIs(kInvalid));
+  o = RedLockOptions();
+  o.server_names = {"only-one"};
+  EXPECT_THAT(create(raw, o), StatusIs(kInvalid));
+
+  o = RedLockOptions();
+  o.quorum = 5;  // stricter than a majority is allowed
+  absl::StatusOr<std::unique_ptr<RedLock>> strict = RedLock::Create(&loop_, raw, o);
+  ASSERT_THAT(strict, IsOk());
+  EXPECT_EQ((*strict)->quorum(), 5);
+  absl::StatusOr<std::unique_ptr<RedLock>> one = RedLock::Create(&loop_, {raw[0]}, {});
+  ASSERT_THAT(one, IsOk());
+  EXPECT_EQ((*one)->quorum(), 1);
+  absl::StatusOr<std::unique_ptr<RedLock>> four =
+      RedLock::Create(&loop_, {raw[0], raw[1], raw[2], raw[3]}, {});
+  ASSERT_THAT(four, IsOk());
+  EXPECT_EQ((*four)->quorum(), 3);
+}
+
+TEST_F(RedLockTest, DefaultsAreDocumentedValues) {
+  RedLockOptions o;
+  EXPECT_EQ(o.quorum, 0);
+  EXPECT_EQ(o.retry_count, 3);
+  EXPECT_EQ(o.retry_delay, absl::Milliseconds(200));
+  EXPECT_EQ(o.retry_jitter, absl::Milliseconds(100));
+  EXPECT_EQ(o.drift_factor, 0.01);
+  EXPECT_EQ(o.server_timeout, absl::ZeroDuration());
+  EXPECT_TRUE(o.delayed_restart);
+  EXPECT_EQ(o.max_ttl, absl::Seconds(60));
+
+  MakeServers(3);
+  RedLockOptions defaults;
+  Client& c = MakeClient(defaults);
+  // Auto per-server timeout: ttl / 10, capped at 50 ms, at least 1 ms.
+  EXPECT_EQ(c.lock->ServerTimeout(absl::Seconds(30)), absl::Milliseconds(50));
+  EXPECT_EQ(c.lock->ServerTimeout(absl::Milliseconds(200)), absl::Milliseconds(20));
+  EXPECT_EQ(c.lock->ServerTimeout(absl::Milliseconds(5)), absl::Milliseconds(1));
+  EXPECT_EQ(c.lock->DriftAllowance(absl::Seconds(10)), absl::Milliseconds(102));
+}
+
+TEST_F(RedLockTest, BadArgumentsAreRejectedByTheCallAndNeverCallBack) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  bool called = false;
+  auto cb = [&](absl::StatusOr<Lease>) { called = true; };
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_THAT(c.lock->Acquire("", {kTtl}, cb), StatusIs(kInvalid));
+  EXPECT_THAT(c.lock->Acquire(std::string(kMaxResourceLength + 1, 'x'), {kTtl}, cb),
+              StatusIs(kInvalid));
+  EXPECT_THAT(c.lock->Acquire(kResource, {absl::Seconds(61)}, cb),  // > max_ttl
+              StatusIs(kInvalid));
+  EXPECT_THAT(c.lock->Acquire(kResource, {absl::Milliseconds(2)}, cb),  // <= drift
+              StatusIs(kInvalid));
+  EXPECT_THAT(c.lock->Acquire(kResource, {kTtl, absl::Seconds(-1)}, cb),
+              StatusIs(kInvalid));
+  Lease lease;
+  EXPECT_THAT(c.lock->Release(lease, [&](absl::Status) { called = true; }),
+              StatusIs(kInvalid));
+  lease.resource = kResource;
+  EXPECT_THAT(c.lock->Extend(lease, kTtl, cb), StatusIs(kInvalid));  // no token
+  lease.token = "t";
+  EXPECT_THAT(c.lock->Extend(lease, absl::Hours(1), cb), StatusIs(kInvalid));
+  Drain();
+  EXPECT_FALSE(called);
+  EXPECT_TRUE(servers_[0]->log().empty()) << "nothing may be sent";
+}
+
+// ------------------------------------------------------------ acquire
+
+TEST_F(RedLockTest, AcquireSendsToAllServersAtOnceAndCountsValidityFromTheFirstSend) {
+  MakeServers(5);
+  LoadScripts();
+  Client& c = MakeClient();
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(20));
+  const absl::Time t0 = loop_.Now();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  // One round trip in parallel, not five in sequence.
+  EXPECT_EQ(out.at - t0, absl::Milliseconds(20));
+  // Validity counted from the send, minus drift (1% + 2 ms).
+  EXPECT_EQ(out.lease->deadline, t0 + kTtl - absl::Milliseconds(102));
+  EXPECT_EQ(out.lease->ttl, kTtl);
+  EXPECT_EQ(out.lease->resource, kResource);
+  EXPECT_EQ(out.lease->token.size(), 32u);
+  EXPECT_EQ(out.lease->fence, 1);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(KeyOn(i), out.lease->token) << "server " << i;
+    EXPECT_EQ(c.conn(i).CountScriptRuns(AcquireScript().sha1()), 1) << "server " << i;
+  }
+}
+
+TEST_F(RedLockTest, EachAttemptUsesAFreshToken) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  Outcome a = Acquire(c);
+  ASSERT_THAT(a.lease, IsOk());
+  ASSERT_THAT(Release(c, *a.lease), IsOk());
+  Outcome b = Acquire(c);
+  ASSERT_THAT(b.lease, IsOk());
+  EXPECT_NE(a.lease->token, b.lease->token);
+  EXPECT_GT(b.lease->fence, a.lease->fence);
+}
+
+// Every subset of servers down, for N = 3 and 5, two ways of being down:
+// partitioned (fails at once) and black-holed (requests vanish; only the
+// per-server deadline answers). Success iff the servers up reach the quorum.
+TEST_F(RedLockTest, EverySubsetOfServersDownGivesTheQuorumOutcome) {
+  for (int n : {3, 5}) {
+    for (bool black_hole : {false, true}) {
+      for (int mask = 0; mask < (1 << n); ++mask) {
+        SCOPED_TRACE(absl::StrCat("n=", n, " down_mask=", mask,
+                                  black_hole ? " black hole" : " partitioned"));
+        clients_.clear();
+        servers_.clear();
+        MakeServers(n);
+        Client& c = MakeClient();
+        int up = 0;
+        for (int i = 0; i < n; ++i) {
+          if (mask & (1 << i)) {
+            if (black_hole) {
+              c.conn(i).DropNextRequests(1000);
+            } else {
+              c.conn(i).Partition();
+            }
+          } else {
+            ++up;
+          }
+        }
+        const bool expect_ok = up >= n / 2 + 1;
+        const absl::Time t0 = loop_.Now();
+        Outcome out = Acquire(c);
+        if (expect_ok) {
+          ASSERT_THAT(out.lease, IsOk());
+          // Decided by the quorum, without waiting for the silent servers.
+          EXPECT_LT(out.at - t0, kServerTimeout);
+        } else {
+          EXPECT_THAT(out.lease, StatusIs(absl::StatusCode::kUnavailable));
+          if (black_hole) {
+            EXPECT_EQ(out.at - t0, kServerTimeout);
+          } else {
+            EXPECT_LT(out.at - t0, kServerTimeout);
+          }
+        }
+        Drain();
+        for (int i = 0; i < n; ++i) {
+          const bool is_up = !(mask & (1 << i));
+          if (expect_ok && is_up) {
+            EXPECT_EQ(KeyOn(i), out.lease->token) << "server " << i;
+          } else {
+            EXPECT_EQ(KeyOn(i), std::nullopt) << "server " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(RedLockTest, SlowServersWithinTheDeadlineAreCounted) {
+  MakeServers(3);
+  LoadScripts();
+  Client& c = MakeClient();
+  c.conn(0).SetLatency(absl::Milliseconds(40));
+  c.conn(1).SetLatency(absl::Milliseconds(45));
+  c.conn(2).SetLatency(absl::Milliseconds(49));
+  const absl::Time t0 = loop_.Now();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  // Decided by the second grant: the quorum of 2.
+  EXPECT_EQ(out.at - t0, absl::Milliseconds(45));
+  Drain();
+  EXPECT_EQ(KeysHeld(), 3);
+}
+
+TEST_F(RedLockTest, AMinorityPastTheDeadlineDoesNotDelayTheDecision) {
+  MakeServers(5);
+  LoadScripts();
+  Client& c = MakeClient();
+  c.conn(3).SetLatency(absl::Seconds(2));
+  c.conn(4).SetLatency(absl::Seconds(3));
+  const absl::Time t0 = loop_.Now();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  EXPECT_EQ(out.at, t0);  // zero-latency quorum: decided on the next turn
+  // The stragglers' grants arrive late and belong to the lease.
+  loop_.AdvanceTime(absl::Seconds(4));
+  EXPECT_EQ(KeysHeld(), 5);
+  EXPECT_THAT(Release(c, *out.lease), IsOk());
+  loop_.AdvanceTime(absl::Seconds(4));
+  EXPECT_EQ(KeysHeld(), 0);
+}
+
+TEST_F(RedLockTest, AMajorityPastTheDeadlineFailsAtTheDeadlineAndIsReleasedEverywhere) {
+  MakeServers(5);
+  LoadScripts();
+  Client& c = MakeClient();
+  for (int i = 2; i < 5; ++i) c.conn(i).SetLatency(absl::Milliseconds(80));
+  const absl::Time t0 = loop_.Now();
+  Outcome out = Acquire(c);
+  EXPECT_THAT(out.lease, StatusIs(absl::StatusCode::kUnavailable));
+  // The round ends at the per-server deadline; the callback waits only for
+  // the release on the two responsive servers (zero latency).
+  EXPECT_EQ(out.at - t0, kServerTimeout);
+  EXPECT_EQ(KeyOn(0), std::nullopt);
+  EXPECT_EQ(KeyOn(1), std::nullopt);
+  // The slow servers applied the acquire late (at 40 ms) and the release
+  // after it: nothing is left anywhere.
+  Drain();
+  EXPECT_EQ(KeysHeld(), 0);
+  EXPECT_EQ(servers_[4]->CountInLog("DEL"), 1);
+}
+
+TEST_F(RedLockTest, ValidityRunningOutDuringAcquireFailsAndReleasesEverywhere) {
+  MakeServers(3);
+  LoadScripts();
+  RedLockOptions options = TestOptions();
+  options.server_timeout = absl::Seconds(1);  // longer than the ttl below
+  Client& c = MakeClient(options);
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(98));
+  const absl::Duration ttl = absl::Milliseconds(100);  // validity 100 - 3 = 97 ms
+  const absl::Time t0 = loop_.Now();
+  Outcome out = Acquire(c, {ttl});
+  EXPECT_THAT(out.lease, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_GE(out.at - t0, absl::Milliseconds(97));
+  Drain();
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(KeyOn(i), std::nullopt) << "server " << i;
+    // Released by our release, not by expiry: a DEL ran on every server.
+    EXPECT_EQ(servers_[i]->CountInLog("DEL"), 1) << "server " << i;
+  }
+}
+
+TEST_F(RedLockTest, QuorumReachedAfterTheValidityIsDeadlineExceeded) {
+  MakeServers(3);
+  LoadScripts();
+  RedLockOptions options = TestOptions();
+  options.server_timeout = absl::Seconds(1);
+  options.drift_factor = 0.1;  // validity 100 - 12 = 88 ms
+  Client& c = MakeClient(options);
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(90));
+  Outcome out = Acquire(c, {absl::Milliseconds(100)});
+  EXPECT_THAT(out.lease, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  Drain();
+  EXPECT_EQ(KeysHeld(), 0);
+}
+
+TEST_F(RedLockTest, ContentionIsAbortedAndOutagesAreUnavailable) {
+  MakeServers(5);
+  Client& c = MakeClient();
+  // Held by another owner on 3 of 5: contention.
+  for (int i = 0; i < 3; ++i) HoldByOther(i);
+  Outcome held = Acquire(c);
+  EXPECT_THAT(held.lease, StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(std::string(held.lease.status().message()),
+              ::testing::HasSubstr("3 held by another owner"));
+  // Our grants on the free servers were released.
+  EXPECT_EQ(KeyOn(3), std::nullopt);
+  EXPECT_EQ(KeyOn(4), std::nullopt);
+
+  // Contention mixed with outages: still contention.
+  for (int i = 0; i < 5; ++i) servers_[i]->Execute({"DEL", LockKey()});
+  HoldByOther(0);
+  c.conn(1).Partition();
+  c.conn(2).Partition();
+  EXPECT_THAT(Acquire(c).lease, StatusIs(absl::StatusCode::kAborted));
+
+  // Outages only: unavailable.
+  servers_[0]->Execute({"DEL", LockKey()});
+  c.conn(3).Partition();
+  EXPECT_THAT(Acquire(c).lease, StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(RedLockTest, ErrorRepliesCountAsServersDown) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  c.conn(0).FailNextWithReply(10, Reply::Error("LOADING Redis is loading"));
+  c.conn(1).FailNextWithReply(10, Reply::Error("LOADING Redis is loading"));
+  EXPECT_THAT(Acquire(c).lease, StatusIs(absl::StatusCode::kUnavailable));
+  Drain();
+  EXPECT_EQ(KeysHeld(), 0);
+}
+
+// ------------------------------------------------------------ retries
+
+TEST_F(RedLockTest, RetriesAfterTheDelayAndSucceedsOnceTheHolderIsGone) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.retry_count = 3;
+  options.retry_delay = absl::Milliseconds(100);
+  Client& c = MakeClient(options);
+  for (int i = 0; i < 3; ++i) HoldByOther(i, absl::Milliseconds(250));
+  const absl::Time t0 = loop_.Now();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  // Attempts at 0, 100, 200 (held), 300 (free: expired at 250).
+  EXPECT_EQ(out.at - t0, absl::Milliseconds(300));
+  EXPECT_EQ(out.lease->deadline, t0 + absl::Milliseconds(300) + kTtl -
+                                     c.lock->DriftAllowance(kTtl));
+  EXPECT_EQ(c.conn(0).CountScriptRuns(AcquireScript().sha1()), 4 + 1);  // +1 NOSCRIPT
+}
+
+TEST_F(RedLockTest, GivesUpAfterRetryCountWithTheLastError) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.retry_count = 2;
+  options.retry_delay = absl::Milliseconds(100);
+  Client& c = MakeClient(options);
+  for (int i = 0; i < 3; ++i) HoldByOther(i);
+  const absl::Time t0 = loop_.Now();
+  Outcome out = Acquire(c);
+  EXPECT_THAT(out.lease, StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(out.at - t0, absl::Milliseconds(200));
+}
+
+TEST_F(RedLockTest, WaitBoundsRetriesInsteadOfRetryCount) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.retry_count = 0;  // ignored when wait > 0
+  options.retry_delay = absl::Milliseconds(100);
+  Client& c = MakeClient(options);
+  for (int i = 0; i < 3; ++i) HoldByOther(i);
+  const absl::Time t0 = loop_.Now();
+  Outcome out = Acquire(c, {kTtl, absl::Milliseconds(350)});
+  EXPECT_THAT(out.lease, StatusIs(absl::StatusCode::kAborted));
+  // Attempts at 0, 100, 200, 300; the next would start after 350.
+  EXPECT_EQ(out.at - t0, absl::Milliseconds(300));
+}
+
+TEST_F(RedLockTest, RetryDelayIsJitteredWithinBounds) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.retry_count = 20;
+  options.retry_delay = absl::Milliseconds(100);
+  options.retry_jitter = absl::Milliseconds(40);
+  options.jitter_seed = 7;
+  struct Recorder : LockObserver {
+    std::vector<absl::Duration> delays;
+    void OnAcquireWait(const AcquireWaitEvent& e) override {
+      delays.push_back(e.next_attempt_in);
+    }
+  } recorder;
+  options.observer = &recorder;
+  Client& c = MakeClient(options);
+  for (int i = 0; i < 3; ++i) HoldByOther(i, absl::Hours(1));
+  EXPECT_THAT(Acquire(c, {absl::Seconds(30)}).lease,
+              StatusIs(absl::StatusCode::kAborted));
+  ASSERT_EQ(recorder.delays.size(), 20u);
+  std::sort(recorder.delays.begin(), recorder.delays.end());
+  EXPECT_GE(recorder.delays.front(), absl::Milliseconds(60));
+  EXPECT_LE(recorder.delays.back(), absl::Milliseconds(140));
+  EXPECT_NE(recorder.delays.front(), recorder.delays.back()) << "no jitter at all";
+}
+
+// Attempt 1's release to server 0 is lost, so its key stays there. Attempt
+// 2 (fresh token) releases that leftover first, on the same connection, and
+// gets server 0 -- needed for the quorum because server 1 is held.
+TEST_F(RedLockTest, ARetryIsNotBlockedByItsOwnLeftovers) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.retry_count = 1;
+  options.retry_delay = absl::Milliseconds(100);
+  options.delayed_restart = false;
+  LoadScripts();  // no NOSCRIPT fallback: the release is the next command
+  Client& c = MakeClient(options);
+  HoldByOther(1);
+  c.conn(2).Partition();
+  auto out = StartAcquire(c);
+  // The next command on server 0 after the acquire is the release sent when
+  // attempt 1 fails: it never arrives.
+  c.conn(0).DropNextRequests(1);
+  loop_.AdvanceTime(absl::Milliseconds(60));
+  ASSERT_FALSE(out->has_value());
+  const std::optional<std::string> leftover = KeyOn(0);
+  ASSERT_TRUE(leftover.has_value()) << "attempt 1's key should be left over";
+  c.conn(2).Heal();
+  ASSERT_TRUE(RunUntil([&] { return out->has_value(); }));
+  ASSERT_THAT((*out)->lease, IsOk());
+  EXPECT_NE((*out)->lease->token, *leftover);
+  EXPECT_EQ(KeyOn(0), (*out)->lease->token);
+  EXPECT_EQ(KeyOn(2), (*out)->lease->token);
+}
+
+// ------------------------------------------------------------ cancel, shutdown
+
+TEST_F(RedLockTest, CancelDuringVotingNeverCallsBackAndReleasesEverywhere) {
+  MakeServers(3);
+  LoadScripts();
+  Client& c = MakeClient();
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(10));
+  bool called = false;
+  absl::StatusOr<AcquireHandle> h =
+      c.lock->Acquire(kResource, {kTtl}, [&](absl::StatusOr<Lease>) { called = true; });
+  ASSERT_THAT(h, IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(7));  // acquires applied, replies on the way
+  EXPECT_EQ(KeysHeld(), 3);
+  EXPECT_TRUE(h->Cancel());
+  EXPECT_FALSE(h->Cancel());
+  Drain();
+  EXPECT_FALSE(called);
+  EXPECT_EQ(KeysHeld(), 0);
+}
+
+TEST_F(RedLockTest, CancelAfterTheCallbackReturnsFalse) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  std::optional<absl::StatusOr<Lease>> result;
+  absl::StatusOr<AcquireHandle> h = c.lock->Acquire(
+      kResource, {kTtl}, [&](absl::StatusOr<Lease> l) { result = std::move(l); });
+  ASSERT_THAT(h, IsOk());
+  ASSERT_TRUE(RunUntil([&] { return result.has_value(); }));
+  EXPECT_FALSE(h->Cancel());
+  EXPECT_EQ(KeysHeld(), 3);  // the lease is untouched
+}
+
+TEST_F(RedLockTest, CancelWhileWaitingToRetryStopsRetrying) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.retry_count = 5;
+  options.retry_delay = absl::Milliseconds(100);
+  Client& c = MakeClient(options);
+  for (int i = 0; i < 3; ++i) HoldByOther(i, absl::Milliseconds(150));
+  bool called = false;
+  absl::StatusOr<AcquireHandle> h =
+      c.lock->Acquire(kResource, {kTtl}, [&](absl::StatusOr<Lease>) { called = true; });
+  ASSERT_THAT(h, IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(50));
+  EXPECT_TRUE(h->Cancel());
+  const int64_t runs = c.conn(0).CountScriptRuns(AcquireScript().sha1());
+  loop_.AdvanceTime(absl::Seconds(2));
+  EXPECT_FALSE(called);
+  EXPECT_EQ(c.conn(0).CountScriptRuns(AcquireScript().sha1()), runs);
+  EXPECT_EQ(KeysHeld(), 0);
+}
+
+TEST_F(RedLockTest, DestroyingTheRedLockCancelsPendingOperationsOnALaterTurn) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(10));
+  std::optional<absl::StatusOr<Lease>> result;
+  ASSERT_THAT(c.lock->Acquire(kResource, {kTtl},
+                              [&](absl::StatusOr<Lease> l) { result = std::move(l); }),
+              IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(7));
+  c.lock.reset();
+  EXPECT_FALSE(result.has_value()) << "must not call back inside the destructor";
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_THAT(*result, StatusIs(absl::StatusCode::kCancelled));
+  Drain();
+  EXPECT_EQ(KeysHeld(), 0);
+}
+
+TEST_F(RedLockTest, TheCallbackMayDestroyTheRedLock) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  bool called = false;
+  ASSERT_THAT(c.lock->Acquire(kResource, {kTtl},
+                              [&](absl::StatusOr<Lease> l) {
+                                EXPECT_THAT(l, IsOk());
+                                c.lock.reset();
+                                called = true;
+                              }),
+              IsOk());
+  ASSERT_TRUE(RunUntil([&] { return called; }));
+  Drain();
+  EXPECT_EQ(KeysHeld(), 3);  // the lease outlives the lock object
+}
+
+// ------------------------------------------------------------ fencing
+
+TEST_F(RedLockTest, FenceIsTheQuorumMaximumAndIsWrittenBackSoItNeverRegresses) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  // Counters drifted apart (server 0 saw many grants the others missed).
+  servers_[0]->Execute({"SET", FenceKey(), "10"});
+  Outcome first = Acquire(c);
+  ASSERT_THAT(first.lease, IsOk());
+  EXPECT_EQ(first.lease->fence, 11);
+  // Written back on a quorum of the granting servers before the lease was
+  // handed out (server 0 already had 11: one write-back was enough)...
+  EXPECT_TRUE(servers_[1]->GetString(FenceKey()) == "11" ||
+              servers_[2]->GetString(FenceKey()) == "11");
+  // ...and on every lagging granting server soon after.
+  Drain();
+  EXPECT_EQ(servers_[1]->GetString(FenceKey()), "11");
+  EXPECT_EQ(servers_[2]->GetString(FenceKey()), "11");
+  ASSERT_THAT(Release(c, *first.lease), IsOk());
+
+  // The next holder gets a quorum without server 0: its fence is still
+  // larger (12), where max-of-quorum alone would have given 2.
+  c.conn(0).Partition();
+  Outcome second = Acquire(c);
+  ASSERT_THAT(second.lease, IsOk());
+  EXPECT_EQ(second.lease->fence, 12);
+}
+
+TEST_F(RedLockTest, EqualCountersNeedNoWriteBack) {
+  MakeServers(3);
+  LoadScripts();
+  Client& c = MakeClient();
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(10));
+  const absl::Time t0 = loop_.Now();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  EXPECT_EQ(out.at - t0, absl::Milliseconds(10));  // one round trip
+  for (auto& conn : c.conns) EXPECT_EQ(conn->CountSent("EVAL"), 0);
+}
+
+TEST_F(RedLockTest, FenceWriteBackThatCannotReachAQuorumFailsTheAttempt) {
+  MakeServers(3);
+  LoadScripts();
+  Client& c = MakeClient();
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(10));
+  servers_[0]->Execute({"SET", FenceKey(), "100"});
+  auto out = StartAcquire(c);
+  // At 10 ms the grants are in and the write-backs to servers 1 and 2 (whose
+  // counters say 1) have just been sent; the connections then drop.
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  ASSERT_FALSE(out->has_value());
+  c.conn(1).Partition();
+  c.conn(2).Partition();
+  ASSERT_TRUE(RunUntil([&] { return out->has_value(); }));
+  EXPECT_THAT((*out)->lease, StatusIs(absl::StatusCode::kUnavailable));
+  Drain();
+  EXPECT_EQ(KeyOn(0), std::nullopt);
+}
+
+// ------------------------------------------------------------ restarts
+
+// Client A holds the lock on servers 0 and 1 (2 of 3). Server 0 restarts
+// and loses A's key. Client B then gets servers 0 and 2: without the
+// delayed-restart rule B holds the lock at the same time as A.
+TEST_F(RedLockTest, RestartWithLostDataBreaksExclusionWithoutTheDelayedRestartRule) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.delayed_restart = false;
+  Client& a = MakeClient(options);
+  Client& b = MakeClient(options);
+  Outcome warm = Acquire(b, {kTtl}, "warm-up");  // B learns the run_ids
+  ASSERT_THAT(warm.lease, IsOk());
+  a.conn(2).Partition();
+  Outcome held = Acquire(a);
+  ASSERT_THAT(held.lease, IsOk());
+  servers_[0]->Restart();
+  Outcome rival = Acquire(b);
+  ASSERT_THAT(rival.lease, IsOk()) << "documents the hazard the rule prevents";
+  EXPECT_LT(loop_.Now(), held.lease->deadline);  // both leases valid at once
+  // Without the rule, run_ids are re-checked only after a failure: B saw
+  // none, so it did not even notice the restart.
+  EXPECT_EQ(b.lock->server_status(0).restarts_observed, 0);
+}
+
+TEST_F(RedLockTest, DelayedRestartRuleIgnoresARestartedServerUntilMaxTtlPassed) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.delayed_restart = true;
+  options.max_ttl = absl::Seconds(30);
+  Client& a = MakeClient(options);
+  Client& b = MakeClient(options);
+  Outcome warm = Acquire(b, {kTtl}, "warm-up");
+  ASSERT_THAT(warm.lease, IsOk());
+  const std::string old_run_id = b.lock->server_status(0).run_id;
+  EXPECT_EQ(old_run_id, servers_[0]->run_id());
+  a.conn(2).Partition();
+  Outcome held = Acquire(a);
+  ASSERT_THAT(held.lease, IsOk());
+
+  servers_[0]->Restart();
+  const absl::Time restarted = loop_.Now();
+  Outcome rival = Acquire(b);
+  // Server 0's grant is not counted, server 1 is A's: no quorum.
+  EXPECT_THAT(rival.lease, StatusIs(absl::StatusCode::kAborted));
+  RedLock::ServerStatus status = b.lock->server_status(0);
+  EXPECT_EQ(status.restarts_observed, 1);
+  EXPECT_TRUE(status.quarantined);
+  EXPECT_EQ(status.run_id, servers_[0]->run_id());
+  EXPECT_EQ(status.counted_again_at, restarted + absl::Seconds(30));
+  Drain();
+  EXPECT_EQ(KeyOn(0), std::nullopt) << "the uncounted grant is released";
+  EXPECT_EQ(KeyOn(2), std::nullopt);
+
+  // A's lease ends (ttl 10 s < max_ttl). Until max_ttl passed, B still
+  // needs servers 1 and 2.
+  loop_.AdvanceTime(absl::Seconds(11));
+  b.conn(1).Partition();
+  EXPECT_THAT(Acquire(b).lease, StatusIs(absl::StatusCode::kUnavailable));
+  // After max_ttl, server 0 counts again.
+  loop_.AdvanceTo(restarted + absl::Seconds(30));
+  EXPECT_FALSE(b.lock->server_status(0).quarantined);
+  Outcome later = Acquire(b);
+  EXPECT_THAT(later.lease, IsOk());
+}
+
+TEST_F(RedLockTest, RestartIsDetectedAfterAFailedCommandWithoutDelayedRestart) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.delayed_restart = false;
+  Client& c = MakeClient(options);
+  Outcome first = Acquire(c);
+  ASSERT_THAT(first.lease, IsOk());
+  const int64_t infos = c.conn(0).CountSent("INFO");
+  EXPECT_EQ(infos, 1);  // on first use only
+  ASSERT_THAT(Release(c, *first.lease), IsOk());
+  Outcome second = Acquire(c);
+  ASSERT_THAT(second.lease, IsOk());
+  EXPECT_EQ(c.conn(0).CountSent("INFO"), 1);  // no failure: not re-checked
+  c.conn(0).FailNext(1, absl::UnavailableError("connection reset"));
+  ASSERT_THAT(Release(c, *second.lease), IsOk());  // 2 of 3 confirm
+  servers_[0]->Restart();
+  Outcome third = Acquire(c);
+  ASSERT_THAT(third.lease, IsOk());
+  EXPECT_EQ(c.conn(0).CountSent("INFO"), 2);  // re-checked after the failure
+  EXPECT_EQ(c.lock->server_status(0).restarts_observed, 1);
+  EXPECT_FALSE(c.lock->server_status(0).quarantined);
+}
+
+// ------------------------------------------------------------ extend
+
+TEST_F(RedLockTest, ExtendByQuorumCountsTheNewValidityFromTheExtendsSend) {
+  MakeServers(3);
+  LoadScripts();
+  Client& c = MakeClient();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  loop_.AdvanceTime(absl::Seconds(3));
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(8));
+  const absl::Time t1 = loop_.Now();
+  absl::StatusOr<Lease> extended = Extend(c, *out.lease, absl::Seconds(20));
+  ASSERT_THAT(extended, IsOk());
+  EXPECT_EQ(loop_.Now() - t1, absl::Milliseconds(8));
+  EXPECT_EQ(extended->ttl, absl::Seconds(20));
+  EXPECT_EQ(extended->deadline, t1 + absl::Seconds(20) - c.lock->DriftAllowance(absl::Seconds(20)));
+  EXPECT_EQ(extended->token, out.lease->token);
+  EXPECT_EQ(extended->fence, out.lease->fence);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(servers_[i]->PTtl(LockKey()), 20000 - 4) << "server " << i;  // applied at t1 + 4 ms
+  }
+}
+
+TEST_F(RedLockTest, ExtendResetsTheKeyOnAServerThatLostIt) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  ASSERT_TRUE(servers_[0]->Evict(LockKey()));
+  absl::StatusOr<Lease> extended = Extend(c, *out.lease, kTtl);
+  ASSERT_THAT(extended, IsOk());
+  Drain();
+  EXPECT_EQ(KeyOn(0), out.lease->token);
+  EXPECT_EQ(KeysHeld(), 3);
+}
+
+TEST_F(RedLockTest, ExtendRefusedByAQuorumIsFailedPreconditionAndTouchesNoOtherKey) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  // Two servers now hold another owner's key (ours expired there, say).
+  for (int i : {0, 1}) {
+    servers_[i]->Execute({"DEL", LockKey()});
+    HoldByOther(i);
+  }
+  EXPECT_THAT(Extend(c, *out.lease, kTtl), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(KeyOn(0), "someone-else");
+  EXPECT_EQ(KeyOn(1), "someone-else");
+}
+
+TEST_F(RedLockTest, ExtendWithoutAQuorumOfServersIsUnavailable) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  c.conn(0).Partition();
+  c.conn(1).Partition();
+  EXPECT_THAT(Extend(c, *out.lease, kTtl), StatusIs(absl::StatusCode::kUnavailable));
+  // The old lease still stands while its deadline lasts: heal and retry.
+  c.conn(0).Heal();
+  EXPECT_THAT(Extend(c, *out.lease, kTtl), IsOk());
+}
+
+TEST_F(RedLockTest, ExtendOfALocallyExpiredLeaseIsFailedPreconditionOnALaterTurn) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  loop_.AdvanceTo(out.lease->deadline);
+  EXPECT_THAT(Extend(c, *out.lease, kTtl), StatusIs(absl::StatusCode::kFailedPrecondition));
+  Drain();
+  // Nothing was sent: a lapsed lease is never revived.
+  EXPECT_EQ(c.conn(0).CountScriptRuns(ExtendOrReacquireScript().sha1()), 0);
+}
+
+TEST_F(RedLockTest, ExtendThatCannotFinishBeforeTheOldDeadlineIsDeadlineExceeded) {
+  MakeServers(3);
+  LoadScripts();
+  RedLockOptions options = TestOptions();
+  options.server_timeout = absl::Seconds(5);
+  Client& c = MakeClient(options);
+  Outcome out = Acquire(c, {absl::Seconds(1)});
+  ASSERT_THAT(out.lease, IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(900));
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(200));
+  const absl::Time t1 = loop_.Now();
+  EXPECT_THAT(Extend(c, *out.lease, absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(loop_.Now(), out.lease->deadline);
+  EXPECT_LT(loop_.Now() - t1, absl::Milliseconds(200));
+}
+
+TEST_F(RedLockTest, RestartedServerVotesDoNotCountForExtendWhileQuarantined) {
+  MakeServers(3);
+  Client& c = MakeClient();  // delayed_restart on by default
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  servers_[0]->Restart();
+  c.conn(1).Partition();
+  // Server 0 re-sets the key but is not counted; only server 2 counts.
+  EXPECT_THAT(Extend(c, *out.lease, kTtl), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_TRUE(c.lock->server_status(0).quarantined);
+}
+
+// ------------------------------------------------------------ release
+
+TEST_F(RedLockTest, ReleaseReportsWhatAQuorumConfirmed) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  c.conn(2).Partition();
+  EXPECT_THAT(Release(c, *out.lease), IsOk());  // 2 of 3 released
+  EXPECT_EQ(KeyOn(0), std::nullopt);
+  EXPECT_EQ(KeyOn(2), out.lease->token);  // expires by itself
+  // Nothing of ours left on the reachable quorum.
+  EXPECT_THAT(Release(c, *out.lease), StatusIs(absl::StatusCode::kFailedPrecondition));
+  c.conn(1).Partition();
+  EXPECT_THAT(Release(c, *out.lease), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(RedLockTest, ReleaseNeverDeletesAnotherOwnersKey) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  for (int i = 0; i < 3; ++i) {
+    servers_[i]->Execute({"DEL", LockKey()});
+    HoldByOther(i);
+  }
+  EXPECT_THAT(Release(c, *out.lease), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(KeysHeld(), 3);
+}
+
+// ------------------------------------------------------------ races
+
+// Two clients compete for one resource on 5 servers with random latencies
+// and faults (dropped requests and replies, partitions that come and go,
+// and -- with the delayed-restart rule on -- server restarts losing data).
+// Each holds what it gets for a while, sometimes extends, then releases.
+// Whatever happens, the periods during which each believes it holds the
+// lock (from the callback to its deadline or release) never overlap, and
+// without restarts every new holder's fence exceeds the previous one's.
+class RedLockRaceTest : public RedLockTest,
+                        public ::testing::WithParamInterface<bool> {
+ protected:
+  struct Interval {
+    int client;
+    absl::Time start, end;
+    int64_t fence;
+  };
+  // State of one seed's run; callbacks hold it by shared_ptr and do nothing
+  // once `stopped` (the clients are gone by then).
+  struct Race {
+    explicit Race(uint32_t seed) : rng(seed) {}
+    std::mt19937 rng;
+    Client* clients[2] = {nullptr, nullptr};
+    std::vector<Interval> held;
+    absl::Time end_of_run;
+    bool stopped = false;
+    int successes = 0;
+
+    absl::Duration Ms(int lo, int hi) {
+      return absl::Milliseconds(std::uniform_int_distribution<int>(lo, hi)(rng));
+    }
+    int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+  };
+
+  void Later(const std::shared_ptr<Race>& r, int who, absl::Duration d) {
+    loop_.RunAfter(d, [this, r, who] { Step(r, who); });
+  }
+
+  // One client's cycle: acquire; on success hold, maybe extend, release.
+  void Step(const std::shared_ptr<Race>& r, int who) {
+    if (r->stopped || loop_.Now() >= r->end_of_run) return;
+    Client* c = r->clients[who];
+    const absl::Duration ttl = r->Ms(100, 300);
+    absl::StatusOr<AcquireHandle> h = c->lock->Acquire(
+        kResource, {ttl}, [this, r, who, ttl](absl::StatusOr<Lease> lease) {
+          if (r->stopped) return;
+          if (!lease.ok()) {
+            Later(r, who, r->Ms(0, 30));
+            return;
+          }
+          ++r->successes;
+          r->held.push_back({who, loop_.Now(), lease->deadline, lease->fence});
+          const size_t index = r->held.size() - 1;
+          const bool extend = r->Int(0, 2) == 0;
+          loop_.RunAfter(r->Ms(0, 80), [this, r, who, index, extend, ttl,
+                                        l = *lease] {
+            if (r->stopped) return;
+            if (!extend || loop_.Now() >= l.deadline) {
+              Release(r, who, index, l);
+              return;
+            }
+            EXPECT_THAT(r->clients[who]->lock->Extend(
+                            l, ttl,
+                            [this, r, who, index, l](absl::StatusOr<Lease> e) {
+                              if (r->stopped) return;
+                              if (e.ok()) {
+                                r->held[index].end =
+                                    std::max(r->held[index].end, e->deadline);
+                              }
+                              Release(r, who, index, e.ok() ? *e : l);
+                            }),
+                        IsOk());
+          });
+        });
+    EXPECT_THAT(h, IsOk());
+  }
+
+  void Release(const std::shared_ptr<Race>& r, int who, size_t index,
+               const Lease& lease) {
+    // The holder stops relying on the lock when it sends the release.
+    r->held[index].end = std::min(r->held[index].end, loop_.Now());
+    EXPECT_THAT(r->clients[who]->lock->Release(lease,
+                                               [this, r, who](absl::Status) {
+                                                 if (r->stopped) return;
+                                                 Later(r, who, r->Ms(0, 30));
+                                               }),
+                IsOk());
+  }
+};
+
+TEST_P(RedLockRaceTest, TwoClientsNeverHoldTheLockAtTheSameTime) {
+  // Each seed is ~6 s of virtual time and thousands of scripts on the fake.
+  constexpr uint32_t kSeeds = 40;
+  const bool restarts = GetParam();
+  int successes = 0;
+  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    clients_.clear();
+    servers_.clear();
+    MakeServers(5);
+    auto r = std::make_shared<Race>(seed);
+    RedLockOptions options;
+    options.server_timeout = absl::Milliseconds(30);
+    options.retry_count = 50;
+    options.retry_delay = absl::Milliseconds(20);
+    options.retry_jitter = absl::Milliseconds(15);
+    options.jitter_seed = seed;
+    options.delayed_restart = true;
+    options.max_ttl = absl::Seconds(1);
+    for (int who = 0; who < 2; ++who) {
+      r->clients[who] = &MakeClient(options);
+      // Learn every run_id before faults start (a restart before a client
+      // first saw a server cannot be detected; see RESTART SAFETY).
+      Outcome warm = Acquire(*r->clients[who], {absl::Milliseconds(500)},
+                             absl::StrCat("warm-", who));
+      ASSERT_THAT(warm.lease, IsOk());
+      for (auto& conn : r->clients[who]->conns) {
+        conn->SetLatency(r->Ms(0, 12), r->Ms(0, 12));
+      }
+    }
+    r->end_of_run = loop_.Now() + absl::Seconds(4);
+    Step(r, 0);
+    Step(r, 1);
+
+    // Faults at random times while the clients run.
+    for (int k = 0; k < 12; ++k) {
+      loop_.AdvanceTime(r->Ms(50, 300));
+      Client* c = r->clients[r->Int(0, 1)];
+      const size_t s = r->Int(0, 4);
+      switch (r->Int(0, restarts ? 5 : 4)) {
+        case 0: c->conn(s).DropNextRequests(r->Int(1, 3)); break;
+        case 1: c->conn(s).DropNextReplies(r->Int(1, 3)); break;
+        case 2: c->conn(s).Partition(); break;
+        case 3: c->conn(s).Heal(); break;
+        case 4: c->conn(s).SetLatency(r->Ms(0, 40), r->Ms(0, 40)); break;
+        case 5: servers_[s]->Restart(); break;
+      }
+    }
+    loop_.AdvanceTo(r->end_of_run + absl::Seconds(2));
+    r->stopped = true;
+    successes += r->successes;
+
+    std::vector<Interval> held = r->held;
+    std::sort(held.begin(), held.end(),
+              [](const Interval& a, const Interval& b) { return a.start < b.start; });
+    for (size_t i = 1; i < held.size(); ++i) {
+      EXPECT_LE(held[i - 1].end, held[i].start)
+          << "client " << held[i - 1].client << " held until " << held[i - 1].end
+          << ", client " << held[i].client << " got it at " << held[i].start;
+      if (!restarts) {
+        EXPECT_GT(held[i].fence, held[i - 1].fence);
+      }
+    }
+    if (HasFailure()) break;
+  }
+  // The runs must exercise real contention, not fail everything.
+  RecordProperty("successes", successes);
+  EXPECT_GT(successes, 10 * static_cast<int>(kSeeds));
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, RedLockRaceTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "WithRestarts" : "WithoutRestarts";
+                         });
+
+}  // namespace
+}  // namespace dlock
