@@ -1,0 +1,264 @@
+// RetryLock on FakeRedis in virtual time: backoff schedule, notification
+// races, lost notifications, retried and final errors, cancellation and
+// destruction with waits pending.
+#include "dlock/lock/retry_lock.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "dlock/lock/scripts.h"
+#include "dlock/lock/simple_lock.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/fake_transport.h"
+#include "dlock/transport/fake/manual_event_loop.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::StatusIs;
+
+AcquireOptions Wait(absl::Duration ttl, absl::Duration wait) {
+  AcquireOptions o;
+  o.ttl = ttl;
+  o.wait = wait;
+  return o;
+}
+
+class RetryLockTest : public ::testing::Test {
+ protected:
+  RetryLockTest()
+      : server_(&loop_),
+        holder_conn_(&loop_, &server_),
+        conn_(&loop_, &server_),
+        holder_(&loop_, &holder_conn_),
+        inner_(&loop_, &conn_) {
+    for (const NamedScript& s : AllScripts()) {
+      server_.Execute({"SCRIPT", "LOAD", s.script->source()});
+    }
+  }
+
+  Lease Hold(absl::string_view resource, absl::Duration ttl = absl::Seconds(60)) {
+    absl::StatusOr<Lease> out = absl::UnknownError("pending");
+    AcquireOptions o;
+    o.ttl = ttl;
+    EXPECT_THAT(holder_.Acquire(resource, o, [&](absl::StatusOr<Lease> r) { out = r; }), IsOk());
+    loop_.RunUntilIdle();
+    EXPECT_THAT(out, IsOk());
+    return out.ok() ? *out : Lease();
+  }
+
+  std::shared_ptr<absl::StatusOr<Lease>> Start(RetryLock& lock, absl::string_view resource,
+                                               AcquireOptions options,
+                                               AcquireHandle* handle = nullptr) {
+    auto out = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
+    absl::StatusOr<AcquireHandle> h =
+        lock.Acquire(resource, options, [out](absl::StatusOr<Lease> r) { *out = std::move(r); });
+    EXPECT_THAT(h, IsOk());
+    if (handle != nullptr && h.ok()) *handle = *h;
+    return out;
+  }
+
+  static bool Pending(const std::shared_ptr<absl::StatusOr<Lease>>& r) {
+    return absl::IsUnknown(r->status());
+  }
+
+  ManualEventLoop loop_;
+  FakeRedis server_;
+  FakeTransport holder_conn_;
+  FakeTransport conn_;
+  SimpleLock holder_;
+  SimpleLock inner_;
+  KeyScheme keys_;
+};
+
+TEST_F(RetryLockTest, BackoffGrowsExponentiallyToTheCapAndLastAttemptIsAtTheDeadline) {
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(10);
+  o.max_backoff = absl::Milliseconds(80);
+  std::vector<absl::Duration> caps;
+  o.jitter = [&caps](absl::Duration cap) {
+    caps.push_back(cap);
+    return cap;
+  };
+  RetryLock lock(&loop_, &inner_, /*subscriber=*/nullptr, o);
+  Hold("r");
+  const absl::Time start = loop_.Now();
+  auto r = Start(lock, "r", Wait(absl::Seconds(1), absl::Milliseconds(500)));
+  loop_.AdvanceTime(absl::Milliseconds(499));
+  EXPECT_TRUE(Pending(r));
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(loop_.Now() - start, absl::Milliseconds(500));
+  // 10+20+40+80*4 = 390 ms, then the last gap is clipped to the deadline.
+  ASSERT_GE(caps.size(), 5u);
+  EXPECT_EQ(caps[0], absl::Milliseconds(10));
+  EXPECT_EQ(caps[1], absl::Milliseconds(20));
+  EXPECT_EQ(caps[2], absl::Milliseconds(40));
+  EXPECT_EQ(caps[3], absl::Milliseconds(80));
+  EXPECT_EQ(caps.back(), absl::Milliseconds(80));
+  EXPECT_EQ(lock.attempts(), static_cast<int64_t>(caps.size()) + 1);
+}
+
+class WaitRecorder : public LockObserver {
+ public:
+  void OnAcquireWait(const AcquireWaitEvent& e) override { delays.push_back(e.next_attempt_in); }
+  void OnAcquire(const AcquireEvent& e) override {
+    if (e.policy == "retry") retry_outcomes.push_back(e.status.code());
+  }
+  std::vector<absl::Duration> delays;
+  std::vector<absl::StatusCode> retry_outcomes;
+};
+
+TEST_F(RetryLockTest, DefaultJitterIsUniformWithinTheCap) {
+  WaitRecorder rec;
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(100);
+  o.max_backoff = absl::Milliseconds(100);
+  o.observer = &rec;
+  RetryLock lock(&loop_, &inner_, nullptr, o);
+  Hold("r");
+  auto r = Start(lock, "r", Wait(absl::Seconds(1), absl::Seconds(60)));
+  loop_.AdvanceTime(absl::Seconds(5));
+  ASSERT_GE(rec.delays.size(), 20u);  // mean 50 ms
+  absl::Duration lo = absl::InfiniteDuration(), hi = absl::ZeroDuration();
+  for (absl::Duration d : rec.delays) {
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+    EXPECT_GE(d, absl::ZeroDuration());
+    EXPECT_LE(d, absl::Milliseconds(100));
+  }
+  EXPECT_LT(lo, absl::Milliseconds(40));
+  EXPECT_GT(hi, absl::Milliseconds(60));
+}
+
+TEST_F(RetryLockTest, ReleaseBeforeTheSubscriptionIsConfirmedIsNotMissed) {
+  RetryLockOptions o;
+  o.initial_backoff = absl::Seconds(10);
+  o.max_backoff = absl::Seconds(10);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  FakeTransport sub_conn(&loop_, &server_);
+  sub_conn.SetLatency(absl::Milliseconds(100));  // slow SUBSCRIBE
+  RetryLock lock(&loop_, &inner_, &sub_conn, o);
+  Lease held = Hold("r");
+  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lock.attempts(), 1);
+  // Released while SUBSCRIBE is still on its way: no message reaches us.
+  ASSERT_THAT(holder_.Release(held, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(Pending(r));
+  // Once confirmed, the waiter tries again at once instead of sleeping 10 s.
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_THAT(*r, IsOk());
+  EXPECT_EQ(lock.attempts(), 2);
+}
+
+TEST_F(RetryLockTest, LostNotificationFallsBackToTheBackoffTimer) {
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(300);
+  o.max_backoff = absl::Milliseconds(300);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &inner_, &conn_, o);
+  Hold("r");
+  const absl::Time start = loop_.Now();
+  absl::Time got_at;
+  absl::StatusOr<Lease> got = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Acquire("r", Wait(absl::Seconds(5), absl::Seconds(30)),
+                           [&](absl::StatusOr<Lease> l) {
+                             got = std::move(l);
+                             got_at = loop_.Now();
+                           }),
+              IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  EXPECT_EQ(lock.attempts(), 2);  // contention, then once subscribed
+  // The holder vanishes without a release message (crash + expiry).
+  server_.Execute({"DEL", keys_.LockKey("r")});
+  loop_.AdvanceTime(absl::Milliseconds(200));
+  EXPECT_TRUE(absl::IsUnknown(got.status()));
+  loop_.AdvanceTime(absl::Milliseconds(200));
+  EXPECT_THAT(got, IsOk());
+  // The re-attempt after subscribing (t=0) failed; its timer fired at 300 ms.
+  EXPECT_EQ(got_at - start, absl::Milliseconds(300));
+  EXPECT_EQ(lock.attempts(), 3);
+}
+
+TEST_F(RetryLockTest, UnavailableAttemptsAreRetried) {
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(10);
+  RetryLock lock(&loop_, &inner_, &conn_, o);
+  conn_.FailNext(2, absl::UnavailableError("connection reset"));
+  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  loop_.AdvanceTime(absl::Seconds(1));
+  EXPECT_THAT(*r, IsOk());
+  // Attempt 1 failed; SimpleLock's cleanup release of its token (unknown
+  // outcome) took the second failure; attempt 2 succeeded. The cleanup was
+  // retried and, comparing tokens, left attempt 2's key alone.
+  EXPECT_EQ(lock.attempts(), 2);
+  EXPECT_EQ(conn_.CountScriptRuns(ReleaseScript().sha1()), 2);
+  EXPECT_EQ(server_.GetString(keys_.LockKey("r")), r->value().token);
+}
+
+TEST_F(RetryLockTest, NonRetryableErrorEndsTheWaitAtOnce) {
+  RetryLock lock(&loop_, &inner_, &conn_);
+  conn_.FailNextWithReply(
+      1, Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value"));
+  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
+  EXPECT_EQ(lock.attempts(), 1);
+  EXPECT_EQ(lock.waiting(), 0u);
+}
+
+TEST_F(RetryLockTest, CancelWhileAnAttemptIsInFlightReleasesWhatItTook) {
+  conn_.SetLatency(absl::Milliseconds(10));
+  RetryLock lock(&loop_, &inner_, &conn_);
+  AcquireHandle handle;
+  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)), &handle);
+  loop_.AdvanceTime(absl::Milliseconds(6));
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));  // the attempt won
+  EXPECT_TRUE(handle.Cancel());
+  loop_.AdvanceTime(absl::Seconds(1));
+  EXPECT_TRUE(Pending(r));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  EXPECT_EQ(lock.waiting(), 0u);
+}
+
+TEST_F(RetryLockTest, DestroyingTheLockCancelsPendingWaits) {
+  auto lock = std::make_unique<RetryLock>(&loop_, &inner_, &conn_);
+  Lease held = Hold("r");
+  auto r1 = Start(*lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  auto r2 = Start(*lock, "other", Wait(absl::Seconds(5), absl::Seconds(30)));
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  EXPECT_THAT(*r2, IsOk());
+  EXPECT_EQ(server_.SubscriberCount(keys_.ChannelKey("r")), 1u);
+  lock.reset();
+  loop_.RunUntilIdle();
+  EXPECT_EQ(server_.SubscriberCount(keys_.ChannelKey("r")), 0u);
+  ASSERT_THAT(holder_.Release(held, [](absl::Status) {}), IsOk());
+  loop_.AdvanceTime(absl::Seconds(60));
+  EXPECT_TRUE(Pending(r1));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+}
+
+TEST_F(RetryLockTest, ObserverSeesWaitsAndOneOutcomePerAcquire) {
+  WaitRecorder rec;
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(20);
+  o.observer = &rec;
+  RetryLock lock(&loop_, &inner_, &conn_, o);
+  Lease held = Hold("r", absl::Milliseconds(100));
+  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  loop_.AdvanceTime(absl::Seconds(1));
+  EXPECT_THAT(*r, IsOk());
+  EXPECT_FALSE(rec.delays.empty());
+  EXPECT_EQ(rec.retry_outcomes, std::vector<absl::StatusCode>{absl::StatusCode::kOk});
+}
+
+}  // namespace
+}  // namespace dlock
