@@ -1,0 +1,181 @@
+// ReentrantLock on FakeRedis in virtual time: unknown outcomes undo exactly
+// the acquisition that may have run (never an outer hold), cancellation,
+// owner identity, exact deadlines.
+#include "dlock/lock/reentrant_lock.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "dlock/lock/scripts.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/fake_transport.h"
+#include "dlock/transport/fake/manual_event_loop.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::StatusIs;
+
+class ReentrantLockTest : public ::testing::Test {
+ protected:
+  ReentrantLockTest() : server_(&loop_), conn_(&loop_, &server_) {
+    for (const NamedScript& s : AllScripts()) {
+      server_.Execute({"SCRIPT", "LOAD", s.script->source()});
+    }
+    options_.client_id = "client";
+    options_.command_timeout = absl::Milliseconds(200);
+  }
+
+  static AcquireOptions Task(std::string task, absl::Duration ttl = absl::Seconds(10)) {
+    AcquireOptions o;
+    o.ttl = ttl;
+    o.task_id = std::move(task);
+    return o;
+  }
+
+  std::shared_ptr<absl::StatusOr<Lease>> Start(ReentrantLock& lock, AcquireOptions o,
+                                               AcquireHandle* handle = nullptr) {
+    auto out = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
+    absl::StatusOr<AcquireHandle> h =
+        lock.Acquire("r", o, [out](absl::StatusOr<Lease> r) { *out = std::move(r); });
+    EXPECT_THAT(h, IsOk());
+    if (handle != nullptr && h.ok()) *handle = *h;
+    return out;
+  }
+
+  std::string Count() {
+    auto hash = server_.GetHash(keys_.LockKey("r"));
+    if (!hash.has_value()) return "none";
+    std::string out;
+    for (auto& [field, value] : *hash) out += field + "=" + value + ";";
+    return out;
+  }
+
+  ManualEventLoop loop_;
+  FakeRedis server_;
+  FakeTransport conn_;
+  ReentrantLockOptions options_;
+  KeyScheme keys_;
+};
+
+TEST_F(ReentrantLockTest, DroppedReplyOnNestedAcquireUndoesOnlyThatAcquire) {
+  ReentrantLock lock(&loop_, &conn_, options_);
+  auto outer = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*outer, IsOk());
+  conn_.DropNextReplies(1);
+  auto nested = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Count(), "client:t=2;");  // it ran
+  loop_.AdvanceTime(absl::Milliseconds(200));
+  EXPECT_THAT(*nested, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Count(), "client:t=1;");  // undone once; the outer hold stays
+  // The outer lease still releases normally.
+  absl::Status released = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Release(**outer, [&](absl::Status s) { released = s; }), IsOk());
+  loop_.RunUntilIdle();
+  EXPECT_THAT(released, IsOk());
+  EXPECT_EQ(Count(), "none");
+}
+
+TEST_F(ReentrantLockTest, DroppedRequestOnNestedAcquireDecrementsNothing) {
+  ReentrantLock lock(&loop_, &conn_, options_);
+  auto outer = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*outer, IsOk());
+  conn_.DropNextRequests(1);
+  auto nested = Start(lock, Task("t"));
+  loop_.AdvanceTime(absl::Milliseconds(200));
+  EXPECT_THAT(*nested, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  loop_.AdvanceTime(absl::Seconds(1));
+  // The undo found no marker: it never ran, so the outer hold is untouched.
+  EXPECT_EQ(Count(), "client:t=1;");
+}
+
+TEST_F(ReentrantLockTest, DroppedReplyOnFirstAcquireLeavesNoKeyBehind) {
+  ReentrantLock lock(&loop_, &conn_, options_);
+  conn_.DropNextReplies(1);
+  auto r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Count(), "client:t=1;");
+  loop_.AdvanceTime(absl::Milliseconds(200));
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(Count(), "none");
+  // Nothing but the fence counter remains (no marker either).
+  EXPECT_EQ(server_.Keys(), std::vector<std::string>{keys_.FenceKey("r")});
+}
+
+TEST_F(ReentrantLockTest, CancelAfterSendUndoesTheAcquisition) {
+  conn_.SetLatency(absl::Milliseconds(10));
+  ReentrantLock lock(&loop_, &conn_, options_);
+  AcquireHandle handle;
+  auto r = Start(lock, Task("t"), &handle);
+  loop_.AdvanceTime(absl::Milliseconds(6));
+  EXPECT_EQ(Count(), "client:t=1;");
+  EXPECT_TRUE(handle.Cancel());
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_TRUE(absl::IsUnknown(r->status()));
+  EXPECT_EQ(Count(), "none");
+}
+
+TEST_F(ReentrantLockTest, DeadlineCountsFromSendAndTtlIsNeverShortenedByANestedAcquire) {
+  conn_.SetLatency(absl::Milliseconds(20));
+  ReentrantLock lock(&loop_, &conn_, options_);
+  const absl::Time sent = loop_.Now();
+  auto outer = Start(lock, Task("t", absl::Seconds(10)));
+  loop_.AdvanceTime(absl::Milliseconds(20));
+  ASSERT_THAT(*outer, IsOk());
+  EXPECT_EQ((*outer)->deadline, sent + absl::Seconds(10) - absl::Milliseconds(102));
+  EXPECT_EQ((*outer)->token, "client:t");
+  auto nested = Start(lock, Task("t", absl::Seconds(1)));
+  loop_.AdvanceTime(absl::Milliseconds(20));
+  ASSERT_THAT(*nested, IsOk());
+  EXPECT_EQ((*nested)->fence, (*outer)->fence);
+  // Applied at 10 ms with PX 10000; now is 40 ms: the 1 s ttl did not shorten it.
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), 10000 - 30);
+  auto longer = Start(lock, Task("t", absl::Seconds(30)));
+  loop_.AdvanceTime(absl::Milliseconds(20));
+  ASSERT_THAT(*longer, IsOk());
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), 30000 - 10);
+}
+
+TEST_F(ReentrantLockTest, WithoutAClientIdEachLockObjectIsItsOwnOwner) {
+  ReentrantLock a(&loop_, &conn_);
+  ReentrantLock b(&loop_, &conn_);
+  EXPECT_NE(a.client_id(), b.client_id());
+  EXPECT_EQ(a.client_id().size(), 32u);
+  EXPECT_EQ(a.OwnerId("x"), a.client_id() + ":x");
+  auto ra = Start(a, Task("t"));
+  auto rb = Start(b, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*ra, IsOk());
+  EXPECT_THAT(*rb, StatusIs(absl::StatusCode::kAborted));
+}
+
+TEST_F(ReentrantLockTest, ExpiredHoldCannotBeExtendedOrReleased) {
+  ReentrantLock lock(&loop_, &conn_, options_);
+  auto r = Start(lock, Task("t", absl::Milliseconds(100)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(101));  // Redis expires when now > deadline
+  absl::StatusOr<Lease> ext = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Extend(**r, absl::Seconds(1), [&](absl::StatusOr<Lease> l) { ext = l; }),
+              IsOk());
+  absl::Status rel = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Release(**r, [&](absl::Status s) { rel = s; }), IsOk());
+  loop_.RunUntilIdle();
+  EXPECT_THAT(ext, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(rel, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(Count(), "none");
+}
+
+}  // namespace
+}  // namespace dlock
