@@ -115,6 +115,7 @@ struct ScriptCase {
   std::string body;
   bool safe_args_only;  // ARGV end up in an unsanitized error reply
   bool ttl_args = false;  // ARGV are TTLs: only long, non-positive or bad ones
+  bool hash_args = false;  // ARGV become hash fields/values: short ones only
 };
 
 const std::vector<ScriptCase>& ScriptPool() {
@@ -160,7 +161,7 @@ const std::vector<ScriptCase>& ScriptPool() {
       {"#!lua flags=bogus\nreturn 5", false},
       {"return string.format('%d', ARGV[1])", true},
       {"return redis.call('set', KEYS[1], 'v', 'PX', ARGV[1], ARGV[2])", false, true},
-      {"return redis.call('hset', KEYS[1], ARGV[1], ARGV[2])", false},
+      {"return redis.call('hset', KEYS[1], ARGV[1], ARGV[2])", false, false, true},
       {"redis.call('del', KEYS[1]) return redis.call('exists', KEYS[1])", false},
       {"return 0/0", false},
       {"return -1e300", false},
@@ -173,6 +174,21 @@ const std::vector<ScriptCase>& ScriptPool() {
       {"return redis.call('incrby', KEYS[1], ARGV[1])", false},
       {"return {redis.call('type', KEYS[1])}", false},
       {"\n\nreturn nil .. 1", false},
+      {"return redis.call('ping')", false},
+      {"return redis.call('echo', ARGV[1])", false},
+      {"return #redis.call('time')", false},
+      {"return redis.call('dbsize')", false},
+      {"return redis.call('script', 'load', 'return 1')", false},
+      {"return redis.call('script', 'foo')", false},
+      {"return redis.call('subscribe', 'x')", false},
+      {"return redis.call('type', KEYS[1]).ok", false},
+      {"local function f()\n  error('deep')\nend\nf()", false},
+      {"math.randomseed(7) return math.random(1000)", false},
+      {"return redis.pcall('nosuch', 'a')", false},
+      {"return redis.call('exists', KEYS[1], KEYS[2], KEYS[3])", false},
+      {"return {redis.call('hgetall', KEYS[1]), redis.call('hlen', KEYS[1])}", false},
+      {"return _VERSION", false},
+      {"local t = redis.call('get', KEYS[1]) if t then return #t end return -1", false},
   };
   return *v;
 }
@@ -376,7 +392,9 @@ class Generator {
     }
     for (size_t i = 0; i < nkeys; ++i) argv->push_back(Key());
     for (size_t i = 0; i < nargs; ++i) {
-      if (s.ttl_args) {
+      if (s.hash_args) {
+        argv->push_back(i % 2 == 0 ? Field() : One(HashValues()));
+      } else if (s.ttl_args) {
         // A short positive TTL would leave an expired key that only
         // redis-server's expiry cycle removes (DBSIZE would race it).
         argv->push_back(Pick(3) == 0 ? One({"0", "-1", "abc", "NX"}) : One(LongPx()));
