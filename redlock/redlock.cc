@@ -310,13 +310,19 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     fences_.assign(n, 0);
     last_server_error_ = absl::OkStatus();
     const absl::Duration timeout = core_->Timeout(ttl_);
+    // However late a request of this attempt is applied, its key is gone
+    // by then (best effort: a request delayed longer in the network could
+    // outlive it; such a key still expires by itself).
+    key_bound_[token_] = t0_ + 2 * timeout + ttl_;
     bool rejected = false;
     for (size_t i = 0; i < n; ++i) {
       // Leftovers of earlier attempts first: same connection, so the
       // server deletes them before it sees this attempt's acquire.
       absl::flat_hash_set<std::string> leftovers;
       leftovers.swap(leftovers_[i]);
-      for (const std::string& token : leftovers) SendRelease(i, token);
+      for (const std::string& token : leftovers) {
+        if (MayStillExist(token)) SendRelease(i, token);
+      }
       core_->BeforeLockCommand(i, timeout);
       std::shared_ptr<AcquireOp> self = shared_from_this();
       absl::Status sent = core_->server(i).commands->TryAcquire(
@@ -660,7 +666,8 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
           self->core_->ReportVote(self->resource_, "release", i, status,
                                   self->core_->loop()->Now() - sent_at);
           self->core_->NoteResult(i, status);
-          if (IsServerFailure(status) && self->phase_ != Phase::kDone) {
+          if (IsServerFailure(status) && self->phase_ != Phase::kDone &&
+              self->MayStillExist(token)) {
             self->leftovers_[i].insert(token);
           }
           if (track && self->attempt_ == attempt) self->ReleaseSettled(i);
@@ -681,7 +688,9 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     for (size_t i = 0; i < leftovers_.size(); ++i) {
       absl::flat_hash_set<std::string> leftovers;
       leftovers.swap(leftovers_[i]);
-      for (const std::string& token : leftovers) SendRelease(i, token);
+      for (const std::string& token : leftovers) {
+        if (MayStillExist(token)) SendRelease(i, token);
+      }
     }
   }
 
@@ -690,6 +699,12 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       core_->loop()->Cancel(timer_);
       timer_ = 0;
     }
+  }
+
+  // Whether a key of this operation's `token` could still be on a server.
+  bool MayStillExist(const std::string& token) const {
+    auto it = key_bound_.find(token);
+    return it != key_bound_.end() && core_->loop()->Now() < it->second;
   }
 
   void Report(const absl::Status& status, int64_t fence) {
@@ -748,6 +763,8 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
 
   // Per server: tokens of earlier attempts whose release was not confirmed.
   std::vector<absl::flat_hash_set<std::string>> leftovers_;
+  // Per token of this operation: after this time none of its keys exists.
+  absl::flat_hash_map<std::string, absl::Time> key_bound_;
 };
 
 // ---------------------------------------------------------------- Extend
