@@ -49,6 +49,8 @@ ABSL_FLAG(int, retry_ms, 1, "contend, hiredis-raw: sleep between attempts");
 ABSL_FLAG(int64_t, leases, 10000, "watchdog: leases held");
 ABSL_FLAG(double, seconds, 10, "watchdog: how long to hold them");
 ABSL_FLAG(int, ttl_ms, 30000, "lock TTL (watchdog: lease TTL)");
+ABSL_FLAG(bool, dlock_scripts, false,
+          "hiredis-raw async seq/pipelined: run dlock's acquire/release Lua scripts");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
   o.total = absl::GetFlag(FLAGS_total);
   o.ttl_ms = absl::GetFlag(FLAGS_ttl_ms);
   o.retry_ms = absl::GetFlag(FLAGS_retry_ms);
+  o.dlock_scripts = absl::GetFlag(FLAGS_dlock_scripts);
   if (o.n <= 0 || o.warmup < 0 || o.depth <= 0 || o.workers <= 0 || o.total <= 0 ||
       o.ttl_ms <= 0 || o.retry_ms < 0) {
     std::fprintf(stderr, "counts and ttl must be positive\n");

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "dlock/lock/scripts.h"
 
 namespace dlock {
 namespace bench {
@@ -74,10 +75,11 @@ absl::StatusOr<redisReply*> SyncArgv(redisContext* c,
   return r;
 }
 
-absl::StatusOr<std::string> LoadScript(const std::string& host, int port) {
+absl::StatusOr<std::string> LoadScript(const std::string& host, int port,
+                                       const std::string& source = kRawReleaseScript) {
   SyncConn conn;
   if (absl::Status s = SyncConnect(host, port, &conn); !s.ok()) return s;
-  auto r = SyncArgv(conn.c, {"SCRIPT", "LOAD", kRawReleaseScript});
+  auto r = SyncArgv(conn.c, {"SCRIPT", "LOAD", source});
   if (!r.ok()) return r.status();
   std::string sha((*r)->str, (*r)->len);
   freeReplyObject(*r);
@@ -166,6 +168,8 @@ struct Chain {
   int pending = 0;  // replies outstanding in the current phase
   int ok = 0;       // servers that granted the lock
   std::string key;
+  std::string fence_key;
+  std::string channel;
   std::string token;
   int64_t start_ns = 0;
 };
@@ -174,6 +178,7 @@ struct CycleRunner {
   AsyncRig* rig = nullptr;
   const RawOptions* o = nullptr;
   std::string sha;
+  std::string acquire_sha;  // dlock_scripts only
   std::string ttl;
   std::string keyprefix;
   int64_t target = 0;   // cycles to run in this pass
@@ -183,19 +188,33 @@ struct CycleRunner {
   LatencyRecorder* lat = nullptr;  // null during warmup
   TokenSource tokens;
   std::vector<Chain> chains;
-  std::string kSet = "SET", kNx = "NX", kPx = "PX", kEvalsha = "EVALSHA", kOne = "1";
+  std::string kSet = "SET", kNx = "NX", kPx = "PX", kEvalsha = "EVALSHA", kOne = "1",
+              kTwo = "2";
 
   void StartCycle(Chain* c) {
     if (started >= target || !rig->error.ok()) return;
     ++started;
-    c->key = absl::StrCat(keyprefix, started);
     c->token = tokens.Next();
     c->start_ns = NowNanos();
     c->pending = static_cast<int>(rig->conns.size());
     c->ok = 0;
+    if (o->dlock_scripts) {
+      // dlock's key scheme: P{R}, P{R}:fence, P{R}:released.
+      std::string r = absl::StrCat(keyprefix, started);
+      c->key = absl::StrCat("{", r, "}");
+      c->fence_key = absl::StrCat(c->key, ":fence");
+      c->channel = absl::StrCat(c->key, ":released");
+    } else {
+      c->key = absl::StrCat(keyprefix, started);
+    }
     for (redisAsyncContext* ac : rig->conns) {
-      SendArgv(ac, &CycleRunner::OnAcquire, c,
-               {&kSet, &c->key, &c->token, &kNx, &kPx, &ttl});
+      if (o->dlock_scripts) {
+        SendArgv(ac, &CycleRunner::OnAcquire, c,
+                 {&kEvalsha, &acquire_sha, &kTwo, &c->key, &c->fence_key, &c->token, &ttl});
+      } else {
+        SendArgv(ac, &CycleRunner::OnAcquire, c,
+                 {&kSet, &c->key, &c->token, &kNx, &kPx, &ttl});
+      }
     }
   }
 
@@ -205,7 +224,7 @@ struct CycleRunner {
     auto* reply = static_cast<redisReply*>(rv);
     if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
       r->rig->Fail(reply ? std::string(reply->str, reply->len) : "disconnected");
-    } else if (reply->type == REDIS_REPLY_STATUS) {
+    } else if (reply->type == REDIS_REPLY_STATUS || reply->type == REDIS_REPLY_INTEGER) {
       ++c->ok;
     }
     if (--c->pending > 0) return;
@@ -213,8 +232,13 @@ struct CycleRunner {
     if (c->ok < static_cast<int>(r->rig->conns.size()) / 2 + 1) ++r->failed;
     c->pending = static_cast<int>(r->rig->conns.size());
     for (redisAsyncContext* ac : r->rig->conns) {
-      SendArgv(ac, &CycleRunner::OnRelease, c,
-               {&r->kEvalsha, &r->sha, &r->kOne, &c->key, &c->token});
+      if (r->o->dlock_scripts) {
+        SendArgv(ac, &CycleRunner::OnRelease, c,
+                 {&r->kEvalsha, &r->sha, &r->kOne, &c->key, &c->token, &c->channel});
+      } else {
+        SendArgv(ac, &CycleRunner::OnRelease, c,
+                 {&r->kEvalsha, &r->sha, &r->kOne, &c->key, &c->token});
+      }
     }
   }
 
@@ -248,11 +272,17 @@ struct CycleRunner {
 absl::StatusOr<BenchResult> RawAsyncCycles(const RawOptions& o,
                                            const std::string& workload) {
   if (o.ports.empty()) return absl::InvalidArgumentError("no ports");
-  std::string sha;
+  std::string sha, acquire_sha;
   for (int port : o.ports) {
-    auto s = LoadScript(o.host, port);
+    auto s = LoadScript(o.host, port,
+                        o.dlock_scripts ? ReleaseScript().source() : kRawReleaseScript);
     if (!s.ok()) return s.status();
     sha = *s;
+    if (o.dlock_scripts) {
+      auto a = LoadScript(o.host, port, AcquireScript().source());
+      if (!a.ok()) return a.status();
+      acquire_sha = *a;
+    }
   }
   AsyncRig rig;
   if (absl::Status s = rig.Open(o.host, o.ports); !s.ok()) return s;
@@ -260,6 +290,7 @@ absl::StatusOr<BenchResult> RawAsyncCycles(const RawOptions& o,
   runner.rig = &rig;
   runner.o = &o;
   runner.sha = sha;
+  runner.acquire_sha = acquire_sha;
   runner.ttl = absl::StrCat(o.ttl_ms);
   int depth = workload == "seq" ? 1 : std::max(1, o.depth);
   runner.chains.resize(depth);
@@ -278,7 +309,7 @@ absl::StatusOr<BenchResult> RawAsyncCycles(const RawOptions& o,
   if (!err.ok()) return err;
 
   BenchResult r;
-  r.peer = "hiredis-raw";
+  r.peer = o.dlock_scripts ? "hiredis-raw-dlock-scripts" : "hiredis-raw";
   r.api = "async";
   r.workload = workload;
   r.instances = static_cast<int>(o.ports.size());

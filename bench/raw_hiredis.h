@@ -37,6 +37,11 @@ struct RawOptions {
   int64_t total = 2000;     // contend: critical sections in all
   int ttl_ms = 30000;       // lock TTL
   int retry_ms = 1;         // contend: sleep between attempts
+  // seq / pipelined async only: use dlock's own acquire and release Lua
+  // scripts (SET NX PX + INCR fence; compare-and-delete + PUBLISH) instead
+  // of plain SET NX PX and a bare compare-and-delete. A diagnostic ceiling:
+  // the same server work as dlock, without dlock's client code.
+  bool dlock_scripts = false;
 };
 
 // seq (depth 1) or pipelined (depth D) over hiredis async on libuv.
