@@ -65,7 +65,9 @@ class RenewingBlockingLockTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (server_ != nullptr && server_->paused()) EXPECT_THAT(server_->Resume(), IsOk());
+    if (server_ != nullptr && server_->paused()) {
+      EXPECT_THAT(server_->Resume(), IsOk());
+    }
     locks_.reset();
     if (thread_ != nullptr) {
       RunOnLoop(*thread_, [this] {

@@ -38,7 +38,9 @@ class WatchdogRealTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (server_ != nullptr && server_->paused()) EXPECT_THAT(server_->Resume(), IsOk());
+    if (server_ != nullptr && server_->paused()) {
+      EXPECT_THAT(server_->Resume(), IsOk());
+    }
     for (auto& c : clients_) c->Close();
     clients_.clear();
     loop_.reset();
