@@ -40,6 +40,8 @@ struct DlockStack {
   std::unique_ptr<RetryLock> retry;
   Lock* base = nullptr;  // simple or redlock
 
+  bool delayed_restart = true;
+
   absl::Status Build(uv_loop_t* uv, EventLoop* loop, const RawOptions& o, bool with_retry) {
     for (int port : o.ports) {
       HiredisTransportOptions t;
@@ -58,6 +60,7 @@ struct DlockStack {
     } else {
       RedLockOptions ro;
       ro.keys.prefix = prefix;
+      ro.delayed_restart = delayed_restart;
       std::vector<Transport*> ts;
       for (auto& t : transports) ts.push_back(t.get());
       auto rl = RedLock::Create(loop, ts, ro);
@@ -195,6 +198,7 @@ struct CycleChains {
 absl::StatusOr<BenchResult> AsyncCycles(const DlockOptions& o, const std::string& workload) {
   LocalLoop l;
   DlockStack s;
+  s.delayed_restart = o.redlock_delayed_restart;
   absl::Status st = OpenLocal(&l, &s, o.raw, false);
   if (!st.ok()) {
     s.Destroy();
@@ -218,6 +222,7 @@ absl::StatusOr<BenchResult> AsyncCycles(const DlockOptions& o, const std::string
   if (!c.error.ok()) return c.error;
   BenchResult r = Header("async", workload, static_cast<int>(o.raw.ports.size()));
   if (workload == "pipelined") r.Set("depth", static_cast<int64_t>(depth));
+  if (o.raw.ports.size() > 1) r.Set("delayed_restart", o.redlock_delayed_restart);
   r.SetCycleStats(o.raw.n, t1 - t0, before, after, &lat);
   r.Set("failed", c.failed);
   return r;

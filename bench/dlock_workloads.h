@@ -32,6 +32,10 @@ struct DlockOptions {
   std::string api = "async";  // async | blocking
   int64_t leases = 10000;     // watchdog
   double seconds = 10;        // watchdog
+  // RedLock's delayed-restart rule (RedLockOptions::delayed_restart). On by
+  // default, as in the library; off as a diagnostic (it adds an INFO to
+  // every acquire).
+  bool redlock_delayed_restart = true;
 };
 
 absl::StatusOr<BenchResult> RunDlock(const DlockOptions& o,

@@ -49,6 +49,8 @@ ABSL_FLAG(int, retry_ms, 1, "contend, hiredis-raw: sleep between attempts");
 ABSL_FLAG(int64_t, leases, 10000, "watchdog: leases held");
 ABSL_FLAG(double, seconds, 10, "watchdog: how long to hold them");
 ABSL_FLAG(int, ttl_ms, 30000, "lock TTL (watchdog: lease TTL)");
+ABSL_FLAG(bool, redlock_delayed_restart, true,
+          "dlock with several ports: RedLock's delayed-restart rule (INFO per acquire)");
 ABSL_FLAG(bool, dlock_scripts, false,
           "hiredis-raw async seq/pipelined: run dlock's acquire/release Lua scripts");
 
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
     d.api = api;
     d.leases = absl::GetFlag(FLAGS_leases);
     d.seconds = absl::GetFlag(FLAGS_seconds);
+    d.redlock_delayed_restart = absl::GetFlag(FLAGS_redlock_delayed_restart);
     r = dlock::bench::RunDlock(d, workload);
   }
   if (!r.ok()) {
