@@ -3,6 +3,7 @@
 #include "dlock/transport/uv/hiredis_transport.h"
 
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "dlock/tests/testing/redis_server.h"
 #include "dlock/tests/testing/status_matchers.h"
 #include "dlock/transport/script.h"
+#include "dlock/transport/uv/uv_loop_thread.h"
 #include "dlock/transport/uv/uv_test_loop.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -571,6 +573,58 @@ TEST_F(HiredisTransportTest, SubscriberMayUnsubscribeInsideItsOwnCallback) {
   ASSERT_TRUE(loop_.RunUntil([&] { return calls >= 1; }));
   loop_.RunFor(absl::Milliseconds(50));
   EXPECT_EQ(calls, 1);
+}
+
+TEST_F(HiredisTransportTest, ResubscribingWhileAnUnsubscribeIsInFlightWorks) {
+  MakeTransport(Options());
+  bool first_ready = false;
+  auto first = transport_->Subscribe("ch", [](absl::string_view, absl::string_view) {},
+                                     [&](absl::Status s) { first_ready = s.ok(); });
+  ASSERT_THAT(first, IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return first_ready; }));
+  first->reset();  // UNSUBSCRIBE goes out on the next write
+  std::vector<std::string> got;
+  std::optional<absl::Status> ready;
+  auto second = transport_->Subscribe(
+      "ch", [&](absl::string_view, absl::string_view m) { got.emplace_back(m); },
+      [&](absl::Status s) { ready = s; });
+  ASSERT_THAT(second, IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return ready.has_value(); }));
+  ASSERT_THAT(*ready, IsOk());
+  ASSERT_THAT(server_->Command({"PUBLISH", "ch", "hello"}), IsOkAndHolds(Reply::Integer(1)));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !got.empty(); }));
+  EXPECT_THAT(got, ElementsAre("hello"));
+}
+
+// The threaded pattern: the transport lives on a UvLoopThread and is created,
+// used and destroyed only in posted functions.
+TEST(HiredisTransportOnLoopThreadTest, CommandsRunOnTheLoopThread) {
+  auto server = RedisServer::Start();
+  ASSERT_THAT(server, IsOk());
+  auto thread = std::make_unique<UvLoopThread>();
+  std::unique_ptr<HiredisTransport> transport;  // touched on the loop thread only
+  std::promise<absl::StatusOr<Reply>> reply;
+  const int port = (*server)->port();
+  thread->Post([&] {
+    HiredisTransportOptions o;
+    o.port = port;
+    auto t = HiredisTransport::Create(thread->uv_loop(), o);
+    if (!t.ok()) {
+      reply.set_value(t.status());
+      return;
+    }
+    transport = std::move(*t);
+    absl::Status s = transport->Send({"ECHO", "hi"}, kLong, [&](absl::StatusOr<Reply> r) {
+      EXPECT_TRUE(thread->InLoopThread());
+      reply.set_value(std::move(r));
+    });
+    if (!s.ok()) reply.set_value(s);
+  });
+  auto f = reply.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_THAT(f.get(), IsOkAndHolds(Reply::String("hi")));
+  thread->Post([&] { transport.reset(); });
+  thread.reset();  // joins; the loop closed clean (else it would report)
 }
 
 }  // namespace
