@@ -53,7 +53,14 @@
 // kUnavailable when the pub/sub connection failed or was lost first, or
 // kCancelled by Close(). Either way the subscription stays registered until
 // destroyed: after every reconnect its channel is subscribed again, and
-// messages published while the connection was down are lost.
+// messages published while the connection was down are lost. Destroying a
+// Subscription before its on_ready ran destroys on_ready without running it;
+// after the destructor returns neither callback runs. on_message may destroy
+// its own Subscription (or the transport).
+// A channel the (ACL) user may not access makes the server answer SUBSCRIBE
+// with an error, on which hiredis 0.14 drops the pub/sub connection: on_ready
+// gets kUnavailable (with the NOPERM text) and, as long as such a
+// subscription exists, the pub/sub connection keeps backing off and retrying.
 //
 // Close() (also run by the destructor) fails every pending command, Connect
 // waiter and unconfirmed on_ready with kCancelled, synchronously inside
