@@ -40,7 +40,12 @@
 //     with an error (Redis would keep running it and answer BUSY to others).
 //   - A script raising an error table without an `err` field crashes
 //     redis-server 7.0.15; here it gets an explanatory error reply.
-//   - INFO has only the "server" section, with fewer fields.
+//   - INFO has only the "server" section, with fewer fields; SCRIPT HELP,
+//     SCRIPT KILL/DEBUG are unknown subcommands.
+//   - UNSUBSCRIBE without arguments lists the channels in sorted order
+//     (Redis: hash-table order).
+//   - Inside scripts `rawget(_G, name)` is nil for every global (the globals
+//     live behind the read-only proxy).
 //
 // Lifetime: `loop` must outlive the server. Sessions and transports must be
 // destroyed before the server.
@@ -96,8 +101,10 @@ class FakeRedis {
     std::vector<Reply> Command(std::vector<std::string> argv);
 
     // Called for each message published on a channel this session is
-    // subscribed to, synchronously inside PUBLISH (also inside a script).
-    // Without a handler, messages are queued for `TakeMessages()`.
+    // subscribed to, synchronously inside PUBLISH (also inside a script), so
+    // it must not call back into the server (FakeTransport's handler only
+    // schedules the delivery). Without a handler, messages are queued for
+    // `TakeMessages()`.
     void SetMessageHandler(
         std::function<void(const std::string& channel, const std::string& message)> handler);
     // Queued messages as Redis pushes them: ["message", channel, payload].

@@ -40,6 +40,9 @@ constexpr char kRealGlobalsKey[] = "dlock_fake_real_globals";
 constexpr char kProtectedKey[] = "dlock_fake_protected_tables";
 constexpr char kToStringKey[] = "dlock_fake_tostring";
 
+// How deep a script's reply may nest (see LuaToReply).
+constexpr int kMaxReplyDepth = 100;
+
 // How often the instruction-count hook runs.
 constexpr int kHookEvery = 100000;
 
@@ -739,9 +742,12 @@ void FakeRedisLua::PushReply(lua_State* L, const Reply& r) {
 }
 
 // Lua value on top of the stack -> Redis reply (luaReplyToRedisReply, with
-// the script client in RESP2). Pops the value.
-Reply FakeRedisLua::LuaToReply(lua_State* L) {
-  if (!lua_checkstack(L, 4)) {
+// the script client in RESP2). Pops the value. Redis stops nesting when the
+// Lua stack is full (thousands of levels, more than any client parses:
+// hiredis refuses replies nested deeper than 7); the fake stops at
+// kMaxReplyDepth to bound its own C++ recursion, with the same error.
+Reply FakeRedisLua::LuaToReply(lua_State* L, int depth) {
+  if (depth > kMaxReplyDepth || !lua_checkstack(L, 4)) {
     lua_pop(L, 1);
     return Reply::Error("ERR reached lua stack limit");
   }
@@ -826,8 +832,8 @@ Reply FakeRedisLua::LuaToReply(lua_State* L) {
         lua_pushnil(L);
         while (lua_next(L, -2) != 0) {
           lua_pushvalue(L, -2);
-          elements.push_back(LuaToReply(L));  // key
-          elements.push_back(LuaToReply(L));  // value
+          elements.push_back(LuaToReply(L, depth + 1));  // key
+          elements.push_back(LuaToReply(L, depth + 1));  // value
         }
         lua_pop(L, 2);
         return Reply::Array(std::move(elements));
@@ -842,7 +848,7 @@ Reply FakeRedisLua::LuaToReply(lua_State* L) {
         while (lua_next(L, -2) != 0) {
           lua_pop(L, 1);
           lua_pushvalue(L, -1);
-          elements.push_back(LuaToReply(L));
+          elements.push_back(LuaToReply(L, depth + 1));
         }
         lua_pop(L, 2);
         return Reply::Array(std::move(elements));
@@ -857,7 +863,7 @@ Reply FakeRedisLua::LuaToReply(lua_State* L) {
           lua_pop(L, 1);
           break;
         }
-        elements.push_back(LuaToReply(L));
+        elements.push_back(LuaToReply(L, depth + 1));
       }
       out = Reply::Array(std::move(elements));
       break;
@@ -930,7 +936,7 @@ Reply FakeRedisLua::Run(const std::string& sha, const FakeRedis::CallContext& ca
   const int err = lua_pcall(L, 0, 1, -2);
   lua_sethook(L, nullptr, 0, 0);
   running_ = false;
-  Reply reply = err != 0 ? ErrorToReply(sha) : LuaToReply(L);
+  Reply reply = err != 0 ? ErrorToReply(sha) : LuaToReply(L, 0);
   lua_pop(L, 1);  // the error handler
   if (++gc_count_ == 50) {
     lua_gc(L, LUA_GCSTEP, 50);

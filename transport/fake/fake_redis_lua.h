@@ -72,7 +72,7 @@ class FakeRedisLua {
   };
 
   void PushReply(lua_State* L, const Reply& r);
-  Reply LuaToReply(lua_State* L);
+  Reply LuaToReply(lua_State* L, int depth);
   Reply ErrorToReply(const std::string& sha);
   void Protect();
 

@@ -438,6 +438,33 @@ TEST_F(FakeRedisTest, Sha1HexAndRandomMatchRedis) {
   EXPECT_EQ(Run({"EVAL", "return tostring(math.random())", "0"}), S("0.84048536971234"));
 }
 
+TEST_F(FakeRedisTest, SelfReferencingTableEndsWithStackLimitErrorNotACrash) {
+  Reply r = Run({"EVAL", "local t = {} t[1] = t return t", "0"});
+  int depth = 0;
+  const Reply* p = &r;
+  while (p->is_array() && p->elements.size() == 1) {
+    p = &p->elements[0];
+    ++depth;
+  }
+  EXPECT_EQ(depth, 101);
+  EXPECT_EQ(*p, E("ERR reached lua stack limit"));
+}
+
+TEST_F(FakeRedisTest, RedisLibraryHelpers) {
+  EXPECT_EQ(Run({"EVAL", "redis.log(redis.LOG_WARNING, 'x') return redis.REDIS_VERSION", "0"}),
+            S("7.0.15"));
+  std::string body = "redis.log(99, 'x')";
+  EXPECT_EQ(Run({"EVAL", body, "0"}), E(ScriptErr("ERR Invalid debug level.", body)));
+  body = "return redis.setresp(3)";
+  EXPECT_EQ(Run({"EVAL", body, "0"}),
+            E(ScriptErr("ERR FakeRedis supports only RESP2 in scripts", body)));
+  EXPECT_EQ(Run({"EVAL", "redis.setresp(2) return redis.replicate_commands()", "0"}), I(1));
+  body = "return redis.sha1hex()";
+  EXPECT_EQ(Run({"EVAL", body, "0"}), E(ScriptErr("ERR wrong number of arguments", body)));
+  EXPECT_EQ(Run({"EVAL", "return redis.status_reply(5)", "0"}),
+            E("ERR wrong number or type of arguments"));
+}
+
 TEST_F(FakeRedisTest, RunawayScriptIsAbortedInsteadOfHanging) {
   FakeRedis::Options options;
   options.max_script_instructions = 1000000;
