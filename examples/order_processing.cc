@@ -18,6 +18,8 @@
 #include "dlock/lock/simple_lock.h"
 #include "dlock/transport/transport.h"
 
+ABSL_FLAG(bool, fake, false,
+          "run on in-memory fake servers in virtual time (*_fake binaries only)");
 ABSL_FLAG(std::vector<std::string>, redis, {},
           "Redis server (redis://host:port); default: start a private one");
 
@@ -28,7 +30,7 @@ namespace {
 // One worker process: its own connection and lock.
 class Worker {
  public:
-  Worker(std::string name, EventLoop* loop, std::unique_ptr<HiredisTransport> t)
+  Worker(std::string name, EventLoop* loop, std::unique_ptr<Transport> t)
       : name_(std::move(name)), transport_(std::move(t)), lock_(loop, transport_.get()) {}
 
   // Handles one delivery of `order`; `done` runs when finished.
@@ -43,11 +45,11 @@ class Worker {
         return done();
       }
       Lease held = *lease;
-      // Under the lock: was it processed already? (SADD returns 1 only the
-      // first time: the record of processed orders.)
-      transport_->Send({"SADD", "orders:processed", order}, absl::Seconds(2),
+      // Under the lock: was it processed already? (SET NX succeeds only
+      // the first time: the record of processed orders.)
+      transport_->Send({"SET", "orders:processed:" + order, "1", "NX"}, absl::Seconds(2),
                        [this, order, held, done](absl::StatusOr<Reply> r) {
-        bool first = r.ok() && r->is_integer() && r->integer == 1;
+        bool first = r.ok() && r->is_status() && r->str == "OK";
         auto release = [this, held, done] {
           lock_.Release(held, [done](absl::Status) { done(); }).IgnoreError();
         };
@@ -70,12 +72,12 @@ class Worker {
 
  private:
   std::string name_;
-  std::unique_ptr<HiredisTransport> transport_;
+  std::unique_ptr<Transport> transport_;
   SimpleLock lock_;
 };
 
 int Main(const std::vector<std::string>& urls) {
-  absl::StatusOr<std::unique_ptr<ExampleEnv>> env = ExampleEnv::Create(urls, 1);
+  absl::StatusOr<std::unique_ptr<ExampleEnv>> env = ExampleEnv::Create(urls, 1, absl::GetFlag(FLAGS_fake));
   if (!env.ok()) {
     Say(env.status().ToString());
     return 1;
@@ -87,7 +89,7 @@ int Main(const std::vector<std::string>& urls) {
     auto admin = e.Connect(0);
     int pending = 0;
     // Start clean (a shared --redis server may have old data).
-    admin->Send({"DEL", "orders:processed", "orders:charged:" + order}, absl::Seconds(2),
+    admin->Send({"DEL", "orders:processed:" + order, "orders:charged:" + order}, absl::Seconds(2),
                 [&pending](absl::StatusOr<Reply>) { --pending; }).IgnoreError();
     ++pending;
     e.RunUntil([&] { return pending == 0; });

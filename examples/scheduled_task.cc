@@ -13,11 +13,15 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/examples/support/example_env.h"
+#include "dlock/transport/transport.h"
 #include "dlock/lock/simple_lock.h"
 
+ABSL_FLAG(bool, fake, false,
+          "run on in-memory fake servers in virtual time (*_fake binaries only)");
 ABSL_FLAG(std::vector<std::string>, redis, {},
           "Redis server (redis://host:port); default: start a private one");
 ABSL_FLAG(int, ticks, 5, "ticks to run");
@@ -28,16 +32,16 @@ namespace examples {
 namespace {
 
 struct Node {
-  Node(std::string name, EventLoop* loop, std::unique_ptr<HiredisTransport> t)
+  Node(std::string name, EventLoop* loop, std::unique_ptr<Transport> t)
       : name(std::move(name)), transport(std::move(t)), lock(loop, transport.get()) {}
   std::string name;
-  std::unique_ptr<HiredisTransport> transport;
+  std::unique_ptr<Transport> transport;
   SimpleLock lock;
 };
 
 int Main() {
   absl::StatusOr<std::unique_ptr<ExampleEnv>> env =
-      ExampleEnv::Create(absl::GetFlag(FLAGS_redis), 1);
+      ExampleEnv::Create(absl::GetFlag(FLAGS_redis), 1, absl::GetFlag(FLAGS_fake));
   if (!env.ok()) {
     Say(env.status().ToString());
     return 1;
@@ -47,7 +51,8 @@ int Main() {
   const absl::Duration period = absl::GetFlag(FLAGS_tick);
   // A run id keeps the lock names of this run apart from earlier runs on a
   // shared --redis server.
-  const std::string run_id = absl::StrCat(absl::ToUnixMicros(absl::Now()));
+  absl::BitGen rng;
+  const std::string run_id = absl::StrCat(absl::Uniform<uint64_t>(rng));
   std::map<int, std::vector<std::string>> ran;  // tick -> nodes that ran it
   int attempts_done = 0;
   {

@@ -16,9 +16,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/examples/support/example_env.h"
+#include "dlock/transport/transport.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
 
+ABSL_FLAG(bool, fake, false,
+          "run on in-memory fake servers in virtual time (*_fake binaries only)");
 ABSL_FLAG(std::vector<std::string>, redis, {},
           "Redis server (redis://host:port); default: start a private one");
 ABSL_FLAG(int, buyers, 30, "concurrent buyers");
@@ -32,18 +35,18 @@ constexpr char kStockKey[] = "shop:sku-7:stock";
 constexpr char kResource[] = "sku-7";
 
 struct Buyer {
-  Buyer(int id, EventLoop* loop, std::unique_ptr<HiredisTransport> t)
+  Buyer(int id, EventLoop* loop, std::unique_ptr<Transport> t)
       : id(id), transport(std::move(t)), simple(loop, transport.get()),
         retry(loop, &simple, transport.get()) {}
   int id;
-  std::unique_ptr<HiredisTransport> transport;
+  std::unique_ptr<Transport> transport;
   SimpleLock simple;
   RetryLock retry;
 };
 
 int Main() {
   absl::StatusOr<std::unique_ptr<ExampleEnv>> env =
-      ExampleEnv::Create(absl::GetFlag(FLAGS_redis), 1);
+      ExampleEnv::Create(absl::GetFlag(FLAGS_redis), 1, absl::GetFlag(FLAGS_fake));
   if (!env.ok()) {
     Say(env.status().ToString());
     return 1;

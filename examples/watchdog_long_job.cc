@@ -17,10 +17,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "dlock/examples/support/example_env.h"
+#include "dlock/transport/transport.h"
 #include "dlock/lock/observer.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/watchdog/watchdog.h"
 
+ABSL_FLAG(bool, fake, false,
+          "run on in-memory fake servers in virtual time (*_fake binaries only)");
 ABSL_FLAG(std::vector<std::string>, redis, {},
           "Redis server (redis://host:port); default: start a private one");
 
@@ -107,7 +110,7 @@ int RunJob(ExampleEnv& e, const std::string& resource, int steps, int sabotage_a
 
 int Main() {
   absl::StatusOr<std::unique_ptr<ExampleEnv>> env =
-      ExampleEnv::Create(absl::GetFlag(FLAGS_redis), 1);
+      ExampleEnv::Create(absl::GetFlag(FLAGS_redis), 1, absl::GetFlag(FLAGS_fake));
   if (!env.ok()) {
     Say(env.status().ToString());
     return 1;
