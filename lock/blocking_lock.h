@@ -59,7 +59,10 @@ namespace dlock {
 
 class BlockingLock;
 
-// What a guard shares with the loop thread.
+// What a guard shares with the loop thread. Owned jointly by the guard
+// (caller thread) and whatever a hook keeps on the loop thread; fields other
+// than `lost` are touched only on the loop thread once the guard exists
+// (`lease` is read-only).
 struct GuardState {
   // The lease as acquired. Immutable after the guard is returned.
   Lease lease;
