@@ -29,6 +29,9 @@
 //                                         | (WatchOptions::release_late_renewal)
 //   kUnavailable / kDeadlineExceeded      | retried every `retry_interval`
 //   (transient)                           | while the local deadline allows
+//   no answer for `retry_interval`        | another extend is sent (a reply
+//                                         | may be lost); the first success
+//                                         | wins
 //   anything else (kFailedPrecondition:   | lost at once with that status
 //   not the owner; kAborted; kInternal;   |
 //   kCancelled: lock/transport shut down) |
@@ -70,8 +73,13 @@
 // and `Release()` returns kCancelled. `on_lost` may destroy the handle or
 // the Watchdog, release the lease, or start new watches.
 //
-// Not thread-safe: call only on the thread running `loop` (threaded programs
-// use the blocking facade's guard with auto-renewal).
+// Observability: `WatchdogOptions::observer` (a LockObserver) gets
+// OnRenewal for every renewal outcome (latency, margin left) and
+// OnLeaseLost for every lost lease.
+//
+// Not thread-safe: call only on the thread running `loop`. Threaded
+// programs use `RenewingBlockingLock` (renewing_blocking_lock.h): the
+// blocking facade whose guards are renewed on its loop thread.
 #ifndef DLOCK_WATCHDOG_WATCHDOG_H_
 #define DLOCK_WATCHDOG_WATCHDOG_H_
 
