@@ -125,7 +125,8 @@ struct LeaseLostEvent {
 // One RedLock server answered (or failed to) one operation.
 struct ServerVoteEvent {
   absl::string_view resource;
-  // "acquire", "extend" or "release".
+  // "acquire", "extend" or "release" ("fence": RedLock's write-back of
+  // the fencing counter, see redlock.h).
   absl::string_view operation;
   // Index into the RedLock's server list, and its name if configured
   // (e.g. "127.0.0.1:6379"), else empty.

@@ -50,11 +50,14 @@
 // An attempt is never blocked by leftovers of an earlier attempt of the
 // same Acquire: the release of attempt k is sent when attempt k is decided,
 // on the same connection and therefore executed by each server before
-// anything sent later; a release that could not be confirmed (timeout,
-// connection lost) is sent again, just before attempt k+1's acquire on that
-// server, in the same write. So on every server that is reachable when
-// attempt k+1 starts, attempt k's key is gone before attempt k+1 arrives.
-// A leftover on a server unreachable then can only expire (at most ttl).
+// anything sent later (if an acquire had to fall back from EVALSHA to EVAL
+// it may run after that release; its late grant is then released again);
+// a release that could not be confirmed (timeout, connection lost) is sent
+// again -- while its key could still exist -- just before attempt k+1's
+// acquire on that server, in the same write. So on every server that is
+// reachable when attempt k+1 starts, attempt k's key is gone before attempt
+// k+1 arrives. A leftover on a server unreachable then can only expire (at
+// most ttl after it was set).
 //
 // ERRORS of Acquire (the last attempt's; the message gives the counts):
 //   kAborted          quorum impossible and at least one server was held
@@ -64,10 +67,10 @@
 //                     counted because of a recent restart (below)
 //   kDeadlineExceeded quorum reached too late: validity <= 0
 //   kCancelled        the RedLock was destroyed (shutdown)
-//   kInternal         foreign data under the lock key on a server counts
-//                     as that server failing (kUnavailable overall)
 //   kInvalidArgument  from the call: bad resource, ttl <= drift, ttl >
 //                     max_ttl, wait < 0
+// (Foreign data under a lock key -- kInternal from that server -- counts as
+// that server failing; it is never the overall result.)
 //
 // EXTEND (`Extend(lease, ttl)`) runs `LockCommands::ExtendOrReacquire` on
 // every server in parallel: PEXPIRE where the key still holds lease.token,
@@ -104,7 +107,9 @@
 // the servers of the granting quorum. Before the lease is handed out, that
 // maximum is written back (raised, never lowered) on granting servers until
 // a quorum of them holds a counter >= lease.fence (usually nothing to do:
-// the counters agree). Guarantee: if lease L2 of a resource is granted after
+// the counters agree; lagging servers that grant late are raised in the
+// background too, so the counters converge). If no quorum confirms in time,
+// the attempt fails (kUnavailable) like any other. Guarantee: if lease L2 of a resource is granted after
 // lease L1 of it ended (L1 released, or its deadline passed), then
 // L2.fence > L1.fence -- because L1's quorum and L2's quorum share a server
 // whose counter was >= L1.fence while L1 held its key there, and L2's grant
@@ -130,10 +135,16 @@
 // analysis, enforced by the client. Nor are votes of a server whose INFO
 // (queued ahead of the lock command) failed, since it may have restarted
 // unseen. (Keys such servers grant are still released or extended like any
-// other.) Acquire and Extend reject a ttl
-// above `max_ttl`, so no lease can outlive that window. A restart that
-// happened before RedLock first saw the server cannot be detected; run the
-// servers with persistence or really delay their restarts as well.
+// other.) Acquire and Extend reject a ttl above `max_ttl`, so no lease can
+// outlive that window. A restart that happened before RedLock first saw the
+// server cannot be detected, nor one whose INFO is renamed or denied (then
+// restart detection is off for that server); run the servers with
+// persistence (appendfsync always) or really delay their restarts as well.
+//
+// OBSERVER (`options.observer`): OnAcquire, OnAcquireWait (before each
+// retry), OnRelease and OnExtend with policy "redlock", and OnServerVote
+// for every per-server reply, with operation "acquire", "extend",
+// "release" or "fence" (the fencing write-back).
 //
 // LIFETIMES. The loop and the transports are not owned and must outlive
 // the RedLock and every command it sent. Destroying the RedLock ends every
