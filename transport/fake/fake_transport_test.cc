@@ -3,6 +3,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -502,6 +503,77 @@ TEST_F(FakeTransportPubSubTest, DestroyingSubscriptionInsideItsCallbackStopsIt) 
 TEST_F(FakeTransportPubSubTest, SubscribeRejectsNullHandler) {
   EXPECT_THAT(conn_.Subscribe("c", nullptr, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// ---- randomized contract check ---------------------------------------------
+
+// Random sends interleaved with every fault, partitions, restarts and time
+// steps: each accepted callback runs exactly once, never inside Send, never
+// after its deadline, and replies arrive in send order.
+TEST(FakeTransportStressTest, ContractHoldsUnderRandomFaults) {
+  int answered = 0, failed = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+    ManualEventLoop loop;
+    FakeRedis server(&loop);
+    FakeTransport conn(&loop, &server);
+    struct Record {
+      absl::Time sent;
+      absl::Duration timeout;
+      int calls = 0;
+      bool ok = false;
+      absl::Time at;
+    };
+    std::vector<std::unique_ptr<Record>> records;
+    std::vector<size_t> reply_order;
+    bool in_send = false;
+    for (int step = 0; step < 400; ++step) {
+      switch (pick(12)) {
+        case 0: conn.SetLatency(absl::Milliseconds(pick(40))); break;
+        case 1: conn.DropNextRequests(pick(3)); break;
+        case 2: conn.DropNextReplies(pick(3)); break;
+        case 3: conn.FailNext(pick(3), absl::UnavailableError("x")); break;
+        case 4: pick(2) ? conn.Partition() : conn.Heal(); break;
+        case 5: if (pick(4) == 0) server.Restart(); break;
+        case 6: case 7: loop.AdvanceTime(absl::Milliseconds(pick(60))); break;
+        default: {
+          const size_t index = records.size();
+          records.push_back(std::make_unique<Record>());
+          Record* r = records.back().get();
+          r->sent = loop.Now();
+          r->timeout = absl::Milliseconds(1 + pick(100));
+          in_send = true;
+          absl::Status s = conn.Send(
+              {"INCR", "n"}, r->timeout,
+              [&, r, index](absl::StatusOr<Reply> reply) {
+                EXPECT_FALSE(in_send);
+                ++r->calls;
+                r->at = loop.Now();
+                r->ok = reply.ok();
+                if (reply.ok()) reply_order.push_back(index);
+              });
+          in_send = false;
+          ASSERT_THAT(s, IsOk());
+        }
+      }
+    }
+    loop.AdvanceTime(absl::Seconds(1));
+    for (const auto& r : records) {
+      EXPECT_EQ(r->calls, 1);
+      EXPECT_LE(r->at, r->sent + r->timeout);
+      (r->ok ? answered : failed) += 1;
+    }
+    for (size_t i = 1; i < reply_order.size(); ++i) {
+      EXPECT_LT(reply_order[i - 1], reply_order[i]);
+    }
+    conn.Close();
+    EXPECT_EQ(loop.pending(), 0u);
+  }
+  // Both outcomes were exercised.
+  EXPECT_GT(answered, 200);
+  EXPECT_GT(failed, 200);
 }
 
 // ---- on the real loop --------------------------------------------------------
