@@ -78,6 +78,12 @@ struct Server {
   std::string run_id;
   bool probe_needed = true;
   bool probe_supported = true;
+  // INFO probes are numbered; the highest one answered with a run_id.
+  // Replies on one connection come in order, so when a lock command's
+  // reply arrives, the probe queued ahead of it succeeded iff
+  // last_ok_probe >= its number.
+  uint64_t next_probe = 1;
+  uint64_t last_ok_probe = 0;
   int restarts = 0;
   absl::Time restart_seen = absl::InfinitePast();
 };
@@ -127,14 +133,14 @@ class Core : public std::enable_shared_from_this<Core> {
     return std::max(kMinAutoServerTimeout, std::min(ttl / 10, kMaxAutoServerTimeout));
   }
 
-  // Whether a vote of server i, arriving at `now`, counts. With the
-  // delayed-restart rule, a server whose run_id could not be confirmed
-  // (its last INFO failed: the one queued ahead of this command, whose
-  // answer arrives first) does not count either: it may have restarted.
-  bool Counted(size_t i, absl::Time now) const {
+  // Whether a vote of server i, arriving at `now`, counts; `probe` is the
+  // number of the INFO queued ahead of the command (0: none). With the
+  // delayed-restart rule, a server whose run_id that INFO did not confirm
+  // does not count: it may have restarted unseen.
+  bool Counted(size_t i, absl::Time now, uint64_t probe) const {
     if (!options_.delayed_restart) return true;
     const Server& s = servers_[i];
-    if (s.probe_supported && s.probe_needed) return false;
+    if (s.probe_supported && (probe == 0 || s.last_ok_probe < probe)) return false;
     return now >= s.restart_seen + options_.max_ttl;
   }
 
@@ -150,17 +156,23 @@ class Core : public std::enable_shared_from_this<Core> {
   // Called before an acquire or extend is sent to server i: queues an
   // `INFO server` ahead of it (same connection, so its answer describes the
   // server that runs the command) when the run_id must be (re)checked.
-  void BeforeLockCommand(size_t i, absl::Duration timeout) {
+  // Returns the probe's number, 0 if none was sent.
+  uint64_t BeforeLockCommand(size_t i, absl::Duration timeout) {
     Server& s = servers_[i];
-    if (!s.probe_supported) return;
-    if (!s.probe_needed && !options_.delayed_restart) return;
+    if (!s.probe_supported) return 0;
+    if (!s.probe_needed && !options_.delayed_restart) return 0;
+    const uint64_t id = s.next_probe++;
     std::weak_ptr<Core> weak = weak_from_this();
     absl::Status sent = s.transport->Send(
-        {"INFO", "server"}, timeout, [weak, i](absl::StatusOr<Reply> reply) {
+        {"INFO", "server"}, timeout, [weak, i, id](absl::StatusOr<Reply> reply) {
           std::shared_ptr<Core> core = weak.lock();
-          if (core != nullptr) core->OnProbeReply(i, reply);
+          if (core != nullptr) core->OnProbeReply(i, id, reply);
         });
-    if (!sent.ok()) s.probe_needed = true;
+    if (!sent.ok()) {
+      s.probe_needed = true;
+      return 0;
+    }
+    return id;
   }
 
   void NoteResult(size_t i, const absl::Status& status) {
@@ -208,7 +220,7 @@ class Core : public std::enable_shared_from_this<Core> {
   }
 
  private:
-  void OnProbeReply(size_t i, const absl::StatusOr<Reply>& reply) {
+  void OnProbeReply(size_t i, uint64_t id, const absl::StatusOr<Reply>& reply) {
     Server& s = servers_[i];
     if (!reply.ok()) {
       s.probe_needed = true;
@@ -236,6 +248,7 @@ class Core : public std::enable_shared_from_this<Core> {
     }
     s.run_id = std::move(run_id);
     s.probe_needed = false;
+    s.last_ok_probe = std::max(s.last_ok_probe, id);
   }
 
   EventLoop* const loop_;
@@ -323,13 +336,13 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       for (const std::string& token : leftovers) {
         if (MayStillExist(token)) SendRelease(i, token);
       }
-      core_->BeforeLockCommand(i, timeout);
+      const uint64_t probe = core_->BeforeLockCommand(i, timeout);
       std::shared_ptr<AcquireOp> self = shared_from_this();
       absl::Status sent = core_->server(i).commands->TryAcquire(
           resource_, token_, ttl_, timeout,
-          [self, attempt = attempt_, i, token = token_,
+          [self, attempt = attempt_, i, probe, token = token_,
            sent_at = t0_](absl::StatusOr<int64_t> fence) {
-            self->OnAcquireReply(attempt, i, token, sent_at, std::move(fence));
+            self->OnAcquireReply(attempt, i, probe, token, sent_at, std::move(fence));
           });
       if (!sent.ok()) {
         votes_[i] = Vote::kFailed;
@@ -364,7 +377,7 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     }
   }
 
-  void OnAcquireReply(int attempt, size_t i, const std::string& token,
+  void OnAcquireReply(int attempt, size_t i, uint64_t probe, const std::string& token,
                       absl::Time sent_at, absl::StatusOr<int64_t> fence) {
     const absl::Time now = core_->loop()->Now();
     core_->ReportVote(resource_, "acquire", i, fence.status(), now - sent_at);
@@ -393,7 +406,7 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       return;
     }
     if (fence.ok()) {
-      if (core_->Counted(i, now)) {
+      if (core_->Counted(i, now, probe)) {
         votes_[i] = Vote::kGranted;
         fences_[i] = *fence;
       } else {
@@ -787,11 +800,13 @@ class ExtendOp final : public Op, public std::enable_shared_from_this<ExtendOp> 
     const absl::Duration timeout = core_->Timeout(ttl_);
     bool rejected = false;
     for (size_t i = 0; i < n; ++i) {
-      core_->BeforeLockCommand(i, timeout);
+      const uint64_t probe = core_->BeforeLockCommand(i, timeout);
       std::shared_ptr<ExtendOp> self = shared_from_this();
       absl::Status sent = core_->server(i).commands->ExtendOrReacquire(
           lease_.resource, lease_.token, ttl_, timeout,
-          [self, i](absl::Status status) { self->OnReply(i, std::move(status)); });
+          [self, i, probe](absl::Status status) {
+            self->OnReply(i, probe, std::move(status));
+          });
       if (!sent.ok()) {
         votes_[i] = Vote::kFailed;
         last_server_error_ = sent;
@@ -831,13 +846,13 @@ class ExtendOp final : public Op, public std::enable_shared_from_this<ExtendOp> 
  private:
   enum class Vote { kPending, kOk, kRefused, kFailed, kUncounted };
 
-  void OnReply(size_t i, absl::Status status) {
+  void OnReply(size_t i, uint64_t probe, absl::Status status) {
     const absl::Time now = core_->loop()->Now();
     core_->ReportVote(lease_.resource, "extend", i, status, now - t1_);
     core_->NoteResult(i, status);
     if (done_) return;
     if (status.ok()) {
-      votes_[i] = core_->Counted(i, now) ? Vote::kOk : Vote::kUncounted;
+      votes_[i] = core_->Counted(i, now, probe) ? Vote::kOk : Vote::kUncounted;
     } else if (absl::IsFailedPrecondition(status)) {
       votes_[i] = Vote::kRefused;
     } else {

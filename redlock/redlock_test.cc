@@ -804,6 +804,22 @@ TEST_F(RedLockTest, DelayedRestartRuleIgnoresARestartedServerUntilMaxTtlPassed) 
   EXPECT_THAT(later.lease, IsOk());
 }
 
+TEST_F(RedLockTest, AGrantWhoseRunIdCheckWasLostIsNotCountedUnderDelayedRestart) {
+  MakeServers(3);
+  Client& c = MakeClient();  // delayed_restart on by default
+  c.conn(1).Partition();
+  // The INFO queued ahead of server 0's acquire loses its reply: server 0
+  // might have restarted unseen, so its grant does not count.
+  c.conn(0).DropNextReplies(1);
+  Outcome out = Acquire(c);
+  EXPECT_THAT(out.lease, StatusIs(absl::StatusCode::kUnavailable));
+  Drain();
+  EXPECT_EQ(KeysHeld(), 0);
+  // Confirmed on the next attempt, it counts again.
+  Outcome again = Acquire(c);
+  EXPECT_THAT(again.lease, IsOk());
+}
+
 TEST_F(RedLockTest, RestartIsDetectedAfterAFailedCommandWithoutDelayedRestart) {
   MakeServers(3);
   RedLockOptions options = TestOptions();
