@@ -1,6 +1,8 @@
 #include "dlock/lock/reentrant_lock.h"
 
 #include <memory>
+
+#include "absl/container/flat_hash_set.h"
 #include <string>
 #include <utility>
 
@@ -37,6 +39,28 @@ struct ReentrantLock::Core {
     return absl::StrCat(keys.LockKey(resource), ":acquire:", request);
   }
 
+  // Background retries of cleanups after unknown outcomes. Stopped (timers
+  // cancelled) when the lock is destroyed, since its transport may be
+  // destroyed right after; the keys then expire by their TTL.
+  void RetryLater(absl::Duration delay, absl::AnyInvocable<void() &&> fn) {
+    if (stopped) return;
+    auto id = std::make_shared<TimerId>(0);
+    // `fn` keeps this Core alive until the timer ran or was cancelled.
+    *id = loop->RunAfter(delay, [self = this, id, fn = std::move(fn)]() mutable {
+      self->retry_timers.erase(*id);
+      std::move(fn)();
+    });
+    retry_timers.insert(*id);
+  }
+  void StopBackground() {
+    stopped = true;
+    absl::flat_hash_set<TimerId> timers = std::move(retry_timers);
+    retry_timers.clear();
+    for (TimerId id : timers) loop->Cancel(id);
+  }
+  bool stopped = false;
+  absl::flat_hash_set<TimerId> retry_timers;
+
   EventLoop* loop;
   Transport* transport;
   ReentrantLockOptions options;
@@ -62,8 +86,9 @@ void Undo(std::shared_ptr<ReentrantLock::Core> core, std::string resource,
        attempts_left](absl::StatusOr<Reply> reply) mutable {
         if (reply.ok() || attempts_left <= 1) return;
         EventLoop* loop = core->loop;
+        auto* core_raw = core.get();
         if (loop->Now() + kUndoRetryDelay >= marker_expiry) return;
-        loop->RunAfter(kUndoRetryDelay, [core = std::move(core),
+        core_raw->RetryLater(kUndoRetryDelay, [core = std::move(core),
                                          resource = std::move(resource),
                                          owner = std::move(owner),
                                          request = std::move(request), marker_expiry,
@@ -185,7 +210,7 @@ ReentrantLock::ReentrantLock(EventLoop* loop, Transport* transport,
                              ReentrantLockOptions options)
     : core_(std::make_shared<Core>(loop, transport, std::move(options))) {}
 
-ReentrantLock::~ReentrantLock() = default;
+ReentrantLock::~ReentrantLock() { core_->StopBackground(); }
 
 const std::string& ReentrantLock::client_id() const { return core_->client_id; }
 

@@ -38,7 +38,9 @@
 // after that acquire unless the owner keeps extending it.
 //
 // Lifetime: `loop` and `transport` must outlive this object and its
-// operations; the object itself may be destroyed with operations in flight.
+// commands in flight; the object itself may be destroyed with operations in
+// flight (they complete normally). Destroying it stops undo retries; what
+// they would have undone expires by its TTL.
 //
 // Not thread-safe: call only on the loop's thread.
 #ifndef DLOCK_LOCK_REENTRANT_LOCK_H_

@@ -35,8 +35,10 @@
 // not greater than the drift allowance is rejected (kInvalidArgument).
 //
 // Lifetime: `loop` and `transport` must outlive this object and every
-// operation it started. The SimpleLock itself may be destroyed with
-// operations in flight: they complete and call back normally.
+// command it has in flight. The SimpleLock itself may be destroyed with
+// operations in flight: they complete and call back normally. Destroying it
+// stops the retries of background cleanups (so the transport may go next);
+// keys those would have released expire by their TTL.
 //
 // Not thread-safe: call only on the loop's thread.
 #ifndef DLOCK_LOCK_SIMPLE_LOCK_H_

@@ -205,6 +205,23 @@ TEST_F(SimpleLockTest, CleanupIsRetriedWhileTheServerIsUnreachable) {
   EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
 }
 
+TEST_F(SimpleLockTest, DestroyingTheLockStopsCleanupRetriesSoTheTransportMayGo) {
+  auto transport = std::make_unique<FakeTransport>(&loop_, &server_);
+  auto lock = std::make_unique<SimpleLock>(&loop_, transport.get());
+  transport->DropNextReplies(1);
+  auto r = Start(*lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  transport->Partition();
+  loop_.RunUntilIdle();  // acquire fails, first cleanup fails: retry pending
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable));
+  lock.reset();
+  transport.reset();
+  loop_.AdvanceTime(absl::Seconds(1));  // no retry touches the dead transport
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));
+  loop_.AdvanceTime(absl::Seconds(30));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));  // expired by its TTL
+}
+
 TEST_F(SimpleLockTest, ConnectionDownIsUnavailable) {
   SimpleLock lock(&loop_, &conn_);
   conn_.Partition();
