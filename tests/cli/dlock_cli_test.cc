@@ -56,7 +56,7 @@ bool FileExists(const std::string& path) {
 // A running (or finished) dlock process with its output in files.
 class Dlock {
  public:
-  explicit Dlock(std::vector<std::string> args) {
+  explicit Dlock(std::vector<std::string> args, std::vector<std::string> extra_env = {}) {
     static int counter = 0;
     const std::string dir = std::getenv("TEST_TMPDIR");
     const std::string stem = absl::StrCat(dir, "/dlock-", getpid(), "-", ++counter);
@@ -74,7 +74,13 @@ class Dlock {
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int rc = posix_spawn(&pid_, cargv[0], &fa, nullptr, cargv.data(), environ);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+    env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
+    std::vector<char*> cenv;
+    for (std::string& e : env_strings) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    int rc = posix_spawn(&pid_, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) pid_ = -1;
   }
@@ -296,6 +302,113 @@ TEST_F(DlockCliTest, CheckUnreachableServerExitsUnavailable) {
   Dlock d({"check", "--redis", absl::StrCat("redis://127.0.0.1:", port), "--timeout", "500ms"});
   EXPECT_EQ(d.Wait(), 69) << d.out() << d.err();
   EXPECT_THAT(d.err(), HasSubstr("unreachable"));
+}
+
+TEST_F(DlockCliTest, RunUnreachableServerExitsUnavailable) {
+  const int port = server_->port();
+  ASSERT_THAT(server_->Kill(), IsOk());
+  const std::string marker = Path("ran");
+  Dlock d({"run", "--redis", absl::StrCat("redis://127.0.0.1:", port), "job", "--",
+           "touch", marker});
+  EXPECT_EQ(d.Wait(), 69) << d.err();
+  EXPECT_THAT(d.err(), HasSubstr("unavailable"));
+  EXPECT_FALSE(FileExists(marker));
+}
+
+TEST_F(DlockCliTest, VerbosePrintsLockAndRenewalEvents) {
+  Dlock d({"run", "--redis", url_, "--ttl", "300ms", "--verbose", "job", "--", "sleep",
+           "0.5"});
+  ASSERT_EQ(d.Wait(), 0) << d.err();
+  EXPECT_THAT(d.err(), HasSubstr("acquire simple \"job\": OK"));
+  EXPECT_THAT(d.err(), HasSubstr("renewal \"job\": OK"));
+  EXPECT_THAT(d.err(), HasSubstr("release simple \"job\": OK"));
+}
+
+TEST_F(DlockCliTest, PasswordComesFromTheEnvironment) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> secured =
+      RedisServer::Start({.password = "s3cret"});
+  ASSERT_THAT(secured, IsOk());
+  const std::string url = absl::StrCat("redis://127.0.0.1:", (*secured)->port());
+  Dlock without({"run", "--redis", url, "--timeout", "500ms", "job", "--", "true"},
+                {"DLOCK_REDIS_PASSWORD="});
+  EXPECT_EQ(without.Wait(), 69) << without.err();
+  Dlock with({"run", "--redis", url, "job", "--", "true"}, {"DLOCK_REDIS_PASSWORD=s3cret"});
+  EXPECT_EQ(with.Wait(), 0) << with.err();
+  EXPECT_THAT(with.err(), Not(HasSubstr("s3cret")));
+}
+
+TEST_F(DlockCliTest, UnixSocketUrlWorks) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> local =
+      RedisServer::Start({.unix_socket = true});
+  ASSERT_THAT(local, IsOk());
+  Dlock d({"status", "--redis", absl::StrCat("unix://", (*local)->unix_socket()), "job"});
+  ASSERT_EQ(d.Wait(), 0) << d.err();
+  EXPECT_THAT(d.out(), HasSubstr("unix:/"));
+  EXPECT_THAT(d.out(), HasSubstr("state: free"));
+}
+
+class DlockCliRedLockTest : public DlockCliTest {
+ protected:
+  void SetUp() override {
+    DlockCliTest::SetUp();
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start();
+      ASSERT_THAT(s, IsOk());
+      more_.push_back(*std::move(s));
+    }
+  }
+  std::vector<std::string> RedisFlags() {
+    std::vector<std::string> flags = {"--redis", url_};
+    for (auto& s : more_) {
+      flags.push_back("--redis");
+      flags.push_back(absl::StrCat("redis://127.0.0.1:", s->port()));
+    }
+    return flags;
+  }
+  std::vector<std::unique_ptr<RedisServer>> more_;
+};
+
+TEST_F(DlockCliRedLockTest, RunWithSeveralServersUsesAQuorumAndSurvivesOneDown) {
+  ASSERT_THAT(more_[0]->Kill(), IsOk());
+  const std::string f = Path("fence");
+  std::vector<std::string> args = {"run"};
+  for (const std::string& a : RedisFlags()) args.push_back(a);
+  args.insert(args.end(), {"--verbose", "job", "--", "sh", "-c",
+                           absl::StrCat("echo $DLOCK_FENCE > ", f)});
+  Dlock d(args);
+  ASSERT_EQ(d.Wait(), 0) << d.err();
+  EXPECT_EQ(ReadFile(f), "1\n");
+  EXPECT_THAT(d.err(), HasSubstr("vote acquire"));
+  EXPECT_THAT(d.err(), HasSubstr("acquire redlock \"job\": OK"));
+}
+
+TEST_F(DlockCliRedLockTest, RunIsBusyWhenAQuorumIsHeld) {
+  ASSERT_THAT(server_->Command({"SET", "dlock:{job}", "other", "PX", "60000"}), IsOk());
+  ASSERT_THAT(more_[0]->Command({"SET", "dlock:{job}", "other", "PX", "60000"}), IsOk());
+  std::vector<std::string> args = {"run"};
+  for (const std::string& a : RedisFlags()) args.push_back(a);
+  args.insert(args.end(), {"job", "--", "true"});
+  Dlock d(args);
+  EXPECT_EQ(d.Wait(), kExitBusy) << d.err();
+
+  std::vector<std::string> status = {"status"};
+  for (const std::string& a : RedisFlags()) status.push_back(a);
+  status.push_back("job");
+  Dlock st(status);
+  ASSERT_EQ(st.Wait(), 0) << st.err();
+  EXPECT_THAT(st.out(), HasSubstr("state: held (held on 2 of 3 servers, quorum 2)"));
+}
+
+TEST_F(DlockCliRedLockTest, CheckWarnsAboutRestartsAndStrictMakesItFatal) {
+  std::vector<std::string> args = {"check"};
+  for (const std::string& a : RedisFlags()) args.push_back(a);
+  Dlock lenient(args);
+  EXPECT_EQ(lenient.Wait(), 0) << lenient.out();
+  EXPECT_THAT(lenient.out(), HasSubstr("delayed restart"));
+  EXPECT_THAT(lenient.out(), HasSubstr("RedLock over 3 servers, quorum 2"));
+  args.push_back("--strict");
+  Dlock strict(args);
+  EXPECT_EQ(strict.Wait(), kExitUnsafe) << strict.out();
 }
 
 }  // namespace
