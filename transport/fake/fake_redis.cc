@@ -324,6 +324,10 @@ int64_t FakeRedis::CountInLog(absl::string_view command) const {
 }
 
 void FakeRedis::Log(const CallContext& ctx, const std::vector<std::string>& argv) {
+  if (options_.max_log_entries == 0) return;
+  if (log_.size() >= options_.max_log_entries) {
+    log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(log_.size() / 2 + 1));
+  }
   log_.push_back(LogEntry{ctx.session_id, argv, ctx.from_script, NowMs()});
 }
 

@@ -84,6 +84,10 @@ class FakeRedis {
     // with an error, so a runaway script fails a test instead of hanging
     // it. 0 means no limit.
     int64_t max_script_instructions = 1000000000;
+    // The command log keeps at most this many entries; past it the oldest
+    // half is discarded (so a long-running demo does not grow without
+    // bound). 0 disables the log.
+    size_t max_log_entries = 1000000;
   };
 
   // One client connection's server-side state: its pub/sub subscriptions.
@@ -191,7 +195,8 @@ class FakeRedis {
   size_t SubscriberCount(const std::string& channel) const;
 
   // Every command executed since construction or `ClearLog()`, in order,
-  // including the redis.call/pcall commands of scripts (after their EVAL).
+  // including the redis.call/pcall commands of scripts (after their EVAL);
+  // bounded by `Options::max_log_entries`.
   const std::vector<LogEntry>& log() const { return log_; }
   void ClearLog() { log_.clear(); }
   // How many logged commands are named `command` (case-insensitive).

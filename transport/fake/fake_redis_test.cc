@@ -550,6 +550,19 @@ TEST_F(FakeRedisTest, EvictAndInspection) {
   EXPECT_EQ(server_.DbSize(), 1u);
 }
 
+TEST_F(FakeRedisTest, LogIsBounded) {
+  FakeRedis::Options options;
+  options.max_log_entries = 10;
+  FakeRedis server(&loop_, options);
+  for (int i = 0; i < 25; ++i) server.Execute({"SET", "k", std::to_string(i)});
+  EXPECT_LE(server.log().size(), 10u);
+  EXPECT_EQ(server.log().back().argv[2], "24");
+  options.max_log_entries = 0;
+  FakeRedis silent(&loop_, options);
+  silent.Execute({"PING"});
+  EXPECT_THAT(silent.log(), IsEmpty());
+}
+
 TEST_F(FakeRedisTest, LogRecordsClientAndScriptCommands) {
   Run({"SET", "a", "1"});
   Run({"EVAL", "redis.call('pexpire', KEYS[1], 100) return 1", "1", "a"});

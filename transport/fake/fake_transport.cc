@@ -75,6 +75,9 @@ absl::Status FakeTransport::Send(std::vector<std::string> argv, absl::Duration t
           "FakeTransport: " + argv[0] + " changes the connection's protocol; use Subscribe");
     }
   }
+  if (sent_.size() >= kMaxSentLog) {
+    sent_.erase(sent_.begin(), sent_.begin() + static_cast<std::ptrdiff_t>(sent_.size() / 2 + 1));
+  }
   sent_.push_back(argv);
   const uint64_t id = next_request_++;
   Pending& p = requests_[id];

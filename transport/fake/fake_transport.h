@@ -127,7 +127,9 @@ class FakeTransport : public Transport {
 
   // ---- Observation --------------------------------------------------------
 
-  // Every command accepted by Send, in order (whatever its fate).
+  // Every command accepted by Send, in order (whatever its fate). At most
+  // kMaxSentLog entries are kept; past it the oldest half is discarded.
+  static constexpr size_t kMaxSentLog = 1000000;
   const std::vector<std::vector<std::string>>& sent() const { return sent_; }
   // How many accepted commands are named `command` (case-insensitive).
   int64_t CountSent(absl::string_view command) const;
