@@ -1,7 +1,13 @@
 // `dlock run RESOURCE -- CMD...`: acquire, run CMD while the watchdog renews
 // the lease, release when CMD exits. Everything runs on one libuv loop: the
-// lock's commands, the watchdog's timers, the child (uv_spawn, whose exit
-// arrives through libuv's SIGCHLD handling) and the signals forwarded to it.
+// lock's commands, the watchdog's timers, the child's exit (a uv_signal
+// watcher on SIGCHLD, then waitpid) and the signals forwarded to it.
+//
+// The child is started with fork + execvp rather than uv_spawn so that it
+// can be tied to dlock's life: PR_SET_PDEATHSIG sends it the --on-lost
+// signal (SIGTERM for term, SIGKILL for kill; nothing for ignore) if dlock
+// itself dies (e.g. SIGKILL), because then nobody renews the lease and the
+// command would go on running unprotected.
 //
 //   state      | event                       | action
 //   -----------+-----------------------------+-----------------------------
@@ -17,7 +23,13 @@
 //
 // CMD gets DLOCK_RESOURCE and DLOCK_FENCE (the lease's fencing token) in its
 // environment, so it can hand the fence to the resource it protects.
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include <cstdio>
@@ -226,37 +238,75 @@ class Runner {
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
 
-    uv_stdio_container_t stdio[3];
-    for (int fd = 0; fd < 3; ++fd) {
-      stdio[fd].flags = UV_INHERIT_FD;
-      stdio[fd].data.fd = fd;
-    }
-    uv_process_options_t options;
-    std::memset(&options, 0, sizeof(options));
-    options.file = argv[0];
-    options.args = argv.data();
-    options.env = env.data();
-    options.stdio_count = 3;
-    options.stdio = stdio;
-    options.exit_cb = &Runner::OnUvExit;
-    process_ = new uv_process_t;
-    process_->data = this;
-    int rc = uv_spawn(s_.uv_loop(), process_, &options);
-    if (rc != 0) {
-      // libuv still requires the handle to be closed.
-      uv_close(reinterpret_cast<uv_handle_t*>(process_), &Runner::FreeProcess);
-      process_ = nullptr;
-      std::fprintf(stderr, "dlock: cannot run %s: %s\n", args[0].c_str(), uv_strerror(rc));
-      int code = rc == UV_ENOENT ? kExitNotFound : kExitCannotExecute;
-      ReleaseThenFinish(code);
+    // Watch SIGCHLD before the child exists, so its exit cannot be missed.
+    child_watcher_ = new uv_signal_t;
+    uv_signal_init(s_.uv_loop(), child_watcher_);
+    child_watcher_->data = this;
+    uv_signal_start(child_watcher_, &Runner::OnUvChild, SIGCHLD);
+
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) {
+      std::fprintf(stderr, "dlock: pipe: %s\n", std::strerror(errno));
+      StopChildWatcher();
+      ReleaseThenFinish(kExitInternal);
       return;
     }
+    const int death_signal = run_.on_lost == OnLost::kTerm   ? SIGTERM
+                             : run_.on_lost == OnLost::kKill ? SIGKILL
+                                                             : 0;
+    const pid_t parent = getpid();
+    // Everything the child needs is prepared above: after fork it makes
+    // only async-signal-safe calls.
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (death_signal != 0) prctl(PR_SET_PDEATHSIG, death_signal);
+      if (getppid() != parent) _exit(kExitInternal);  // dlock already gone
+      // Keep stdio and the report pipe; drop dlock's Redis sockets.
+      syscall(SYS_close_range, 3u, static_cast<unsigned>(report[1]) - 1, 0u);
+      syscall(SYS_close_range, static_cast<unsigned>(report[1]) + 1, ~0u, 0u);
+      // Ignored signals stay ignored across exec: restore what dlock changed.
+      signal(SIGPIPE, SIG_DFL);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      environ = env.data();
+      execvp(argv[0], argv.data());
+      int err = errno;
+      ssize_t ignored = write(report[1], &err, sizeof(err));
+      (void)ignored;
+      _exit(kExitNotFound);
+    }
+    close(report[1]);
+    int exec_errno = 0;
+    ssize_t n = pid < 0 ? -1 : 0;
+    if (pid > 0) {
+      // Returns 0 (EOF) once exec succeeded (the pipe is close-on-exec).
+      do {
+        n = read(report[0], &exec_errno, sizeof(exec_errno));
+      } while (n < 0 && errno == EINTR);
+    }
+    close(report[0]);
+    if (pid < 0 || n > 0) {
+      int err = pid < 0 ? errno : exec_errno;
+      if (pid > 0) {
+        int st;
+        waitpid(pid, &st, 0);
+      }
+      std::fprintf(stderr, "dlock: cannot run %s: %s\n", args[0].c_str(), std::strerror(err));
+      StopChildWatcher();
+      ReleaseThenFinish(err == ENOENT ? kExitNotFound : kExitCannotExecute);
+      return;
+    }
+    child_pid_ = pid;
     child_running_ = true;
+    // A child that exited before child_running_ was set sent its SIGCHLD
+    // too early to be reaped: check once on the next turn.
+    s_.loop()->RunAfter(absl::ZeroDuration(), [this] { ReapChild(); });
     if (common_.verbose) {
       std::fprintf(stderr, "dlock: holding \"%s\" (fence %lld); running %s (pid %d)\n",
                    absl::CEscape(lease_.resource).c_str(),
                    static_cast<long long>(lease_.fence), args[0].c_str(),
-                   process_->pid);
+                   static_cast<int>(child_pid_));
     }
     WatchdogOptions wo;
     wo.observer = &observer_;
@@ -279,28 +329,43 @@ class Runner {
     if (child_running_) {
       if (run_.on_lost == OnLost::kTerm) {
         action = "sending SIGTERM";
-        uv_process_kill(process_, SIGTERM);
+        kill(child_pid_, SIGTERM);
         kill_timer_ = s_.loop()->RunAfter(run_.kill_after, [this] {
           kill_timer_ = 0;
           if (child_running_) {
             PrintLine("command still running; sending SIGKILL");
-            uv_process_kill(process_, SIGKILL);
+            kill(child_pid_, SIGKILL);
           }
         });
       } else if (run_.on_lost == OnLost::kKill) {
         action = "sending SIGKILL";
-        uv_process_kill(process_, SIGKILL);
+        kill(child_pid_, SIGKILL);
       }
     }
     std::fprintf(stderr, "dlock: lock \"%s\" lost (%s); %s\n",
                  absl::CEscape(run_.resource).c_str(), why.ToString().c_str(), action);
   }
 
-  static void OnUvExit(uv_process_t* process, int64_t exit_status, int term_signal) {
-    static_cast<Runner*>(process->data)->OnChildExit(exit_status, term_signal);
+  static void OnUvChild(uv_signal_t* handle, int) {
+    static_cast<Runner*>(handle->data)->ReapChild();
   }
-  static void FreeProcess(uv_handle_t* handle) {
-    delete reinterpret_cast<uv_process_t*>(handle);
+  void ReapChild() {
+    if (!child_running_) return;
+    int st = 0;
+    pid_t r;
+    do {
+      r = waitpid(child_pid_, &st, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r != child_pid_) return;  // another child, or not yet
+    StopChildWatcher();
+    OnChildExit(WIFEXITED(st) ? WEXITSTATUS(st) : 0,
+                WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  }
+  void StopChildWatcher() {
+    if (child_watcher_ == nullptr) return;
+    uv_close(reinterpret_cast<uv_handle_t*>(child_watcher_),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_signal_t*>(h); });
+    child_watcher_ = nullptr;
   }
 
   void OnChildExit(int64_t exit_status, int term_signal) {
@@ -309,8 +374,6 @@ class Runner {
       s_.loop()->Cancel(kill_timer_);
       kill_timer_ = 0;
     }
-    uv_close(reinterpret_cast<uv_handle_t*>(process_), &Runner::FreeProcess);
-    process_ = nullptr;
     int status = term_signal != 0 ? 128 + term_signal : static_cast<int>(exit_status);
     if (common_.verbose) {
       std::fprintf(stderr, "dlock: command exited with status %d\n", status);
@@ -368,7 +431,7 @@ class Runner {
   }
   void OnSignal(int signum) {
     if (child_running_) {
-      uv_process_kill(process_, signum);  // its exit ends the run
+      kill(child_pid_, signum);  // its exit ends the run
       return;
     }
     if (!finishing_) {
@@ -395,7 +458,8 @@ class Runner {
   Lease lease_;
   absl::Time acquire_start_;
 
-  uv_process_t* process_ = nullptr;
+  pid_t child_pid_ = -1;
+  uv_signal_t* child_watcher_ = nullptr;
   std::vector<uv_signal_t*> signals_;
   TimerId kill_timer_ = 0;
   bool watching_ = false;

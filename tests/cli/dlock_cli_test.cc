@@ -228,6 +228,21 @@ TEST_F(DlockCliTest, LostLockSignalsTheCommand) {
   EXPECT_THAT(d.err(), HasSubstr("lost"));
 }
 
+TEST_F(DlockCliTest, CommandIsSignalledWhenDlockItselfDies) {
+  // Nobody renews the lease once dlock is gone, so the command must not go
+  // on as if it still held the lock.
+  const std::string started = Path("started"), got = Path("got-term");
+  const std::string script = absl::StrCat(
+      "trap 'echo term > ", got, "; exit 0' TERM; touch ", started,
+      "; while :; do sleep 0.05; done");
+  Dlock d({"run", "--redis", url_, "job", "--", "sh", "-c", script});
+  ASSERT_TRUE(WaitForFile(started)) << d.err();
+  kill(d.pid(), SIGKILL);
+  EXPECT_EQ(d.Wait(), 128 + SIGKILL);
+  ASSERT_TRUE(WaitForFile(got));
+  EXPECT_EQ(ReadFile(got), "term\n");
+}
+
 TEST_F(DlockCliTest, MissingCommandExits127) {
   Dlock d({"run", "--redis", url_, "job", "--", "/nonexistent/command"});
   EXPECT_EQ(d.Wait(), kExitNotFound) << d.err();
