@@ -127,7 +127,7 @@ std::string UsageText(const std::string& program) {
       "\n"
       "URLs: redis://[user:password@]host:port[/db], unix:///path/to/sock[?db=N];\n"
       "a URL without password takes it from $DLOCK_REDIS_PASSWORD (see\n"
-      "--password_env). Without --redis: $DLOCK_REDIS_URL, else\n"
+      "--password-env). Without --redis: $DLOCK_REDIS_URL, else\n"
       "redis://127.0.0.1:6379.\n"
       "\n"
       "exit codes:\n"

@@ -18,10 +18,10 @@ ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
           "busy)");
 ABSL_FLAG(std::string, on_lost, "term",
           "run: what to do to the command when the lock is lost: term "
-          "(SIGTERM, then SIGKILL after --kill_after), kill (SIGKILL), ignore "
+          "(SIGTERM, then SIGKILL after --kill-after), kill (SIGKILL), ignore "
           "(let it finish); dlock then exits 79");
 ABSL_FLAG(absl::Duration, kill_after, absl::Seconds(10),
-          "run: with --on_lost=term, SIGKILL the command if it is still "
+          "run: with --on-lost=term, SIGKILL the command if it is still "
           "running this long after SIGTERM");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(2),
           "per-command Redis timeout");
