@@ -451,11 +451,19 @@ class Generator {
                  absl::StrCat(s.num_keys)};
     const std::vector<std::string> lock_keys = {"{r}lock", "{r}lock", "k1", "h1", "n1"};
     const std::vector<std::string> fence_keys = {"{r}lock:fence", "{r}lock:fence", "k2", "h2"};
-    argv.push_back(lock_keys[Pick(lock_keys.size())]);
-    if (s.num_keys >= 2) argv.push_back(fence_keys[Pick(fence_keys.size())]);
-    argv.push_back(One({"tokA", "tokB", "ownerX"}));
+    // Reentrant acquire/undo share a per-request marker key; a few names so
+    // an undo meets both its own marker and someone else's.
+    const std::vector<std::string> marker_keys = {"{r}lock:acquire:1", "{r}lock:acquire:2"};
     const std::string name = s.name;
-    if (name == "release" || name == "reentrant_release") {
+    argv.push_back(lock_keys[Pick(lock_keys.size())]);
+    if (name == "reentrant_undo") {
+      argv.push_back(marker_keys[Pick(marker_keys.size())]);
+    } else if (s.num_keys >= 2) {
+      argv.push_back(fence_keys[Pick(fence_keys.size())]);
+    }
+    if (s.num_keys >= 3) argv.push_back(marker_keys[Pick(marker_keys.size())]);
+    argv.push_back(One({"tokA", "tokB", "ownerX"}));
+    if (name == "release" || name == "reentrant_release" || name == "reentrant_undo") {
       argv.push_back(One({"{r}lock:released", "ch"}));
     } else {
       argv.push_back(Pick(12) == 0 ? One({"abc", "0", "-5"}) : One(LongPx()));
