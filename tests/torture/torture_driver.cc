@@ -175,11 +175,17 @@ int64_t ToInt(const Reply& r) {
   return 0;
 }
 
-// Waits until worker `pid` (our child) has stopped after a SIGSTOP.
-bool WaitStopped(pid_t pid) {
+// Waits until worker `w` (our child) has stopped after a SIGSTOP. If it
+// exited instead, records its status (so a crash is reported, not lost).
+bool WaitStopped(Worker* w) {
   int st;
-  pid_t r = waitpid(pid, &st, WUNTRACED);
-  return r == pid && WIFSTOPPED(st);
+  pid_t r = waitpid(w->pid, &st, WUNTRACED);
+  if (r == w->pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
+    w->status = st;
+    w->exited = true;
+    return false;
+  }
+  return r == w->pid && WIFSTOPPED(st);
 }
 
 }  // namespace
@@ -255,11 +261,11 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
         for (int tries = 0; tries < 2000 && !caught && absl::Now() < end; ++tries) {
           for (int i = 0; i < spec.workers && !caught; ++i) {
             int k = (rotate + i) % spec.workers;
-            if (flags.slots[k].load() != 1) continue;
+            if (workers[k].exited || flags.slots[k].load() != 1) continue;
             // Land anywhere in the critical section, not just at its start.
             absl::SleepFor(spec.hold * (rotate % 4) / 4);
             kill(workers[k].pid, SIGSTOP);
-            if (!WaitStopped(workers[k].pid)) continue;
+            if (!WaitStopped(&workers[k])) continue;
             if (flags.slots[k].load() == 1) {
               caught = true;
               ++result.faults_injected;
