@@ -35,13 +35,16 @@ ScenarioSpec Spec(std::string name, int servers, bool persist, Fault fault) {
   return s;
 }
 
-ScenarioResult RunChecked(const ScenarioSpec& spec) {
+// Runs `spec` and checks the run did work: leases were granted and, unless
+// `expect_writes` is false, fenced writes accepted.
+ScenarioResult RunChecked(const ScenarioSpec& spec, bool expect_writes = true) {
   absl::StatusOr<ScenarioResult> r = RunScenario(spec, WorkerPath());
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok()) return ScenarioResult();
   std::string table = FormatTable({*r});
   std::printf("%s", table.c_str());
-  EXPECT_GT(r->report.cs_completed, 0) << "no critical section completed";
+  EXPECT_GT(r->report.cs_attempted, 0) << "no lease granted";
+  if (expect_writes) EXPECT_GT(r->report.cs_completed, 0) << "no critical section completed";
   return *r;
 }
 
@@ -70,8 +73,11 @@ TEST(TortureTest, ServerKilledAndRestartedWithAofLosesNoFencedUpdate) {
 TEST(TortureTest, ServerKilledAndRestartedWithoutPersistenceIsOnlyReported) {
   // No safety promise: the lock key and the fencing counter are lost. The
   // numbers are printed for TORTURE.md; only the harness itself is checked.
-  ScenarioResult r =
-      RunChecked(Spec("single, kill+restart, no persistence", 1, false, Fault::kKillRestart));
+  // (After the first restart the fence counter starts again below the
+  // highest token the store saw, so later writes may all be rejected.)
+  ScenarioResult r = RunChecked(
+      Spec("single, kill+restart, no persistence", 1, false, Fault::kKillRestart),
+      /*expect_writes=*/false);
   EXPECT_GT(r.faults_injected, 0);
 }
 
