@@ -61,8 +61,10 @@ struct AcquireOptions {
   // Lease time-to-live on the server. Must be > 0 and <= the policy's
   // documented maximum.
   absl::Duration ttl = absl::Seconds(30);
-  // How long RetryLock (and RedLock's retries) may wait for the lock.
-  // Zero: one attempt. Ignored by SimpleLock.
+  // How long the policy may keep trying for the lock. RetryLock: zero means
+  // one attempt. RedLock: zero means its configured `retry_count` retries
+  // (set `retry_count = 0` for a single try); positive means retry until
+  // this much time has passed. Ignored by SimpleLock and ReentrantLock.
   absl::Duration wait = absl::ZeroDuration();
   // ReentrantLock: the task that owns the lock on this client (event-loop
   // hosts have no thread identity). Ignored by other policies.
