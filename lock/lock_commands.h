@@ -48,8 +48,11 @@ absl::Status ValidateTtl(absl::Duration ttl);
 int64_t TtlMillis(absl::Duration ttl);
 absl::Duration WholeMillis(absl::Duration ttl);
 
-// A fresh random token: 128 bits from an OS-seeded generator, as 32 lower-case
-// hex characters. Thread-safe.
+// A fresh random token: 128 bits from OpenSSL's OS-seeded CSPRNG, as 32
+// lower-case hex characters. Thread-safe. Bytes are drawn 64 tokens at a time
+// into a thread-local buffer that is discarded in the child of fork(), so a
+// forked worker never repeats its parent's tokens (a raw clone(2) that skips
+// pthread_atfork handlers is not covered).
 std::string NewToken();
 
 struct KeyScheme {

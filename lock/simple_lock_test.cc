@@ -3,9 +3,13 @@
 // replies, cancel after send), reply mapping, and observer events.
 #include "dlock/lock/simple_lock.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -438,6 +442,59 @@ TEST(NewTokenTest, TokensAre128BitHexAndNeverRepeat) {
     seen.insert(std::move(t));
   }
   EXPECT_EQ(seen.size(), 10000u);
+}
+
+TEST(NewTokenTest, ForkedChildNeverRepeatsItsParentsTokens) {
+  // Fill this thread's token buffer, then fork: the child gets a copy of the
+  // buffer and must not hand out the tokens the parent hands out next.
+  NewToken();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string t;
+    for (int i = 0; i < 8; ++i) t += NewToken();
+    const ssize_t n = write(fds[1], t.data(), t.size());
+    _exit(n == static_cast<ssize_t>(t.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string parent;
+  for (int i = 0; i < 8; ++i) parent += NewToken();
+  std::string child(8 * 32, '\0');
+  size_t got = 0;
+  while (got < child.size()) {
+    const ssize_t n = read(fds[0], &child[got], child.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_EQ(got, child.size());
+  std::set<std::string> seen;
+  for (size_t i = 0; i < 8; ++i) {
+    seen.insert(parent.substr(32 * i, 32));
+    seen.insert(child.substr(32 * i, 32));
+  }
+  EXPECT_EQ(seen.size(), 16u);
+}
+
+TEST(NewTokenTest, ThreadsNeverShareTokens) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 2000;
+  std::vector<std::vector<std::string>> out(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&out, t] {
+      for (int i = 0; i < kPerThread; ++i) out[t].push_back(NewToken());
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  std::set<std::string> seen;
+  for (const auto& v : out) seen.insert(v.begin(), v.end());
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kThreads * kPerThread));
 }
 
 }  // namespace
