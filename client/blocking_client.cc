@@ -1,0 +1,241 @@
+#include "dlock/client/blocking_client.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dlock/cli/redis_url.h"
+#include "dlock/lock/reentrant_lock.h"
+#include "dlock/lock/retry_lock.h"
+#include "dlock/lock/simple_lock.h"
+#include "dlock/redlock/redlock.h"
+#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/uv_loop_thread.h"
+#include "dlock/watchdog/renewing_blocking_lock.h"
+
+namespace dlock {
+namespace {
+
+// Runs `fn` on the loop thread and waits for it. False if the thread no
+// longer accepts work (then `fn` did not run).
+bool RunOnLoop(UvLoopThread& thread, absl::AnyInvocable<void() &&> fn) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool posted = thread.Post([&]() {
+    std::move(fn)();
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    cv.notify_all();
+  });
+  if (!posted) return false;
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  return true;
+}
+
+}  // namespace
+
+// Shared by the loop-thread callbacks of one Connect and the waiting caller.
+struct ConnectWait {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool decided = false;  // guarded by mu
+  absl::Status result;   // guarded by mu
+  // Loop thread only.
+  int ok = 0;
+  int failed = 0;
+  std::vector<std::string> errors;
+
+  void Decide(absl::Status status) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (decided) return;
+    decided = true;
+    result = std::move(status);
+    cv.notify_all();
+  }
+};
+
+BlockingClient::BlockingClient(BlockingClientOptions options)
+    : options_(std::move(options)), thread_(std::make_unique<UvLoopThread>()) {}
+
+absl::StatusOr<std::unique_ptr<BlockingClient>> BlockingClient::Connect(
+    BlockingClientOptions options) {
+  if (options.redis_urls.empty()) {
+    return absl::InvalidArgumentError("BlockingClient: no Redis URL given");
+  }
+  if (options.connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("BlockingClient: connect_timeout must be positive");
+  }
+  if (options.command_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("BlockingClient: command_timeout must be positive");
+  }
+  if (options.reentrant && options.redis_urls.size() > 1) {
+    return absl::InvalidArgumentError(
+        "BlockingClient: reentrant locks need a single server (RedLock is not reentrant)");
+  }
+  std::vector<HiredisTransportOptions> servers;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < options.redis_urls.size(); ++i) {
+    absl::StatusOr<cli::RedisUrl> url = cli::ParseRedisUrl(options.redis_urls[i]);
+    if (!url.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("BlockingClient: redis_urls[", i, "]: ", url.status().message()));
+    }
+    HiredisTransportOptions t;
+    if (url->kind == cli::RedisUrl::Kind::kUnix) {
+      t.unix_socket = url->path;
+    } else {
+      t.host = url->host;
+      t.port = url->port;
+    }
+    t.username = url->user;
+    t.password = url->password;
+    t.db = url->db;
+    t.connect_timeout = options.connect_timeout;
+    servers.push_back(std::move(t));
+    names.push_back(url->Display());
+  }
+  std::unique_ptr<BlockingClient> client(new BlockingClient(std::move(options)));
+  absl::Status started = client->Start(servers, names);
+  if (!started.ok()) return started;  // ~BlockingClient tears down
+  return client;
+}
+
+absl::Status BlockingClient::Start(const std::vector<HiredisTransportOptions>& servers,
+                                   const std::vector<std::string>& names) {
+  const int n = static_cast<int>(servers.size());
+  const int quorum = n / 2 + 1;
+  auto wait = std::make_shared<ConnectWait>();
+  absl::Status created;
+  bool posted = RunOnLoop(*thread_, [&]() {
+    for (const HiredisTransportOptions& o : servers) {
+      absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
+          HiredisTransport::Create(thread_->uv_loop(), o);
+      if (!t.ok()) {
+        created = absl::InvalidArgumentError(
+            absl::StrCat("BlockingClient: ", names[transports_.size()], ": ",
+                         t.status().message()));
+        return;
+      }
+      transports_.push_back(*std::move(t));
+    }
+    for (int i = 0; i < n; ++i) {
+      std::string name = names[i];
+      absl::Status s = transports_[i]->Connect([wait, name, n, quorum](absl::Status s) {
+        if (s.ok()) {
+          if (++wait->ok >= quorum) wait->Decide(absl::OkStatus());
+          return;
+        }
+        wait->errors.push_back(absl::StrCat(name, ": ", s.message()));
+        if (++wait->failed > n - quorum) {
+          wait->Decide(absl::UnavailableError(absl::StrCat(
+              n == 1 ? "cannot connect to Redis at "
+                     : absl::StrCat("no quorum of ", quorum, " of ", n,
+                                    " Redis servers reachable: "),
+              absl::StrJoin(wait->errors, "; "))));
+        }
+      });
+      if (!s.ok()) wait->Decide(s);
+    }
+    // The bound, in case an attempt outlives connect_timeout (e.g. a slow
+    // name lookup). Dropped without running if the loop stops first.
+    thread_->loop()->RunAfter(options_.connect_timeout, [wait, n, quorum, names]() {
+      std::vector<std::string> errors = wait->errors;
+      if (errors.empty()) errors.push_back(absl::StrJoin(names, ", "));
+      wait->Decide(absl::UnavailableError(absl::StrCat(
+          n == 1 ? "cannot connect to Redis within the connect timeout: "
+                 : absl::StrCat("no quorum of ", quorum, " of ", n,
+                                " Redis servers within the connect timeout: "),
+          absl::StrJoin(errors, "; "))));
+    });
+  });
+  if (!posted) return absl::CancelledError("BlockingClient: loop thread stopped");
+  if (!created.ok()) return created;
+  {
+    std::unique_lock<std::mutex> lock(wait->mu);
+    wait->cv.wait(lock, [&] { return wait->decided; });
+    if (!wait->result.ok()) return wait->result;
+  }
+
+  absl::Status built;
+  RunOnLoop(*thread_, [&]() {
+    EventLoop* loop = thread_->loop();
+    if (n == 1) {
+      if (options_.reentrant) {
+        ReentrantLockOptions o;
+        o.key_prefix = options_.key_prefix;
+        o.command_timeout = options_.command_timeout;
+        o.observer = options_.observer;
+        inner_ = std::make_unique<ReentrantLock>(loop, transports_[0].get(), o);
+      } else {
+        SimpleLockOptions o;
+        o.key_prefix = options_.key_prefix;
+        o.command_timeout = options_.command_timeout;
+        o.observer = options_.observer;
+        inner_ = std::make_unique<SimpleLock>(loop, transports_[0].get(), o);
+      }
+    } else {
+      RedLockOptions o;
+      o.keys.prefix = options_.key_prefix;
+      o.retry_count = 0;  // one voting round per attempt: RetryLock waits
+      o.server_names = names;
+      o.observer = options_.observer;
+      std::vector<Transport*> ts;
+      for (auto& t : transports_) ts.push_back(t.get());
+      absl::StatusOr<std::unique_ptr<RedLock>> redlock = RedLock::Create(loop, ts, o);
+      if (!redlock.ok()) {
+        built = redlock.status();
+        return;
+      }
+      inner_ = *std::move(redlock);
+    }
+    RetryLockOptions r;
+    r.key_prefix = options_.key_prefix;
+    r.observer = options_.observer;
+    // Release notifications come from the first server (every dlock release
+    // publishes on each server it releases); the backoff covers the rest.
+    retry_ = std::make_unique<RetryLock>(loop, inner_.get(), transports_[0].get(), r);
+  });
+  if (!built.ok()) return built;
+  if (options_.auto_renew) {
+    RenewingBlockingLockOptions r;
+    r.watchdog.observer = options_.observer;
+    facade_ = std::make_unique<RenewingBlockingLock>(thread_.get(), retry_.get(), std::move(r));
+  } else {
+    facade_ = std::make_unique<BlockingLock>(thread_.get(), retry_.get());
+  }
+  return absl::OkStatus();
+}
+
+BlockingClient::~BlockingClient() {
+  // The watchdog (if any) is torn down on the loop thread, which still runs.
+  facade_.reset();
+  // Policies first (they stop their timers and background cleanups), then
+  // the connections: close them all before destroying any, so a callback
+  // that Close() runs never meets a destroyed transport.
+  RunOnLoop(*thread_, [this]() {
+    retry_.reset();
+    inner_.reset();
+    for (auto& t : transports_) t->Close();
+    transports_.clear();
+  });
+  // Runs what is still posted, lets libuv deliver the close callbacks and
+  // joins the thread.
+  thread_.reset();
+}
+
+absl::StatusOr<LockGuard> BlockingClient::TryLock(absl::string_view resource,
+                                                  absl::Duration ttl) {
+  return facade_->TryLock(resource, ttl);
+}
+
+absl::StatusOr<LockGuard> BlockingClient::Lock(absl::string_view resource,
+                                               absl::Duration ttl, absl::Duration wait) {
+  return facade_->Lock(resource, ttl, wait);
+}
+
+}  // namespace dlock

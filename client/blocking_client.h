@@ -1,0 +1,153 @@
+// This header defines `BlockingClient`: the one-call entry point for an
+// ordinary threaded program. It owns everything a blocking lock needs -- a
+// loop thread (UvLoopThread), one hiredis connection per Redis server, the
+// lock policy and the blocking facade -- and hands out RAII `LockGuard`s.
+//
+//   BlockingClientOptions options;
+//   options.redis_urls = {"redis://127.0.0.1:6379"};
+//   absl::StatusOr<std::unique_ptr<BlockingClient>> client =
+//       BlockingClient::Connect(options);
+//   if (!client.ok()) return client.status();    // kUnavailable: no server
+//   absl::StatusOr<LockGuard> guard =
+//       (*client)->Lock("orders/42", absl::Seconds(10), absl::Seconds(3));
+//   if (!guard.ok()) return guard.status();      // kDeadlineExceeded: busy
+//   Ship(order, guard->lease().fence);           // renewed while held
+//   // ~LockGuard releases the lock.
+//
+// Policy stack, built on the loop thread:
+//
+//   redis_urls | reentrant | lock under the facade
+//   -----------+-----------+------------------------------------------------
+//   one URL    | false     | RetryLock(SimpleLock)
+//   one URL    | true      | RetryLock(ReentrantLock): nested locks on one
+//              |           | thread count up (owner = this client + thread)
+//   N > 1 URLs | false     | RetryLock(RedLock over N independent servers,
+//              |           | quorum N/2+1, one voting round per attempt)
+//
+// The facade is a `RenewingBlockingLock` (the watchdog renews each guard's
+// lease while it is held; `LockGuard::IsValid()` turns false if the lease is
+// lost) when `auto_renew` is true, otherwise a plain `BlockingLock` (the
+// lease simply expires after its ttl; extend it with `facade().Extend`).
+//
+// Outcomes of TryLock/Lock: a guard; kAborted (TryLock: held by another
+// owner); kDeadlineExceeded (Lock: still held when `wait` ran out);
+// kUnavailable (server(s) unreachable, or no quorum); kInvalidArgument (bad
+// resource or ttl); kCancelled (the client is being destroyed). See
+// dlock/lock/blocking_lock.h for the guard's own contract.
+//
+// Thread-safety: TryLock/Lock/facade() may be called from any number of
+// threads at once, but never from the client's loop thread (e.g. inside an
+// on_lost hook): that returns kFailedPrecondition.
+//
+// Lifetime: destroy every LockGuard (or Unlock/Release it) and finish every
+// call before destroying the client. The destructor stops the watchdog,
+// destroys the policies and closes the connections on the loop thread, then
+// joins the thread. Leases still held at that point are not released; their
+// keys expire by their TTL.
+#ifndef DLOCK_CLIENT_BLOCKING_CLIENT_H_
+#define DLOCK_CLIENT_BLOCKING_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/lock/blocking_lock.h"
+#include "dlock/lock/lock.h"
+#include "dlock/lock/observer.h"
+
+namespace dlock {
+
+class HiredisTransport;
+struct HiredisTransportOptions;
+class UvLoopThread;
+
+struct BlockingClientOptions {
+  // The Redis server(s), each as accepted by cli::ParseRedisUrl:
+  //   redis://[[user]:password@]host[:port][/db]
+  //   unix://[[user]:password@]/path/to/redis.sock[?db=N]
+  // One URL: a single-server lock. Several: RedLock over independent
+  // servers (not replicas of one another). A URL without a password takes
+  // it from $DLOCK_REDIS_PASSWORD when that is set.
+  std::vector<std::string> redis_urls;
+
+  // How long Connect waits for the connection (RedLock: for a quorum of
+  // them); also bounds every later reconnection attempt.
+  absl::Duration connect_timeout = absl::Seconds(5);
+
+  // Prefix of every key. Clients that must exclude each other need the same
+  // prefix.
+  std::string key_prefix = "dlock:";
+
+  // True: guards are renewed by a watchdog while held (RenewingBlockingLock).
+  // False: a guard's lease expires after its ttl (BlockingLock).
+  bool auto_renew = true;
+
+  // True: a ReentrantLock (single server only; kInvalidArgument with
+  // several URLs). Nested TryLock/Lock of one resource on one thread
+  // succeed; each guard releases one level.
+  bool reentrant = false;
+
+  // Bound on each round trip of the single-server policies (RedLock uses its
+  // own per-server deadline, min(ttl / 10, 50 ms)).
+  absl::Duration command_timeout = absl::Seconds(2);
+
+  // Receives the policies' and the watchdog's events, on the loop thread.
+  // Not owned; must outlive the client. Null: none.
+  LockObserver* observer = nullptr;
+};
+
+class BlockingClient {
+ public:
+  // Validates `options`, starts the loop thread and connects. Returns:
+  //   kInvalidArgument: no URL, a URL ParseRedisUrl rejects (the message
+  //     names its index, never the password), a non-positive timeout, or
+  //     `reentrant` with several URLs;
+  //   kUnavailable: the server (RedLock: a quorum of the servers) could not
+  //     be reached within `connect_timeout`; the message names each address
+  //     and why. Never blocks much longer than `connect_timeout`.
+  static absl::StatusOr<std::unique_ptr<BlockingClient>> Connect(
+      BlockingClientOptions options);
+
+  BlockingClient(const BlockingClient&) = delete;
+  BlockingClient& operator=(const BlockingClient&) = delete;
+  // See "Lifetime" above: every guard must be gone already.
+  ~BlockingClient();
+
+  // One attempt: a guard, or kAborted when another owner holds `resource`.
+  absl::StatusOr<LockGuard> TryLock(absl::string_view resource, absl::Duration ttl);
+
+  // Waits up to `wait` for `resource` (woken by release notifications, with
+  // a jittered backoff as a fallback): a guard, or kDeadlineExceeded.
+  absl::StatusOr<LockGuard> Lock(absl::string_view resource, absl::Duration ttl,
+                                 absl::Duration wait);
+
+  // The blocking facade, for Acquire with full options and Extend.
+  BlockingLock& facade() { return *facade_; }
+
+  // Number of servers (1, or N for RedLock).
+  size_t server_count() const { return options_.redis_urls.size(); }
+
+ private:
+  explicit BlockingClient(BlockingClientOptions options);
+  // Creates the transports on the loop thread and waits for the connection
+  // (or a quorum), then builds the policies and the facade.
+  absl::Status Start(const std::vector<HiredisTransportOptions>& servers,
+                     const std::vector<std::string>& names);
+
+  BlockingClientOptions options_;
+  std::unique_ptr<UvLoopThread> thread_;
+  // Created, used and destroyed on the loop thread.
+  std::vector<std::unique_ptr<HiredisTransport>> transports_;
+  std::unique_ptr<dlock::Lock> inner_;
+  std::unique_ptr<dlock::Lock> retry_;
+  // Created and destroyed on the caller's thread (it posts to the loop).
+  std::unique_ptr<BlockingLock> facade_;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_CLIENT_BLOCKING_CLIENT_H_

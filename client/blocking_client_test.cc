@@ -1,0 +1,356 @@
+#include "dlock/client/blocking_client.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "dlock/lock/observer.h"
+#include "dlock/tests/testing/redis_server.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "gtest/gtest.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::RedisServer;
+using ::dlock::testing::StatusIs;
+
+std::string Url(const RedisServer& server) {
+  return absl::StrCat("redis://", server.address());
+}
+
+// Counts successful watchdog renewals; lets a test wait for "n renewals".
+class RenewalCounter : public LockObserver {
+ public:
+  void OnRenewal(const RenewalEvent& event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (event.status.ok()) ++ok_;
+    cv_.notify_all();
+  }
+  void OnLeaseLost(const LeaseLostEvent& event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++lost_;
+    cv_.notify_all();
+  }
+  // Waits (bounded) until `n` renewals succeeded; false on timeout.
+  bool WaitForRenewals(int n, absl::Duration bound) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoSeconds(bound),
+                        [&] { return ok_ >= n; });
+  }
+  int lost() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lost_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int ok_ = 0;
+  int lost_ = 0;
+};
+
+class BlockingClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+    ASSERT_THAT(server.status(), IsOk());
+    server_ = *std::move(server);
+  }
+
+  std::unique_ptr<BlockingClient> MustConnect(BlockingClientOptions options) {
+    absl::StatusOr<std::unique_ptr<BlockingClient>> client =
+        BlockingClient::Connect(std::move(options));
+    EXPECT_THAT(client.status(), IsOk());
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+  BlockingClientOptions Options() {
+    BlockingClientOptions o;
+    o.redis_urls = {Url(*server_)};
+    o.connect_timeout = absl::Seconds(5);
+    return o;
+  }
+
+  std::unique_ptr<RedisServer> server_;
+};
+
+TEST_F(BlockingClientTest, LocksAndUnlocksThroughAGuard) {
+  auto client = MustConnect(Options());
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(client->server_count(), 1u);
+  {
+    absl::StatusOr<LockGuard> guard = client->TryLock("orders/42", absl::Seconds(10));
+    ASSERT_THAT(guard.status(), IsOk());
+    EXPECT_TRUE(guard->IsValid());
+    EXPECT_GT(guard->lease().fence, 0);
+    absl::StatusOr<Reply> exists = server_->Command({"EXISTS", "dlock:{orders/42}"});
+    ASSERT_THAT(exists.status(), IsOk());
+    EXPECT_EQ(exists->integer, 1);
+  }
+  absl::StatusOr<Reply> exists = server_->Command({"EXISTS", "dlock:{orders/42}"});
+  ASSERT_THAT(exists.status(), IsOk());
+  EXPECT_EQ(exists->integer, 0);
+  absl::StatusOr<LockGuard> again = client->TryLock("orders/42", absl::Seconds(10));
+  ASSERT_THAT(again.status(), IsOk());
+  EXPECT_THAT(again->Unlock(), IsOk());
+}
+
+TEST_F(BlockingClientTest, SecondClientTryLockIsAborted) {
+  auto first = MustConnect(Options());
+  auto second = MustConnect(Options());
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  absl::StatusOr<LockGuard> held = first->TryLock("nightly", absl::Seconds(10));
+  ASSERT_THAT(held.status(), IsOk());
+  EXPECT_THAT(second->TryLock("nightly", absl::Seconds(10)).status(),
+              StatusIs(absl::StatusCode::kAborted));
+}
+
+TEST_F(BlockingClientTest, KeyPrefixSeparatesClients) {
+  BlockingClientOptions other = Options();
+  other.key_prefix = "other:";
+  auto first = MustConnect(Options());
+  auto second = MustConnect(other);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  absl::StatusOr<LockGuard> a = first->TryLock("nightly", absl::Seconds(10));
+  absl::StatusOr<LockGuard> b = second->TryLock("nightly", absl::Seconds(10));
+  EXPECT_THAT(a.status(), IsOk());
+  EXPECT_THAT(b.status(), IsOk());
+}
+
+TEST_F(BlockingClientTest, LockWaitsUntilAnotherThreadDropsTheGuard) {
+  auto first = MustConnect(Options());
+  auto second = MustConnect(Options());
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  absl::StatusOr<LockGuard> held = first->TryLock("report", absl::Seconds(10));
+  ASSERT_THAT(held.status(), IsOk());
+  const int64_t first_fence = held->lease().fence;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool waiting = false;
+  std::thread holder([&] {
+    // Drop the guard once the main thread is about to wait.
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return waiting; });
+    lock.unlock();
+    LockGuard dropped = *std::move(held);
+  });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    waiting = true;
+    cv.notify_all();
+  }
+  absl::StatusOr<LockGuard> got = second->Lock("report", absl::Seconds(10), absl::Seconds(20));
+  holder.join();
+  ASSERT_THAT(got.status(), IsOk());
+  EXPECT_GT(got->lease().fence, first_fence);
+}
+
+TEST_F(BlockingClientTest, LockGivesUpWithDeadlineExceededWhileHeld) {
+  auto first = MustConnect(Options());
+  auto second = MustConnect(Options());
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  absl::StatusOr<LockGuard> held = first->TryLock("report", absl::Seconds(10));
+  ASSERT_THAT(held.status(), IsOk());
+  EXPECT_THAT(second->Lock("report", absl::Seconds(10), absl::Milliseconds(200)).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+}
+
+TEST_F(BlockingClientTest, AutoRenewedGuardOutlivesItsTtl) {
+  RenewalCounter renewals;
+  BlockingClientOptions options = Options();
+  options.observer = &renewals;
+  auto client = MustConnect(options);
+  auto rival = MustConnect(Options());
+  ASSERT_NE(client, nullptr);
+  ASSERT_NE(rival, nullptr);
+  absl::StatusOr<LockGuard> guard = client->TryLock("long-job", absl::Milliseconds(300));
+  ASSERT_THAT(guard.status(), IsOk());
+  // Renewals come every ttl/3 = 100 ms: ten of them take about a second,
+  // more than three TTLs.
+  ASSERT_TRUE(renewals.WaitForRenewals(10, absl::Seconds(30)));
+  EXPECT_TRUE(guard->IsValid());
+  EXPECT_EQ(renewals.lost(), 0);
+  EXPECT_THAT(rival->TryLock("long-job", absl::Milliseconds(300)).status(),
+              StatusIs(absl::StatusCode::kAborted));
+  absl::StatusOr<Reply> pttl = server_->Command({"PTTL", "dlock:{long-job}"});
+  ASSERT_THAT(pttl.status(), IsOk());
+  EXPECT_GT(pttl->integer, 0);
+  EXPECT_THAT(guard->Unlock(), IsOk());
+}
+
+TEST_F(BlockingClientTest, WithoutAutoRenewTheLeaseExpires) {
+  BlockingClientOptions options = Options();
+  options.auto_renew = false;
+  auto client = MustConnect(options);
+  auto rival = MustConnect(Options());
+  ASSERT_NE(client, nullptr);
+  ASSERT_NE(rival, nullptr);
+  absl::StatusOr<LockGuard> guard = client->TryLock("short", absl::Milliseconds(200));
+  ASSERT_THAT(guard.status(), IsOk());
+  // Nothing renews it: the rival gets it once the key expired (it waits on
+  // the server's expiry, bounded).
+  absl::StatusOr<LockGuard> taken = rival->Lock("short", absl::Seconds(5), absl::Seconds(20));
+  ASSERT_THAT(taken.status(), IsOk());
+  EXPECT_GT(taken->lease().fence, guard->lease().fence);
+  // The old holder's release no longer owns the key.
+  EXPECT_THAT(guard->Unlock(), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(BlockingClientTest, ReentrantClientNestsOnOneThread) {
+  BlockingClientOptions options = Options();
+  options.reentrant = true;
+  auto client = MustConnect(options);
+  auto rival = MustConnect(Options());
+  ASSERT_NE(client, nullptr);
+  ASSERT_NE(rival, nullptr);
+  absl::StatusOr<LockGuard> outer = client->TryLock("tree", absl::Seconds(10));
+  ASSERT_THAT(outer.status(), IsOk());
+  absl::StatusOr<LockGuard> inner = client->TryLock("tree", absl::Seconds(10));
+  ASSERT_THAT(inner.status(), IsOk());
+  EXPECT_THAT(inner->Unlock(), IsOk());
+  EXPECT_THAT(rival->TryLock("tree", absl::Seconds(10)).status(),
+              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(outer->Unlock(), IsOk());
+  EXPECT_THAT(rival->TryLock("tree", absl::Seconds(10)).status(), IsOk());
+}
+
+TEST_F(BlockingClientTest, RefusedConnectionIsUnavailable) {
+  BlockingClientOptions options = Options();
+  const std::string address = server_->address();
+  ASSERT_THAT(server_->Stop(), IsOk());
+  options.connect_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<BlockingClient>> client = BlockingClient::Connect(options);
+  EXPECT_THAT(client.status(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_NE(client.status().message().find(address), std::string::npos)
+      << client.status();
+}
+
+TEST_F(BlockingClientTest, SilentServerIsUnavailableWithinTheConnectTimeout) {
+  // A socket that accepts TCP connections (backlog) but never answers: the
+  // AUTH the URL asks for gets no reply.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  BlockingClientOptions options;
+  options.redis_urls = {absl::StrCat("redis://:secret@127.0.0.1:", ntohs(addr.sin_port))};
+  options.connect_timeout = absl::Milliseconds(500);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<BlockingClient>> client = BlockingClient::Connect(options);
+  const absl::Duration took = absl::Now() - start;
+  close(fd);
+  EXPECT_THAT(client.status(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(client.status().message().find("secret"), std::string::npos);
+  // The contract's bound (no hang), with room for a slow sanitizer build.
+  EXPECT_LT(took, absl::Seconds(5));
+}
+
+TEST_F(BlockingClientTest, BadInputIsInvalidArgument) {
+  BlockingClientOptions none;
+  EXPECT_THAT(BlockingClient::Connect(none).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  BlockingClientOptions bad_url;
+  bad_url.redis_urls = {"http://127.0.0.1:6379"};
+  EXPECT_THAT(BlockingClient::Connect(bad_url).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  BlockingClientOptions bad_port;
+  bad_port.redis_urls = {Url(*server_), "redis://127.0.0.1:99999"};
+  absl::Status s = BlockingClient::Connect(bad_port).status();
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(s.message().find("redis_urls[1]"), std::string::npos) << s;
+  BlockingClientOptions bad_timeout = Options();
+  bad_timeout.connect_timeout = absl::ZeroDuration();
+  EXPECT_THAT(BlockingClient::Connect(bad_timeout).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  BlockingClientOptions reentrant_redlock = Options();
+  reentrant_redlock.redis_urls.push_back(Url(*server_));
+  reentrant_redlock.reentrant = true;
+  EXPECT_THAT(BlockingClient::Connect(reentrant_redlock).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  auto client = MustConnect(Options());
+  ASSERT_NE(client, nullptr);
+  EXPECT_THAT(client->TryLock("", absl::Seconds(1)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(client->TryLock("x", absl::ZeroDuration()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+class BlockingClientRedLockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+      ASSERT_THAT(server.status(), IsOk());
+      servers_.push_back(*std::move(server));
+    }
+  }
+  BlockingClientOptions Options() {
+    BlockingClientOptions o;
+    for (auto& s : servers_) o.redis_urls.push_back(Url(*s));
+    o.connect_timeout = absl::Seconds(3);
+    return o;
+  }
+  std::vector<std::unique_ptr<RedisServer>> servers_;
+};
+
+TEST_F(BlockingClientRedLockTest, LocksOnAQuorumAndExcludesARival) {
+  absl::StatusOr<std::unique_ptr<BlockingClient>> a = BlockingClient::Connect(Options());
+  absl::StatusOr<std::unique_ptr<BlockingClient>> b = BlockingClient::Connect(Options());
+  ASSERT_THAT(a.status(), IsOk());
+  ASSERT_THAT(b.status(), IsOk());
+  EXPECT_EQ((*a)->server_count(), 3u);
+  absl::StatusOr<LockGuard> guard = (*a)->TryLock("invoices", absl::Seconds(10));
+  ASSERT_THAT(guard.status(), IsOk());
+  int holding = 0;
+  for (auto& s : servers_) {
+    absl::StatusOr<Reply> r = s->Command({"EXISTS", "dlock:{invoices}"});
+    ASSERT_THAT(r.status(), IsOk());
+    holding += r->integer;
+  }
+  EXPECT_GE(holding, 2);
+  EXPECT_THAT((*b)->TryLock("invoices", absl::Seconds(10)).status(),
+              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(guard->Unlock(), IsOk());
+  absl::StatusOr<LockGuard> next = (*b)->Lock("invoices", absl::Seconds(10), absl::Seconds(10));
+  EXPECT_THAT(next.status(), IsOk());
+}
+
+TEST_F(BlockingClientRedLockTest, ConnectsWithOneServerDownButNotTwo) {
+  ASSERT_THAT(servers_[0]->Stop(), IsOk());
+  absl::StatusOr<std::unique_ptr<BlockingClient>> client = BlockingClient::Connect(Options());
+  ASSERT_THAT(client.status(), IsOk());
+  absl::StatusOr<LockGuard> guard = (*client)->TryLock("invoices", absl::Seconds(10));
+  EXPECT_THAT(guard.status(), IsOk());
+  guard = LockGuard();
+  client->reset();
+  ASSERT_THAT(servers_[1]->Stop(), IsOk());
+  absl::StatusOr<std::unique_ptr<BlockingClient>> none = BlockingClient::Connect(Options());
+  EXPECT_THAT(none.status(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_NE(none.status().message().find("quorum"), std::string::npos) << none.status();
+}
+
+}  // namespace
+}  // namespace dlock
