@@ -1,12 +1,17 @@
 #include "dlock/client/blocking_client.h"
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "dlock/cli/redis_url.h"
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/retry_lock.h"
@@ -35,6 +40,22 @@ bool RunOnLoop(UvLoopThread& thread, absl::AnyInvocable<void() &&> fn) {
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });
   return true;
+}
+
+// `url` with any user:password part replaced by "***" (ParseRedisUrl's
+// messages quote the URL as given).
+std::string RedactUrl(const std::string& url) {
+  size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  size_t at = url.rfind('@');
+  if (at == std::string::npos || at < scheme) return url;
+  return absl::StrCat(url.substr(0, scheme + 3), "***", url.substr(at));
+}
+
+// "name: message", unless the message already names the server.
+std::string Named(const std::string& name, absl::string_view message) {
+  if (absl::StrContains(message, name)) return std::string(message);
+  return absl::StrCat(name, ": ", message);
 }
 
 }  // namespace
@@ -82,8 +103,10 @@ absl::StatusOr<std::unique_ptr<BlockingClient>> BlockingClient::Connect(
   for (size_t i = 0; i < options.redis_urls.size(); ++i) {
     absl::StatusOr<cli::RedisUrl> url = cli::ParseRedisUrl(options.redis_urls[i]);
     if (!url.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("BlockingClient: redis_urls[", i, "]: ", url.status().message()));
+      const std::string& raw = options.redis_urls[i];
+      return absl::InvalidArgumentError(absl::StrCat(
+          "BlockingClient: redis_urls[", i, "]: ",
+          absl::StrReplaceAll(url.status().message(), {{raw, RedactUrl(raw)}})));
     }
     HiredisTransportOptions t;
     if (url->kind == cli::RedisUrl::Kind::kUnix) {
@@ -130,10 +153,10 @@ absl::Status BlockingClient::Start(const std::vector<HiredisTransportOptions>& s
           if (++wait->ok >= quorum) wait->Decide(absl::OkStatus());
           return;
         }
-        wait->errors.push_back(absl::StrCat(name, ": ", s.message()));
+        wait->errors.push_back(Named(name, s.message()));
         if (++wait->failed > n - quorum) {
           wait->Decide(absl::UnavailableError(absl::StrCat(
-              n == 1 ? "cannot connect to Redis at "
+              n == 1 ? "cannot connect to Redis: "
                      : absl::StrCat("no quorum of ", quorum, " of ", n,
                                     " Redis servers reachable: "),
               absl::StrJoin(wait->errors, "; "))));

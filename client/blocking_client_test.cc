@@ -281,6 +281,11 @@ TEST_F(BlockingClientTest, BadInputIsInvalidArgument) {
   absl::Status s = BlockingClient::Connect(bad_port).status();
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_NE(s.message().find("redis_urls[1]"), std::string::npos) << s;
+  BlockingClientOptions secret_url;
+  secret_url.redis_urls = {"redis://:hunter2@127.0.0.1:99999"};
+  s = BlockingClient::Connect(secret_url).status();
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(s.message().find("hunter2"), std::string::npos) << s;
   BlockingClientOptions bad_timeout = Options();
   bad_timeout.connect_timeout = absl::ZeroDuration();
   EXPECT_THAT(BlockingClient::Connect(bad_timeout).status(),
