@@ -49,7 +49,11 @@ int main(int argc, char** argv) {
   {
     // The connection (it starts connecting at once) and dlock's timers/clock.
     auto transport = dlock::HiredisTransport::Create(&uv, ServerOptions(*url));
-    if (!transport.ok()) { std::cerr << transport.status() << "\n"; uv_loop_close(&uv); return 2; }
+    if (!transport.ok()) {
+      std::cerr << transport.status() << "\n";
+      uv_loop_close(&uv);
+      return 2;
+    }
     dlock::UvEventLoop loop(&uv);
     dlock::SimpleLock lock(&loop, transport->get());
     dlock::Watchdog watchdog(&loop, &lock);  // renews watched leases
@@ -71,16 +75,24 @@ int main(int argc, char** argv) {
       auto watched = watchdog.Watch(*lease, std::move(w));
       if (!watched.ok()) return done("watch failed", watched.status());
       watch = *std::move(watched);
-      work(1);
+      loop.RunAfter(absl::Milliseconds(400), [&] { work(1); });
     });
-    // 3. Work in 5 steps of 400 ms on the loop: 2 s, twice the TTL.
+    // 3. Work in 5 steps of 400 ms (timers on the loop): 2 s, twice the TTL.
     work = [&](int step) {
       if (watch.lost()) return;  // on_lost has already ended the program
-      std::cout << "step " << step << ": lock valid for another "
-                << absl::Trunc(watch.lease().deadline - loop.Now(), absl::Milliseconds(1)) << "\n";
-      if (step < 5) { loop.RunAfter(absl::Milliseconds(400), [&, step] { work(step + 1); }); return; }
+      std::cout << "step " << step << ": held " << step * 400 << " ms with a 1 s TTL, valid "
+                << absl::Trunc(watch.lease().deadline - loop.Now(), absl::Milliseconds(1))
+                << " more\n";
+      if (step < 5) {
+        loop.RunAfter(absl::Milliseconds(400), [&, step] { work(step + 1); });
+        return;
+      }
       // 4. Stop renewing and release.
-      watch.Release([&](absl::Status s) { ok = s.ok() && !watch.lost(); done("released", s); }).IgnoreError();
+      absl::Status sent = watch.Release([&](absl::Status s) {
+        ok = s.ok();
+        done("released", s);
+      });
+      if (!sent.ok()) done("release rejected", sent);
     };
     if (!acquired.ok()) done("acquire rejected", acquired.status());
     uv_run(&uv, UV_RUN_DEFAULT);
