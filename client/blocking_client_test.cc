@@ -62,6 +62,26 @@ class RenewalCounter : public LockObserver {
   int lost_ = 0;
 };
 
+// Counts "will try again" events of a waiting Lock.
+class WaitCounter : public LockObserver {
+ public:
+  void OnAcquireWait(const AcquireWaitEvent& event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++waits_;
+    cv_.notify_all();
+  }
+  // Waits (bounded) until `n` such events; false on timeout.
+  bool WaitForWaits(int n, absl::Duration bound) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoSeconds(bound), [&] { return waits_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waits_ = 0;
+};
+
 class BlockingClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -132,31 +152,26 @@ TEST_F(BlockingClientTest, KeyPrefixSeparatesClients) {
 }
 
 TEST_F(BlockingClientTest, LockWaitsUntilAnotherThreadDropsTheGuard) {
+  WaitCounter waits;
+  BlockingClientOptions waiting = Options();
+  waiting.observer = &waits;
   auto first = MustConnect(Options());
-  auto second = MustConnect(Options());
+  auto second = MustConnect(waiting);
   ASSERT_NE(first, nullptr);
   ASSERT_NE(second, nullptr);
   absl::StatusOr<LockGuard> held = first->TryLock("report", absl::Seconds(10));
   ASSERT_THAT(held.status(), IsOk());
   const int64_t first_fence = held->lease().fence;
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool waiting = false;
+  bool saw_wait = false;
   std::thread holder([&] {
-    // Drop the guard once the main thread is about to wait.
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return waiting; });
-    lock.unlock();
+    // Drop the guard once the second client found the lock busy and waits.
+    saw_wait = waits.WaitForWaits(1, absl::Seconds(30));
     LockGuard dropped = *std::move(held);
   });
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    waiting = true;
-    cv.notify_all();
-  }
-  absl::StatusOr<LockGuard> got = second->Lock("report", absl::Seconds(10), absl::Seconds(20));
+  absl::StatusOr<LockGuard> got = second->Lock("report", absl::Seconds(10), absl::Seconds(60));
   holder.join();
+  EXPECT_TRUE(saw_wait);
   ASSERT_THAT(got.status(), IsOk());
   EXPECT_GT(got->lease().fence, first_fence);
 }
