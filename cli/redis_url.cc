@@ -17,9 +17,19 @@ namespace dlock {
 namespace cli {
 namespace {
 
+// `url` with its user:password part (if any) replaced by "***", so an error
+// message never repeats a secret into logs or a terminal.
+std::string Redacted(absl::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme == absl::string_view::npos) return std::string(url);
+  const size_t at = url.rfind('@');
+  if (at == absl::string_view::npos || at < scheme) return std::string(url);
+  return absl::StrCat(url.substr(0, scheme + 3), "***", url.substr(at));
+}
+
 absl::Status Bad(absl::string_view url, absl::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("bad Redis URL \"", url, "\": ", why,
+      absl::StrCat("bad Redis URL \"", Redacted(url), "\": ", why,
                    " (expected redis://[user:password@]host:port[/db] or "
                    "unix:///path/to/redis.sock[?db=N])"));
 }

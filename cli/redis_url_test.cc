@@ -123,6 +123,17 @@ TEST_F(RedisUrlTest, RejectsMalformedUrlsWithReason) {
   }
 }
 
+TEST_F(RedisUrlTest, ErrorsNeverRepeatThePassword) {
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl("redis://alice:s3cret@h:notaport");
+  ASSERT_FALSE(url.ok());
+  EXPECT_EQ(url.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(url.status().message()).find("s3cret"), std::string::npos)
+      << url.status();
+  EXPECT_NE(std::string(url.status().message()).find("redis://***@h:notaport"),
+            std::string::npos)
+      << url.status();
+}
+
 }  // namespace
 }  // namespace cli
 }  // namespace dlock

@@ -11,7 +11,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "dlock/cli/redis_url.h"
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/retry_lock.h"
@@ -40,16 +39,6 @@ bool RunOnLoop(UvLoopThread& thread, absl::AnyInvocable<void() &&> fn) {
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });
   return true;
-}
-
-// `url` with any user:password part replaced by "***" (ParseRedisUrl's
-// messages quote the URL as given).
-std::string RedactUrl(const std::string& url) {
-  size_t scheme = url.find("://");
-  if (scheme == std::string::npos) return url;
-  size_t at = url.rfind('@');
-  if (at == std::string::npos || at < scheme) return url;
-  return absl::StrCat(url.substr(0, scheme + 3), "***", url.substr(at));
 }
 
 // "name: message", unless the message already names the server.
@@ -103,10 +92,9 @@ absl::StatusOr<std::unique_ptr<BlockingClient>> BlockingClient::Connect(
   for (size_t i = 0; i < options.redis_urls.size(); ++i) {
     absl::StatusOr<cli::RedisUrl> url = cli::ParseRedisUrl(options.redis_urls[i]);
     if (!url.ok()) {
-      const std::string& raw = options.redis_urls[i];
+      // ParseRedisUrl's message never repeats a password.
       return absl::InvalidArgumentError(absl::StrCat(
-          "BlockingClient: redis_urls[", i, "]: ",
-          absl::StrReplaceAll(url.status().message(), {{raw, RedactUrl(raw)}})));
+          "BlockingClient: redis_urls[", i, "]: ", url.status().message()));
     }
     HiredisTransportOptions t;
     if (url->kind == cli::RedisUrl::Kind::kUnix) {
