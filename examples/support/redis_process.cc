@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -61,12 +62,23 @@ absl::StatusOr<std::string> FindOnPath(const std::string& name) {
   }
   // Debian installs it in /usr/bin, which a minimal PATH may lack.
   if (access("/usr/bin/redis-server", X_OK) == 0) return std::string("/usr/bin/redis-server");
-  return absl::NotFoundError(
-      absl::StrCat(name, " not found on PATH; install redis-server (tools/setup)"));
+  return absl::NotFoundError(absl::StrCat(name, " not found on PATH (", path,
+                                          "); install redis-server (tools/setup)"));
 }
 
-// One PING over a fresh TCP connection; true on "+PONG".
-bool Ping(int port) {
+std::string ReadTail(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string all = ss.str();
+  if (all.size() > max_bytes) all = all.substr(all.size() - max_bytes);
+  return all;
+}
+
+// One PING (after AUTH when `password` is set) over a fresh TCP connection;
+// true when the PING is answered "+PONG".
+bool Ping(int port, const std::string& password) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   timeval tv = {0, 200000};
@@ -76,12 +88,32 @@ bool Ping(int port) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
+  // RESP-encoded, so any password bytes are sent verbatim.
+  std::string request;
+  size_t replies = 1;
+  if (!password.empty()) {
+    request = absl::StrCat("*2\r\n$4\r\nAUTH\r\n$", password.size(), "\r\n",
+                           password, "\r\n");
+    replies = 2;
+  }
+  request += "*1\r\n$4\r\nPING\r\n";
   bool ok = false;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      write(fd, "PING\r\n", 6) == 6) {
-    char buf[16] = {};
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    ok = n >= 5 && absl::StartsWith(buf, "+PONG");
+      write(fd, request.data(), request.size()) ==
+          static_cast<ssize_t>(request.size())) {
+    // Read until one line per command arrived (each read bounded by
+    // SO_RCVTIMEO); the PING's line is the last one.
+    std::string in;
+    char buf[256];
+    while (static_cast<size_t>(std::count(in.begin(), in.end(), '\n')) < replies &&
+           in.size() < 4096) {
+      ssize_t n = read(fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    std::vector<absl::string_view> lines =
+        absl::StrSplit(in, "\r\n", absl::SkipEmpty());
+    ok = lines.size() == replies && lines.back() == "+PONG";
   }
   close(fd);
   return ok;
@@ -95,11 +127,16 @@ RedisProcess::RedisProcess(RedisProcessOptions options)
 absl::StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(
     RedisProcessOptions options) {
   std::unique_ptr<RedisProcess> p(new RedisProcess(std::move(options)));
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string templ = absl::StrCat(
-      tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/dlock-redis-XXXXXX");
-  if (mkdtemp(templ.data()) == nullptr) return ErrnoStatus("mkdtemp");
-  p->dir_ = templ;
+  if (!p->options_.dir.empty()) {
+    p->dir_ = p->options_.dir;
+  } else {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    std::string templ = absl::StrCat(
+        tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/dlock-redis-XXXXXX");
+    if (mkdtemp(templ.data()) == nullptr) return ErrnoStatus("mkdtemp");
+    p->dir_ = templ;
+    p->owns_dir_ = true;
+  }
   absl::Status last;
   for (int attempt = 0; attempt < 5; ++attempt) {
     absl::StatusOr<int> port = PickFreePort();
@@ -109,6 +146,8 @@ absl::StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(
     if (last.ok()) last = p->WaitReady();
     if (last.ok()) return p;
     if (absl::IsNotFound(last)) return last;
+    // The port may have been taken between probing and binding; a server
+    // that is still running is stuck, so get rid of it before trying again.
     p->Kill().IgnoreError();
     if (!absl::StrContains(p->LogTail(), "already in use")) break;
   }
@@ -117,12 +156,23 @@ absl::StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(
 
 RedisProcess::~RedisProcess() {
   Stop().IgnoreError();
-  std::error_code ignored;
-  std::filesystem::remove_all(dir_, ignored);
+  std::string sock = unix_socket();
+  if (!sock.empty()) unlink(sock.c_str());
+  if (owns_dir_) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
 }
 
 std::string RedisProcess::url() const {
   return absl::StrCat("redis://127.0.0.1:", port_);
+}
+
+std::string RedisProcess::unix_socket() const {
+  if (!options_.unix_socket) return "";
+  // sun_path holds 108 bytes; Bazel's TEST_TMPDIR can be longer, so keep the
+  // socket in /tmp, named after the (unique) port.
+  return absl::StrCat("/tmp/dlock-redis-", port_, ".sock");
 }
 
 absl::Status RedisProcess::Spawn() {
@@ -137,22 +187,36 @@ absl::Status RedisProcess::Spawn() {
   } else {
     args.insert(args.end(), {"--appendonly", "no"});
   }
+  if (options_.unix_socket) {
+    args.insert(args.end(),
+                {"--unixsocket", unix_socket(), "--unixsocketperm", "700"});
+  }
+  if (!options_.password.empty()) {
+    args.insert(args.end(), {"--requirepass", options_.password});
+  }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  // Everything the child needs is prepared before fork: after fork it only
+  // makes async-signal-safe calls.
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::string out_path = dir_ + "/stdout.log";
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return ErrnoStatus("fork");
   if (pid == 0) {
+    // No orphans: die with the thread that started us.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
-    int null_fd = open("/dev/null", O_RDWR);
-    if (null_fd >= 0) {
-      dup2(null_fd, 0);
-      dup2(null_fd, 1);
-      dup2(null_fd, 2);
+    int null_fd = open("/dev/null", O_RDONLY);
+    int out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (null_fd >= 0) dup2(null_fd, 0);
+    if (out_fd >= 0) {
+      dup2(out_fd, 1);
+      dup2(out_fd, 2);
     }
+    // Keep none of the caller's sockets (e.g. client connections) alive in
+    // the server.
     syscall(SYS_close_range, 3u, ~0u, 0u);
     sigset_t none;
     sigemptyset(&none);
@@ -171,21 +235,25 @@ absl::Status RedisProcess::WaitReady() {
     int wstatus = 0;
     if (waitpid(pid_, &wstatus, WNOHANG) == pid_) {
       pid_ = -1;
-      return absl::UnavailableError(
-          absl::StrCat("redis-server exited during startup. Log tail:\n", LogTail()));
+      return absl::UnavailableError(absl::StrCat(
+          "redis-server exited during startup (status ", wstatus,
+          "). Log tail:\n", LogTail(), ReadTail(dir_ + "/stdout.log", 1000)));
     }
-    if (Ping(port_)) return absl::OkStatus();
+    if (Ping(port_, options_.password)) return absl::OkStatus();
     // Polling an external process for readiness, bounded by `deadline`.
     absl::SleepFor(absl::Milliseconds(5));
   }
   return absl::UnavailableError(absl::StrCat(
-      "redis-server on port ", port_, " did not answer PING. Log tail:\n",
+      "redis-server on 127.0.0.1:", port_, " did not answer PING within ",
+      absl::FormatDuration(options_.start_timeout), ". Log tail:\n",
       LogTail()));
 }
 
 absl::Status RedisProcess::Pause() {
-  if (!running()) return absl::FailedPreconditionError("not running");
+  if (!running()) return absl::FailedPreconditionError("server not running");
   if (kill(pid_, SIGSTOP) != 0) return ErrnoStatus("kill(SIGSTOP)");
+  // Wait until the stop has taken effect, so the caller's next step really
+  // meets a stopped server.
   int wstatus = 0;
   if (waitpid(pid_, &wstatus, WUNTRACED) != pid_ || !WIFSTOPPED(wstatus)) {
     return absl::InternalError("redis-server did not stop");
@@ -195,7 +263,7 @@ absl::Status RedisProcess::Pause() {
 }
 
 absl::Status RedisProcess::Resume() {
-  if (!running()) return absl::FailedPreconditionError("not running");
+  if (!running()) return absl::FailedPreconditionError("server not running");
   if (kill(pid_, SIGCONT) != 0) return ErrnoStatus("kill(SIGCONT)");
   paused_ = false;
   return absl::OkStatus();
@@ -232,19 +300,14 @@ absl::Status RedisProcess::Stop() {
 
 absl::Status RedisProcess::Restart() {
   absl::Status s = Stop();
-  if (s.ok()) s = Spawn();
+  if (!s.ok()) return s;
+  s = Spawn();
   if (s.ok()) s = WaitReady();
   return s;
 }
 
 std::string RedisProcess::LogTail(size_t max_bytes) const {
-  std::ifstream in(dir_ + "/redis.log", std::ios::binary);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string all = ss.str();
-  if (all.size() > max_bytes) all = all.substr(all.size() - max_bytes);
-  return all;
+  return ReadTail(dir_ + "/redis.log", max_bytes);
 }
 
 }  // namespace examples

@@ -1,16 +1,19 @@
 // This header defines `RedisProcess`: starts a private `redis-server` on a
 // free loopback port for dlock's examples, demo and tools, and stops it.
 //
-// It is the non-test sibling of //tests/testing:redis_server (which is
-// testonly and also has a synchronous client): examples are ordinary
-// binaries, so they cannot depend on test helpers. It talks to the server
-// with a raw `PING` on a socket only to know it is ready; everything else
-// goes through dlock's own transport.
+// It is the one process-management core: examples are ordinary binaries, so
+// it is not testonly, and the testonly //tests/testing:redis_server
+// (`dlock::testing::RedisServer`, which adds a synchronous hiredis client) is
+// a thin wrapper over it. It talks to the server with a raw `PING` (after
+// `AUTH` when `password` is set) on a socket only to know it is ready.
 //
-// The server runs in a fresh temporary directory (`--dir`), logs to
-// `redis.log` there, persists nothing unless asked, and dies with the thread
-// that started it (PR_SET_PDEATHSIG), so an example that crashes leaves no
-// server behind. The destructor stops it (SIGCONT first if paused).
+// The server runs in a fresh temporary directory (`--dir`, under
+// $TEST_TMPDIR when set, else /tmp; removed by the destructor) or in
+// `options.dir`, logs to `redis.log` there (its stdout/stderr go to
+// `stdout.log`), persists nothing unless asked, and dies with the thread
+// that started it (PR_SET_PDEATHSIG=SIGKILL), so a program that crashes
+// leaves no server behind. The destructor stops it (SIGCONT first if
+// paused).
 //
 // This class is thread-compatible.
 #ifndef DLOCK_EXAMPLES_SUPPORT_REDIS_PROCESS_H_
@@ -34,6 +37,15 @@ struct RedisProcessOptions {
   std::vector<std::string> extra_args;
   // appendonly yes + appendfsync always (survives Kill + Restart).
   bool appendonly = false;
+  // When non-empty: `--requirepass password`; the readiness PING
+  // authenticates first.
+  std::string password;
+  // Also listen on a unix socket (see `unix_socket()`).
+  bool unix_socket = false;
+  // When non-empty, an existing directory used as the server's `--dir`; it
+  // is kept by the destructor. Default: a fresh temporary directory that the
+  // destructor removes.
+  std::string dir;
   absl::Duration start_timeout = absl::Seconds(10);
 };
 
@@ -51,19 +63,29 @@ class RedisProcess {
   int port() const { return port_; }
   // "redis://127.0.0.1:<port>".
   std::string url() const;
+  // The unix socket path, or "" when `options.unix_socket` is false.
+  std::string unix_socket() const;
+  // The server's working directory (holds redis.log and any data files).
+  const std::string& dir() const { return dir_; }
   bool running() const { return pid_ > 0; }
+  bool paused() const { return paused_; }
+  // The pid of the running server, or -1 when it is not running.
   pid_t pid() const { return pid_; }
 
   // SIGSTOP / SIGCONT: the server keeps its socket but answers nothing.
+  // FailedPrecondition when not running.
   absl::Status Pause();
   absl::Status Resume();
-  // SIGKILL and reap (all data lost without appendonly).
+  // SIGKILL and reap (all data lost without appendonly). OK when already
+  // stopped.
   absl::Status Kill();
-  // SIGTERM, then SIGKILL after 10 s; reap.
+  // SIGTERM, then SIGKILL after 10 s; reap. OK when already stopped.
   absl::Status Stop();
-  // Starts it again on the same port and directory.
+  // Stops it if running, then starts it again on the same port, directory
+  // and arguments, and waits for PING.
   absl::Status Restart();
 
+  // The last `max_bytes` of the server log, for failure messages.
   std::string LogTail(size_t max_bytes = 2000) const;
 
  private:
@@ -74,6 +96,7 @@ class RedisProcess {
   RedisProcessOptions options_;
   int port_ = 0;
   std::string dir_;
+  bool owns_dir_ = false;
   pid_t pid_ = -1;
   bool paused_ = false;
 };

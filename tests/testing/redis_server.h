@@ -13,7 +13,9 @@
 // follows the *thread* that called Start: start servers from a thread that
 // outlives them, e.g. the test's main thread.)
 //
-// `Command` runs one command on a synchronous hiredis connection of the
+// The process management is //examples/support:redis_process
+// (`examples::RedisProcess`, not testonly); this class wraps it and adds
+// `Command`, which runs one command on a synchronous hiredis connection of the
 // helper's own, for test setup and inspection; it is not the code under test.
 //
 // Example:
@@ -34,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dlock/examples/support/redis_process.h"
 #include "dlock/transport/reply.h"
 
 struct redisContext;
@@ -88,11 +91,11 @@ class RedisServer {
   // The unix socket path, or "" when `options.unix_socket` is false.
   std::string unix_socket() const;
   // The server's working directory (holds redis.log and any data files).
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return process_->dir(); }
   // The pid of the running server, or -1 when it is not running.
-  pid_t pid() const { return pid_; }
-  bool running() const { return pid_ > 0; }
-  bool paused() const { return paused_; }
+  pid_t pid() const { return process_->pid(); }
+  bool running() const { return process_->running(); }
+  bool paused() const { return process_->paused(); }
 
   // SIGSTOP: the server keeps its sockets but answers nothing until
   // Resume(). FailedPrecondition when not running.
@@ -119,20 +122,15 @@ class RedisServer {
   std::string LogTail(size_t max_bytes = 2000) const;
 
  private:
-  explicit RedisServer(RedisServerOptions options);
+  RedisServer(RedisServerOptions options,
+              std::unique_ptr<examples::RedisProcess> process);
 
-  absl::Status Spawn();
-  absl::Status WaitReady();
-  absl::Status WaitExit(absl::Duration timeout);
   void DropConnection();
 
   RedisServerOptions options_;
+  std::unique_ptr<examples::RedisProcess> process_;
   std::string host_ = "127.0.0.1";
   int port_ = 0;
-  std::string dir_;
-  std::string log_path_;
-  pid_t pid_ = -1;
-  bool paused_ = false;
   redisContext* conn_ = nullptr;
 };
 
