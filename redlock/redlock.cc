@@ -199,6 +199,7 @@ class Core : public std::enable_shared_from_this<Core> {
 
   void Shutdown() {
     shut_down_ = true;
+    observer_ = NoopLockObserver();
     absl::flat_hash_map<Op*, std::shared_ptr<Op>> ops;
     ops.swap(active_);
     for (auto& entry : ops) entry.second->Shutdown();
@@ -254,7 +255,10 @@ class Core : public std::enable_shared_from_this<Core> {
   EventLoop* const loop_;
   const RedLockOptions options_;
   const int quorum_;
-  LockObserver* const observer_;
+  // The caller's observer while the RedLock lives; NoopLockObserver() after
+  // Shutdown, because background releases can outlive the RedLock (and the
+  // observer, which the caller only keeps as long as the RedLock).
+  LockObserver* observer_;
   std::vector<Server> servers_;
   std::mt19937_64 rng_;
   absl::flat_hash_map<Op*, std::shared_ptr<Op>> active_;

@@ -213,8 +213,9 @@ struct RedLockOptions {
   // Optional names of the servers for observer events (e.g.
   // "10.0.0.1:6379"): empty, or one per server.
   std::vector<std::string> server_names;
-  // Not owned; null means no observer. Must outlive the RedLock and its
-  // operations.
+  // Not owned; null means no observer. Must outlive the RedLock; once the
+  // RedLock is destroyed it is never called again, even by the background
+  // releases still in flight.
   LockObserver* observer = nullptr;
 
   // Seed of the retry-jitter generator; 0 (default) seeds from the OS.

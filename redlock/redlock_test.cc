@@ -663,6 +663,29 @@ TEST_F(RedLockTest, DestroyingTheRedLockCancelsPendingOperationsOnALaterTurn) {
   EXPECT_EQ(KeysHeld(), 0);
 }
 
+TEST_F(RedLockTest, NoObserverEventAfterTheRedLockIsDestroyed) {
+  // Background releases outlive the RedLock; the caller's observer need not
+  // (the dlock CLI destroyed it first and got a call on a dead object).
+  struct CountingObserver : LockObserver {
+    void OnServerVote(const ServerVoteEvent&) override { ++events; }
+    void OnAcquire(const AcquireEvent&) override { ++events; }
+    void OnRelease(const ReleaseEvent&) override { ++events; }
+    int events = 0;
+  } observer;
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.observer = &observer;
+  Client& c = MakeClient(options);
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(10));
+  ASSERT_THAT(c.lock->Acquire(kResource, {kTtl}, [](absl::StatusOr<Lease>) {}), IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(7));
+  c.lock.reset();  // the acquire is cancelled; its votes and releases still arrive
+  const int before = observer.events;
+  Drain();
+  EXPECT_EQ(observer.events, before);
+  EXPECT_EQ(KeysHeld(), 0);
+}
+
 TEST_F(RedLockTest, TheCallbackMayDestroyTheRedLock) {
   MakeServers(3);
   Client& c = MakeClient();
