@@ -102,6 +102,44 @@ std::string NewToken() {
   return hex;
 }
 
+absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
+                                    absl::StatusOr<int64_t> fence, absl::Time now,
+                                    LockObserver* observer,
+                                    absl::FunctionRef<void()> undo) {
+  absl::StatusOr<Lease> result;
+  if (fence.ok()) {
+    if (now >= attempt.deadline) {
+      undo();
+      result = absl::DeadlineExceededError(absl::StrCat(
+          "acquire reply came ", absl::FormatDuration(now - attempt.sent_at),
+          " after sending, past the lease deadline"));
+    } else {
+      Lease lease;
+      lease.resource = std::string(attempt.resource);
+      lease.token = std::string(attempt.token);
+      lease.fence = *fence;
+      lease.ttl = attempt.ttl;
+      lease.deadline = attempt.deadline;
+      result = std::move(lease);
+    }
+  } else {
+    if (!absl::IsAborted(fence.status())) undo();
+    result = fence.status();
+  }
+  AcquireEvent event;
+  event.policy = attempt.policy;
+  event.resource = attempt.resource;
+  event.status = result.status();
+  event.latency = now - attempt.sent_at;
+  event.attempts = 1;
+  if (result.ok()) {
+    event.fence = result->fence;
+    event.ttl = result->ttl;
+  }
+  observer->OnAcquire(event);
+  return result;
+}
+
 std::string KeyScheme::LockKey(absl::string_view resource) const {
   return absl::StrCat(prefix, "{", resource, "}");
 }

@@ -25,6 +25,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/transport/reply.h"
+#include "absl/functional/function_ref.h"
+#include "dlock/lock/lock.h"
+#include "dlock/lock/observer.h"
 #include "dlock/transport/transport.h"
 
 namespace dlock {
@@ -78,6 +81,25 @@ absl::Status UnexpectedReplyStatus(absl::string_view what, const Reply& reply);
 // loop. `timeout` bounds each round trip (Script's NOSCRIPT fallback may add
 // a second one). Transport failures pass through unchanged. The callbacks
 // do not refer to this object: it may be destroyed with commands in flight.
+// The shared end of a single-server acquire (SimpleLock, ReentrantLock):
+// turns the acquire script's outcome into what the caller gets and reports it
+// to `observer` as an AcquireEvent of `policy`. A granted key whose reply came
+// at or after `deadline` (send time + ttl - drift) is no lease: `undo` runs and
+// the result is kDeadlineExceeded. `undo` also runs for any failure other than
+// kAborted, since the script may have run (an unknown outcome).
+struct AcquireAttempt {
+  absl::string_view policy;
+  absl::string_view resource;
+  absl::string_view token;
+  absl::Duration ttl;
+  absl::Time sent_at;
+  absl::Time deadline;
+};
+absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
+                                    absl::StatusOr<int64_t> fence, absl::Time now,
+                                    LockObserver* observer,
+                                    absl::FunctionRef<void()> undo);
+
 class LockCommands {
  public:
   LockCommands(Transport* transport, KeyScheme keys);

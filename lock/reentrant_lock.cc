@@ -157,35 +157,9 @@ class ReentrantAcquireOp : public Cancellable {
       return;
     }
     state_ = State::kDone;
-    absl::StatusOr<Lease> result;
-    if (fence.ok()) {
-      if (now >= deadline) {
-        UndoThis();
-        result = absl::DeadlineExceededError("acquire reply came after the lease deadline");
-      } else {
-        Lease lease;
-        lease.resource = resource_;
-        lease.token = owner_;
-        lease.fence = *fence;
-        lease.ttl = ttl_;
-        lease.deadline = deadline;
-        result = std::move(lease);
-      }
-    } else {
-      if (!absl::IsAborted(fence.status())) UndoThis();
-      result = fence.status();
-    }
-    AcquireEvent event;
-    event.policy = "reentrant";
-    event.resource = resource_;
-    event.status = result.status();
-    event.latency = now - sent_at_;
-    event.attempts = 1;
-    if (result.ok()) {
-      event.fence = result->fence;
-      event.ttl = result->ttl;
-    }
-    core_->observer->OnAcquire(event);
+    absl::StatusOr<Lease> result = FinishAcquire(
+        {"reentrant", resource_, owner_, ttl_, sent_at_, deadline}, std::move(fence), now,
+        core_->observer, [this] { UndoThis(); });
     LeaseCallback cb = std::move(callback_);
     std::move(cb)(std::move(result));
   }

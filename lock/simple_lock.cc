@@ -130,37 +130,9 @@ class AcquireOp : public Cancellable {
       return;
     }
     state_ = State::kDone;
-    absl::StatusOr<Lease> result;
-    if (fence.ok()) {
-      if (now >= deadline) {
-        Cleanup();
-        result = absl::DeadlineExceededError(absl::StrCat(
-            "acquire reply came ", absl::FormatDuration(now - sent_at_),
-            " after sending, past the lease deadline"));
-      } else {
-        Lease lease;
-        lease.resource = resource_;
-        lease.token = token_;
-        lease.fence = *fence;
-        lease.ttl = ttl_;
-        lease.deadline = deadline;
-        result = std::move(lease);
-      }
-    } else {
-      if (!absl::IsAborted(fence.status())) Cleanup();
-      result = fence.status();
-    }
-    AcquireEvent event;
-    event.policy = "simple";
-    event.resource = resource_;
-    event.status = result.status();
-    event.latency = now - sent_at_;
-    event.attempts = 1;
-    if (result.ok()) {
-      event.fence = result->fence;
-      event.ttl = result->ttl;
-    }
-    core_->observer->OnAcquire(event);
+    absl::StatusOr<Lease> result = FinishAcquire(
+        {"simple", resource_, token_, ttl_, sent_at_, deadline}, std::move(fence), now,
+        core_->observer, [this] { Cleanup(); });
     LeaseCallback cb = std::move(callback_);
     std::move(cb)(std::move(result));
   }
