@@ -577,11 +577,16 @@ TYPED_TEST_P(LockBehaviorTest, StockOfHundredIsNeverOversoldBy8Clients) {
   int max_in_critical = 0;
   int64_t min_stock_seen = 100;
   int errors = 0;
+  int waiting = 0;
+  int max_waiting = 0;
   std::function<void(Client*)> step;
   step = [&](Client* c) {
+    ++waiting;
+    max_waiting = std::max(max_waiting, waiting);
     absl::StatusOr<AcquireHandle> h = c->retry->Acquire(
         "stock:lock:p1", this->Ttl(absl::Seconds(10), absl::Seconds(60)),
         [&, c](absl::StatusOr<Lease> lease) {
+          --waiting;
           if (!lease.ok()) {
             ++errors;
             c->finished = true;
@@ -647,9 +652,11 @@ TYPED_TEST_P(LockBehaviorTest, StockOfHundredIsNeverOversoldBy8Clients) {
   EXPECT_EQ(sold, 100);
   EXPECT_EQ(min_stock_seen, 0);
   EXPECT_EQ(this->Get("stock:p1"), Reply::String("0"));
-  int sellers = 0;
-  for (auto& c : clients) sellers += c->sold > 0;
-  EXPECT_GT(sellers, 1);  // really concurrent, not one client doing it all
+  // Really concurrent: all 8 acquires were in flight at once, so 7 of them
+  // met a held lock. (Which clients end up selling is not asserted: the lock
+  // is not fair across connections, and on a real server a releaser's next
+  // SET NX may legitimately reach Redis before a woken waiter's.)
+  EXPECT_EQ(max_waiting, kClients);
 }
 
 // The document's order processing: 8 workers race for one order (some
