@@ -25,6 +25,7 @@
 #ifndef DLOCK_TRANSPORT_TRANSPORT_H_
 #define DLOCK_TRANSPORT_TRANSPORT_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,17 @@ class Transport {
   virtual absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
       std::string channel, MessageCallback on_message,
       absl::AnyInvocable<void(absl::Status) &&> on_ready) = 0;
+
+  // Names the command connection a command sent now goes out on: nonzero
+  // while a connection is up, a new value for every new connection (never
+  // reused), 0 while there is none or when the implementation does not
+  // tell (the default). A server restart always breaks the connection, so
+  // a command sent, and answered, while this stayed the same nonzero value
+  // reached the same server process as every other such command. RedLock
+  // uses it to check a server's run_id once per connection instead of once
+  // per command. Only meaningful for a direct connection: behind a proxy,
+  // the server can restart under an unbroken connection.
+  virtual uint64_t connection_epoch() const { return 0; }
 };
 
 }  // namespace dlock

@@ -27,8 +27,10 @@ FakeTransport::FakeTransport(EventLoop* loop, FakeRedis* server)
     : loop_(loop), server_(server), alive_(std::make_shared<FakeTransport*>(this)) {
   cmd_session_ = server_->NewSession();
   session_id_ = cmd_session_->id();
-  cmd_session_->SetRestartHandler(
-      [this] { DropInFlight(absl::UnavailableError("FakeTransport: the server restarted")); });
+  cmd_session_->SetRestartHandler([this] {
+    ++epoch_;  // the server dropped the connection; the next one is new
+    DropInFlight(absl::UnavailableError("FakeTransport: the server restarted"));
+  });
 }
 
 FakeTransport::~FakeTransport() {
@@ -225,6 +227,7 @@ void FakeTransport::FailNextWithReply(int n, Reply reply) {
 void FakeTransport::Partition() {
   if (closed_ || partitioned_) return;
   partitioned_ = true;
+  ++epoch_;  // commands after Heal() go out on a new connection
   DropInFlight(absl::UnavailableError("FakeTransport: partitioned"));
   if (sub_session_ == nullptr) return;
   std::set<std::string> channels;

@@ -95,6 +95,12 @@ class FakeTransport : public Transport {
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
       std::string channel, MessageCallback on_message,
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
+  // 1 at first; a new value after every server restart and every
+  // Partition() (the connection is re-made, as a real client reconnects);
+  // 0 while partitioned or closed.
+  uint64_t connection_epoch() const override {
+    return closed_ || partitioned_ ? 0 : epoch_;
+  }
 
   // Like HiredisTransport::Connect: `callback` runs on a later loop turn
   // with OK, or kUnavailable while partitioned, or kCancelled from Close().
@@ -185,6 +191,7 @@ class FakeTransport : public Transport {
 
   bool closed_ = false;
   bool partitioned_ = false;
+  uint64_t epoch_ = 1;
 
   absl::Duration request_latency_ = absl::ZeroDuration();
   absl::Duration reply_latency_ = absl::ZeroDuration();

@@ -242,6 +242,38 @@ TEST_F(FakeTransportTest, ServerRestartFailsInFlightAndLosesData) {
   EXPECT_THAT(*get.result, IsOkAndHolds(Reply::Nil()));
 }
 
+TEST_F(FakeTransportTest, ConnectionEpochChangesOnlyWhenTheConnectionIsRemade) {
+  const uint64_t first = conn_.connection_epoch();
+  EXPECT_NE(first, 0u);
+  Outcome a;
+  SendTo(conn_, {"PING"}, &a);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(conn_.connection_epoch(), first) << "commands do not change it";
+
+  server_.Restart();
+  const uint64_t after_restart = conn_.connection_epoch();
+  EXPECT_NE(after_restart, 0u);
+  EXPECT_NE(after_restart, first);
+
+  conn_.Partition();
+  EXPECT_EQ(conn_.connection_epoch(), 0u) << "no connection while partitioned";
+  conn_.Heal();
+  const uint64_t after_heal = conn_.connection_epoch();
+  EXPECT_NE(after_heal, 0u);
+  EXPECT_NE(after_heal, first);
+  EXPECT_NE(after_heal, after_restart);
+
+  // Another connection to the same server has its own epoch sequence; a
+  // restart moves it too.
+  FakeTransport other(&loop_, &server_);
+  const uint64_t other_first = other.connection_epoch();
+  server_.Restart();
+  EXPECT_NE(other.connection_epoch(), other_first);
+
+  conn_.Close();
+  EXPECT_EQ(conn_.connection_epoch(), 0u);
+}
+
 TEST_F(FakeTransportTest, ScriptFallsBackToEvalAfterRestartFlushedTheCache) {
   const Script script("return redis.call('incr', KEYS[1])");
   std::vector<std::string> results;

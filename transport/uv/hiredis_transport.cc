@@ -262,6 +262,10 @@ bool HiredisTransport::connected() const {
   return cmd_->state == Conn::State::kReady;
 }
 
+uint64_t HiredisTransport::connection_epoch() const {
+  return !closed_ && connected() ? cmd_epoch_ : 0;
+}
+
 absl::Status HiredisTransport::last_error() const { return cmd_->last_error; }
 
 size_t HiredisTransport::pending_commands() const { return pending_; }
@@ -562,6 +566,7 @@ void HiredisTransport::OnReady(Conn& conn) {
   conn.ready_since = timers_.Now();
   conn.last_error = absl::OkStatus();
   if (!conn.pubsub) {
+    ++cmd_epoch_;
     std::deque<std::unique_ptr<Request>> waiting;
     waiting.swap(waiting_);
     for (auto& r : waiting) {

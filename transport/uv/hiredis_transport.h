@@ -152,6 +152,10 @@ class HiredisTransport : public Transport {
       std::string channel, MessageCallback on_message,
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
 
+  // See Transport::connection_epoch: counts the command connections that
+  // became ready (1 for the first); 0 while none is ready or after Close().
+  uint64_t connection_epoch() const override;
+
   // Learns when the command connection is up. `callback` runs once, on the
   // loop, never inside this call: OK when the connection is ready (on the
   // next turn if it already is), or the failure of the current attempt
@@ -242,6 +246,8 @@ class HiredisTransport : public Transport {
   std::deque<Event> events_;
   TimerId drain_timer_ = 0;
   size_t pending_ = 0;
+  // How many times the command connection became ready.
+  uint64_t cmd_epoch_ = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Channel>> channels_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Subscriber>> subscribers_;
   uint64_t next_subscriber_id_ = 1;

@@ -240,6 +240,37 @@ TEST_F(HiredisTransportTest, ReconnectsAfterTheServerRestarts) {
   EXPECT_THAT(Call({"GET", "k"}), IsOkAndHolds(Reply::String("w")));
 }
 
+TEST_F(HiredisTransportTest, ConnectionEpochNamesEachReadyConnection) {
+  MakeTransport(Options());
+  EXPECT_EQ(transport_->connection_epoch(), 0u) << "not connected yet";
+  ASSERT_THAT(Call({"PING"}), IsOk());
+  const uint64_t first = transport_->connection_epoch();
+  EXPECT_NE(first, 0u);
+  ASSERT_THAT(Call({"PING"}), IsOk());
+  EXPECT_EQ(transport_->connection_epoch(), first) << "commands do not change it";
+
+  // A restarted server is reached over a new connection, with a new epoch.
+  ASSERT_THAT(server_->Kill(), IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return !transport_->connected(); }));
+  EXPECT_EQ(transport_->connection_epoch(), 0u);
+  ASSERT_THAT(server_->Restart(), IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return transport_->connected(); }));
+  const uint64_t second = transport_->connection_epoch();
+  EXPECT_NE(second, 0u);
+  EXPECT_NE(second, first);
+
+  // So does a connection the server dropped without restarting.
+  ASSERT_THAT(server_->Command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}),
+              IsOkAndHolds(Reply::Integer(1)));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !transport_->connected(); }));
+  ASSERT_TRUE(loop_.RunUntil([&] { return transport_->connected(); }));
+  EXPECT_NE(transport_->connection_epoch(), second);
+  EXPECT_NE(transport_->connection_epoch(), first);
+
+  transport_->Close();
+  EXPECT_EQ(transport_->connection_epoch(), 0u);
+}
+
 TEST_F(HiredisTransportTest, LossOfAStableConnectionReconnectsAtOnceAndCommandsWait) {
   MakeTransport(Options());
   ASSERT_THAT(Call({"PING"}), IsOk());
