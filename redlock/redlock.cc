@@ -84,8 +84,19 @@ struct Server {
   // last_ok_probe >= its number.
   uint64_t next_probe = 1;
   uint64_t last_ok_probe = 0;
+  // The transport's connection_epoch() on which a probe was sent and
+  // answered (0: none). Until that connection breaks the server cannot
+  // have restarted, so lock commands on it need no probe of their own.
+  uint64_t verified_epoch = 0;
   int restarts = 0;
   absl::Time restart_seen = absl::InfinitePast();
+};
+
+// What restart detection did for one lock command: the INFO probe queued
+// ahead of it (id 0: none) and the connection it went out on.
+struct Probe {
+  uint64_t id = 0;
+  uint64_t epoch = 0;
 };
 
 // An operation with a user callback pending.
@@ -133,15 +144,22 @@ class Core : public std::enable_shared_from_this<Core> {
     return std::max(kMinAutoServerTimeout, std::min(ttl / 10, kMaxAutoServerTimeout));
   }
 
-  // Whether a vote of server i, arriving at `now`, counts; `probe` is the
-  // number of the INFO queued ahead of the command (0: none). With the
-  // delayed-restart rule, a server whose run_id that INFO did not confirm
-  // does not count: it may have restarted unseen.
-  bool Counted(size_t i, absl::Time now, uint64_t probe) const {
+  // Whether a vote of server i, arriving at `now`, counts, for a command
+  // sent with `probe`. With the delayed-restart rule, a grant counts only
+  // from a server whose run_id is confirmed for that command -- by the INFO
+  // queued ahead of it, or because it went out and came back on a
+  // connection already confirmed -- and not quarantined by a restart.
+  bool Counted(size_t i, absl::Time now, const Probe& probe) const {
     if (!options_.delayed_restart) return true;
     const Server& s = servers_[i];
-    if (s.probe_supported && (probe == 0 || s.last_ok_probe < probe)) return false;
+    if (s.probe_supported && !Confirmed(s, probe)) return false;
     return now >= s.restart_seen + options_.max_ttl;
+  }
+
+  static bool Confirmed(const Server& s, const Probe& probe) {
+    if (probe.id != 0) return s.last_ok_probe >= probe.id;
+    return probe.epoch != 0 && probe.epoch == s.verified_epoch &&
+           s.transport->connection_epoch() == probe.epoch;
   }
 
   absl::Duration RetryDelay() {
@@ -155,24 +173,37 @@ class Core : public std::enable_shared_from_this<Core> {
 
   // Called before an acquire or extend is sent to server i: queues an
   // `INFO server` ahead of it (same connection, so its answer describes the
-  // server that runs the command) when the run_id must be (re)checked.
-  // Returns the probe's number, 0 if none was sent.
-  uint64_t BeforeLockCommand(size_t i, absl::Duration timeout) {
+  // server that runs the command) when the run_id must be (re)checked:
+  // on first use, after a failure, on every new connection, and -- with
+  // the delayed-restart rule -- whenever the transport cannot name its
+  // connection or `check_run_id_every_command` is set.
+  Probe BeforeLockCommand(size_t i, absl::Duration timeout) {
     Server& s = servers_[i];
-    if (!s.probe_supported) return 0;
-    if (!s.probe_needed && !options_.delayed_restart) return 0;
+    Probe probe;
+    probe.epoch = s.transport->connection_epoch();
+    if (!s.probe_supported) return probe;
+    const bool same_connection = probe.epoch != 0 && probe.epoch == s.verified_epoch;
+    if (!s.probe_needed) {
+      if (options_.delayed_restart) {
+        if (same_connection && !options_.check_run_id_every_command) return probe;
+      } else if (probe.epoch == 0 || same_connection) {
+        return probe;
+      }
+    }
     const uint64_t id = s.next_probe++;
+    const uint64_t epoch = probe.epoch;
     std::weak_ptr<Core> weak = weak_from_this();
     absl::Status sent = s.transport->Send(
-        {"INFO", "server"}, timeout, [weak, i, id](absl::StatusOr<Reply> reply) {
+        {"INFO", "server"}, timeout, [weak, i, id, epoch](absl::StatusOr<Reply> reply) {
           std::shared_ptr<Core> core = weak.lock();
-          if (core != nullptr) core->OnProbeReply(i, id, reply);
+          if (core != nullptr) core->OnProbeReply(i, id, epoch, reply);
         });
     if (!sent.ok()) {
       s.probe_needed = true;
-      return 0;
+      return probe;
     }
-    return id;
+    probe.id = id;
+    return probe;
   }
 
   void NoteResult(size_t i, const absl::Status& status) {
@@ -221,7 +252,8 @@ class Core : public std::enable_shared_from_this<Core> {
   }
 
  private:
-  void OnProbeReply(size_t i, uint64_t id, const absl::StatusOr<Reply>& reply) {
+  void OnProbeReply(size_t i, uint64_t id, uint64_t epoch,
+                    const absl::StatusOr<Reply>& reply) {
     Server& s = servers_[i];
     if (!reply.ok()) {
       s.probe_needed = true;
@@ -250,6 +282,8 @@ class Core : public std::enable_shared_from_this<Core> {
     s.run_id = std::move(run_id);
     s.probe_needed = false;
     s.last_ok_probe = std::max(s.last_ok_probe, id);
+    // Sent and answered on one connection: its server is confirmed.
+    if (epoch != 0 && s.transport->connection_epoch() == epoch) s.verified_epoch = epoch;
   }
 
   EventLoop* const loop_;
@@ -340,7 +374,7 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       for (const std::string& token : leftovers) {
         if (MayStillExist(token)) SendRelease(i, token);
       }
-      const uint64_t probe = core_->BeforeLockCommand(i, timeout);
+      const Probe probe = core_->BeforeLockCommand(i, timeout);
       std::shared_ptr<AcquireOp> self = shared_from_this();
       absl::Status sent = core_->server(i).commands->TryAcquire(
           resource_, token_, ttl_, timeout,
@@ -381,7 +415,7 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     }
   }
 
-  void OnAcquireReply(int attempt, size_t i, uint64_t probe, const std::string& token,
+  void OnAcquireReply(int attempt, size_t i, const Probe& probe, const std::string& token,
                       absl::Time sent_at, absl::StatusOr<int64_t> fence) {
     const absl::Time now = core_->loop()->Now();
     core_->ReportVote(resource_, "acquire", i, fence.status(), now - sent_at);
@@ -804,7 +838,7 @@ class ExtendOp final : public Op, public std::enable_shared_from_this<ExtendOp> 
     const absl::Duration timeout = core_->Timeout(ttl_);
     bool rejected = false;
     for (size_t i = 0; i < n; ++i) {
-      const uint64_t probe = core_->BeforeLockCommand(i, timeout);
+      const Probe probe = core_->BeforeLockCommand(i, timeout);
       std::shared_ptr<ExtendOp> self = shared_from_this();
       absl::Status sent = core_->server(i).commands->ExtendOrReacquire(
           lease_.resource, lease_.token, ttl_, timeout,
@@ -850,7 +884,7 @@ class ExtendOp final : public Op, public std::enable_shared_from_this<ExtendOp> 
  private:
   enum class Vote { kPending, kOk, kRefused, kFailed, kUncounted };
 
-  void OnReply(size_t i, uint64_t probe, absl::Status status) {
+  void OnReply(size_t i, const Probe& probe, absl::Status status) {
     const absl::Time now = core_->loop()->Now();
     core_->ReportVote(lease_.resource, "extend", i, status, now - t1_);
     core_->NoteResult(i, status);

@@ -125,11 +125,18 @@
 // fences smaller than the largest it has seen.
 //
 // RESTART SAFETY. RedLock learns each server's `run_id` (from `INFO
-// server`) on first use, after any failed command to that server, and --
-// when `delayed_restart` is on -- before every Acquire and Extend (the INFO
-// goes in the same write as the lock command, so it costs no extra round
-// trip). A changed run_id means the server restarted and may have lost
-// keys it granted. With `delayed_restart`, that server's votes are not
+// server`) on first use, after any failed command to that server, and on
+// every new connection to it (Transport::connection_epoch: a restart always
+// breaks the connection). The INFO goes in the same write as the lock
+// command, so it costs no extra round trip. With `delayed_restart` on, a
+// grant counts only if the run_id was confirmed for it: by the INFO queued
+// ahead of it, or because it went out and came back on a connection whose
+// run_id was already confirmed. A transport that cannot name its
+// connections (connection_epoch() == 0), or `check_run_id_every_command`,
+// puts an INFO before every Acquire and Extend instead (needed when a proxy
+// sits between dlock and the servers: a server behind it can restart under
+// an unbroken connection). A changed run_id means the server restarted and
+// may have lost keys it granted. With `delayed_restart`, that server's votes are not
 // counted (for Acquire or Extend) until `max_ttl` has passed since the
 // restart was observed: the "delayed restart" rule of the algorithm's
 // analysis, enforced by the client. Nor are votes of a server whose INFO
@@ -202,6 +209,11 @@ struct RedLockOptions {
 
   // The delayed-restart rule (see RESTART SAFETY). Default on.
   bool delayed_restart = true;
+  // Send `INFO server` with every Acquire and Extend instead of once per
+  // connection (see RESTART SAFETY). Default off; turn it on when a proxy
+  // (twemproxy, Envoy, a Sentinel-aware load balancer) stands between the
+  // client and the servers. Costs about 7% of RedLock throughput.
+  bool check_run_id_every_command = false;
   // The largest ttl Acquire and Extend accept, and how long a restarted
   // server's votes are ignored when delayed_restart is on. Default 60 s.
   // Must be in [kMinTtl, kMaxTtl].
