@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace dlock {
@@ -18,7 +19,17 @@ struct RetryLock::Group {
   bool ready = false;
   // Waiters of this resource, oldest first.
   std::list<Waiter*> fifo;
+  // Tokens of releases made through this RetryLock that already woke a
+  // local waiter (HandOff): their notifications must not wake another.
+  absl::flat_hash_set<std::string> handed_off;
 };
+
+namespace {
+// Bounds Group::handed_off (a notification that never comes -- lost on a
+// reconnect -- must not make it grow); past it, hand-offs are not recorded
+// and their notifications wake one more waiter, as without hand-off.
+constexpr size_t kMaxHandedOff = 64;
+}  // namespace
 
 struct RetryLock::Waiter : public Cancellable {
   enum class State { kPending, kDone, kCancelled };
@@ -107,6 +118,18 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
   }
   w->group = g;
   w->pos = g->fifo.insert(g->fifo.end(), w.get());
+
+  if (!w->single && g->ready && g->fifo.size() > 1) {
+    // Older local waiters are queued for this resource and the release
+    // channel is live: it is held, and a release wakes the oldest first.
+    // Queue behind them without an attempt that could only fail (or barge
+    // ahead of them); a release -- or the backoff timer, should its
+    // notification be lost -- wakes this one in turn.
+    w->sleep_start = w->start;
+    ScheduleBackoff(w, absl::AbortedError(absl::StrCat(
+                           "queued behind ", g->fifo.size() - 1, " local waiter(s)")));
+    return AcquireHandle(std::weak_ptr<Cancellable>(w));
+  }
 
   w->attempts++;
   attempts_++;
@@ -246,7 +269,9 @@ void RetryLock::EnsureSubscribed(const std::shared_ptr<Group>& g) {
       keys_.ChannelKey(g->resource),
       // The subscription is owned by the group and destroyed with it, after
       // which this never runs again: the raw pointers are safe.
-      [this, raw](absl::string_view, absl::string_view) { OnReleased(raw); },
+      [this, raw](absl::string_view, absl::string_view message) {
+        OnReleased(raw, message);
+      },
       [this, weak](absl::Status status) {
         std::shared_ptr<Group> g = weak.lock();
         if (g == nullptr) return;  // group gone (and `this` may be too)
@@ -276,18 +301,30 @@ void RetryLock::OnSubscribed(const std::shared_ptr<Group>& g, absl::Status statu
   }
 }
 
-void RetryLock::OnReleased(Group* g) {
+void RetryLock::OnReleased(Group* g, absl::string_view message) {
+  // Our own release, already handed to a local waiter.
+  if (g->handed_off.erase(message) > 0) return;
+  Wake(g, /*hand_off=*/false);
+}
+
+bool RetryLock::Wake(Group* g, bool hand_off) {
   // Wake the oldest waiter that is not already covered.
   for (Waiter* w : g->fifo) {
     if (w->in_flight) {
       if (w->notified) continue;  // already has a wake-up pending
       w->notified = true;
-      return;
+      return true;
     }
     std::shared_ptr<Waiter> sw = waiters_[w];
     StartAttempt(sw);
-    return;
+    // A hand-off attempt that still meets the lock (the release was not
+    // applied first: its script went through a NOSCRIPT fallback, or it
+    // only decremented a reentrant count) tries once more at once rather
+    // than sleeping through a notification that HandOff suppressed.
+    if (hand_off && sw->in_flight) sw->notified = true;
+    return true;
   }
+  return false;
 }
 
 void RetryLock::Detach(Waiter* w) {
@@ -344,7 +381,28 @@ bool RetryLock::CancelWaiter(Waiter* w) {
 }
 
 absl::Status RetryLock::Release(const Lease& lease, StatusCallback callback) {
-  return inner_->Release(lease, std::move(callback));
+  auto it = groups_.find(lease.resource);
+  if (it == groups_.end()) return inner_->Release(lease, std::move(callback));
+  // Local hand-off. The oldest local waiter attempts now, so its acquire
+  // goes out in the same write as the release, right behind it on the same
+  // connection, instead of a round trip later when the notification comes.
+  std::weak_ptr<Group> weak = it->second;
+  std::string token = lease.token;
+  absl::Status s = inner_->Release(
+      lease, [weak, token, callback = std::move(callback)](absl::Status status) mutable {
+        // Not released (or not known to be): no notification will match.
+        if (!status.ok()) {
+          if (std::shared_ptr<Group> g = weak.lock()) g->handed_off.erase(token);
+        }
+        if (callback) std::move(callback)(std::move(status));
+      });
+  if (!s.ok()) return s;
+  std::shared_ptr<Group> g = weak.lock();
+  if (g != nullptr && Wake(g.get(), /*hand_off=*/true) && g->ready &&
+      g->handed_off.size() < kMaxHandedOff) {
+    g->handed_off.insert(std::move(token));
+  }
+  return s;
 }
 
 absl::Status RetryLock::Extend(const Lease& lease, absl::Duration ttl,

@@ -13,6 +13,19 @@
 //     process, each release costs about one attempt, not N (no stampede).
 //     If that waiter's attempt was already in flight, it re-attempts at
 //     once if that attempt fails.
+//   - Local hand-off: a lease released through this RetryLock while local
+//     waiters wait for its resource wakes the oldest of them at once, so
+//     its acquire goes out in the same write as the release, right behind
+//     it on the connection, instead of a round trip later when the
+//     notification arrives; that notification (it carries the released
+//     token) then wakes nobody else. Should the hand-off attempt still meet
+//     the lock, it tries once more at once.
+//   - An Acquire (wait > 0) that finds older local waiters of its resource
+//     with the release channel live queues behind them without an attempt
+//     (it could only fail, or barge ahead of them): tasks of one process
+//     get the lock in the order they asked, one attempt per hand-over.
+//     Waiters in other processes compete on equal terms at each release;
+//     the lock is not fair across processes.
 //   - A backoff timer still runs in case a notification is lost (or the
 //     holder crashed and the key simply expired): capped exponential
 //     backoff, initial_backoff * multiplier^(n-1) up to max_backoff, with
@@ -124,7 +137,10 @@ class RetryLock : public Lock {
                        const absl::Status& last_error);
   void EnsureSubscribed(const std::shared_ptr<Group>& g);
   void OnSubscribed(const std::shared_ptr<Group>& g, absl::Status status);
-  void OnReleased(Group* g);
+  void OnReleased(Group* g, absl::string_view message);
+  // Wakes the oldest waiter of `g` not already woken; false if none.
+  // `hand_off`: woken by a local Release rather than a notification.
+  bool Wake(Group* g, bool hand_off);
   void Detach(Waiter* w);
   void Finish(const std::shared_ptr<Waiter>& w, absl::StatusOr<Lease> result);
   bool CancelWaiter(Waiter* w);

@@ -246,6 +246,102 @@ TEST_F(RetryLockTest, DestroyingTheLockCancelsPendingWaits) {
   EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
 }
 
+// Tasks of one process contending through one RetryLock: the releaser hands
+// the lock to the oldest local waiter in the same write as its release.
+TEST_F(RetryLockTest, ReleaseHandsOffToTheOldestLocalWaiterInTheSameWrite) {
+  const absl::Duration rtt = absl::Milliseconds(10);
+  conn_.SetLatency(rtt);
+  RetryLockOptions o;
+  o.initial_backoff = absl::Seconds(5);  // only a wake-up can explain progress
+  o.max_backoff = absl::Seconds(5);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &inner_, &conn_, o);
+  auto a = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  loop_.AdvanceTime(rtt);
+  ASSERT_THAT(*a, IsOk());
+  auto b = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  loop_.AdvanceTime(3 * rtt);  // contention, subscription, re-attempt
+  ASSERT_TRUE(Pending(b));
+  ASSERT_EQ(lock.subscriptions(), 1u);
+  const int64_t before = lock.attempts();
+
+  const size_t sent_before = conn_.sent().size();
+  const absl::Time released_at = loop_.Now();
+  ASSERT_THAT(lock.Release(**a, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
+  // The release and B's acquire were sent in this very turn, in that order.
+  ASSERT_EQ(conn_.sent().size(), sent_before + 2);
+  EXPECT_EQ(lock.attempts(), before + 1);
+  loop_.AdvanceTime(rtt);
+  ASSERT_THAT(*b, IsOk()) << "one round trip after the release, not two";
+  EXPECT_EQ(loop_.Now() - released_at, rtt);
+  // The release's own notification wakes nobody else.
+  loop_.AdvanceTime(10 * rtt);
+  EXPECT_EQ(lock.attempts(), before + 1);
+  ASSERT_THAT(lock.Release(**b, [](absl::Status) {}), IsOk());
+  loop_.AdvanceTime(rtt);
+}
+
+TEST_F(RetryLockTest, NewWaitersQueueBehindLocalWaitersInArrivalOrderWithoutAttempting) {
+  const absl::Duration rtt = absl::Milliseconds(10);
+  conn_.SetLatency(rtt);
+  RetryLockOptions o;
+  o.initial_backoff = absl::Seconds(5);
+  o.max_backoff = absl::Seconds(5);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &inner_, &conn_, o);
+  Lease held = Hold("r");
+  auto first = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  loop_.AdvanceTime(3 * rtt);
+  ASSERT_EQ(lock.subscriptions(), 1u);
+  const int64_t before = lock.attempts();
+  auto second = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto third = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  loop_.AdvanceTime(3 * rtt);
+  EXPECT_EQ(lock.attempts(), before) << "queued behind the first, no attempt";
+  EXPECT_EQ(lock.waiting(), 3u);
+
+  // Another process releases: the oldest wins, then each release hands on.
+  ASSERT_THAT(holder_.Release(held, [](absl::Status) {}), IsOk());
+  loop_.AdvanceTime(3 * rtt);
+  ASSERT_THAT(*first, IsOk());
+  EXPECT_TRUE(Pending(second));
+  EXPECT_TRUE(Pending(third));
+  ASSERT_THAT(lock.Release(**first, [](absl::Status) {}), IsOk());
+  loop_.AdvanceTime(3 * rtt);
+  ASSERT_THAT(*second, IsOk());
+  EXPECT_TRUE(Pending(third));
+  ASSERT_THAT(lock.Release(**second, [](absl::Status) {}), IsOk());
+  loop_.AdvanceTime(3 * rtt);
+  ASSERT_THAT(*third, IsOk());
+  EXPECT_EQ(lock.attempts(), before + 3) << "one attempt per hand-over";
+  ASSERT_THAT(lock.Release(**third, [](absl::Status) {}), IsOk());
+  loop_.AdvanceTime(rtt);
+  EXPECT_EQ(lock.subscriptions(), 0u);
+}
+
+TEST_F(RetryLockTest, AQueuedWaiterStillHasItsBackoffTimer) {
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(50);
+  o.max_backoff = absl::Milliseconds(50);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &inner_, &conn_, o);
+  Hold("r", absl::Seconds(1));
+  auto first = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  loop_.RunUntilIdle();
+  auto second = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  loop_.RunUntilIdle();
+  // The holder's key expires (no notification): the first waiter's timer
+  // finds the lock free.
+  loop_.AdvanceTime(absl::Milliseconds(1050));
+  ASSERT_THAT(*first, IsOk());
+  EXPECT_TRUE(Pending(second));
+  // The first's key vanishes without a release (no notification either):
+  // the queued second waiter's own timer finds it free.
+  server_.Execute({"DEL", keys_.LockKey("r")});
+  loop_.AdvanceTime(absl::Milliseconds(50));
+  EXPECT_THAT(*second, IsOk());
+}
+
 TEST_F(RetryLockTest, ObserverSeesWaitsAndOneOutcomePerAcquire) {
   WaitRecorder rec;
   RetryLockOptions o;

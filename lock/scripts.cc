@@ -15,12 +15,14 @@ redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
 return fence
 )lua";
 
-// Compare-and-delete, then publish. pcall: a key of another type (a
-// reentrant hash) yields an error table, which never equals the token.
+// Compare-and-delete, then publish the released token (so a RetryLock that
+// already handed the release to a local waiter recognises its own
+// notification). pcall: a key of another type (a reentrant hash) yields an
+// error table, which never equals the token.
 constexpr char kRelease[] = R"lua(
 if redis.pcall('get', KEYS[1]) == ARGV[1] then
   redis.call('del', KEYS[1])
-  redis.call('publish', ARGV[2], 'released')
+  redis.call('publish', ARGV[2], ARGV[1])
   return 1
 end
 return 0

@@ -52,7 +52,10 @@ const Script& ReentrantReleaseScript();
 const Script& ReentrantExtendScript();
 const Script& ReentrantUndoScript();
 
-// The message a release publishes on the resource's channel.
+// The message a reentrant release publishes on the resource's channel when
+// the last hold ends. A simple (and RedLock) release publishes the released
+// lease's token instead: it is worthless once the key is deleted, and lets
+// a RetryLock tell its own releases' notifications from others'.
 inline constexpr char kReleasedMessage[] = "released";
 
 struct NamedScript {

@@ -305,7 +305,7 @@ TEST_F(SimpleLockTest, OperationsInFlightCompleteAfterTheLockIsDestroyed) {
   EXPECT_THAT(*r, IsOk());
 }
 
-TEST_F(SimpleLockTest, ReleasePublishesOnTheResourceChannel) {
+TEST_F(SimpleLockTest, ReleasePublishesTheReleasedTokenOnTheResourceChannel) {
   SimpleLock lock(&loop_, &conn_);
   std::vector<std::string> messages;
   absl::StatusOr<std::unique_ptr<Subscription>> sub = other_.Subscribe(
@@ -320,7 +320,7 @@ TEST_F(SimpleLockTest, ReleasePublishesOnTheResourceChannel) {
   ASSERT_THAT(lock.Release(**r, [&](absl::Status s) { released = s; }), IsOk());
   loop_.RunUntilIdle();
   EXPECT_THAT(released, IsOk());
-  EXPECT_EQ(messages, std::vector<std::string>{kReleasedMessage});
+  EXPECT_EQ(messages, std::vector<std::string>{(*r)->token});
   // A failed release publishes nothing.
   ASSERT_THAT(lock.Release(**r, [&](absl::Status s) { released = s; }), IsOk());
   loop_.RunUntilIdle();
