@@ -41,6 +41,7 @@ struct DlockStack {
   Lock* base = nullptr;  // simple or redlock
 
   bool delayed_restart = true;
+  bool info_every_command = false;
 
   absl::Status Build(uv_loop_t* uv, EventLoop* loop, const RawOptions& o, bool with_retry) {
     for (int port : o.ports) {
@@ -61,6 +62,7 @@ struct DlockStack {
       RedLockOptions ro;
       ro.keys.prefix = prefix;
       ro.delayed_restart = delayed_restart;
+      ro.check_run_id_every_command = info_every_command;
       std::vector<Transport*> ts;
       for (auto& t : transports) ts.push_back(t.get());
       auto rl = RedLock::Create(loop, ts, ro);
@@ -199,6 +201,7 @@ absl::StatusOr<BenchResult> AsyncCycles(const DlockOptions& o, const std::string
   LocalLoop l;
   DlockStack s;
   s.delayed_restart = o.redlock_delayed_restart;
+  s.info_every_command = o.redlock_info_every_command;
   absl::Status st = OpenLocal(&l, &s, o.raw, false);
   if (!st.ok()) {
     s.Destroy();
@@ -222,7 +225,10 @@ absl::StatusOr<BenchResult> AsyncCycles(const DlockOptions& o, const std::string
   if (!c.error.ok()) return c.error;
   BenchResult r = Header("async", workload, static_cast<int>(o.raw.ports.size()));
   if (workload == "pipelined") r.Set("depth", static_cast<int64_t>(depth));
-  if (o.raw.ports.size() > 1) r.Set("delayed_restart", o.redlock_delayed_restart);
+  if (o.raw.ports.size() > 1) {
+    r.Set("delayed_restart", o.redlock_delayed_restart);
+    r.Set("info_every_command", o.redlock_info_every_command);
+  }
   r.SetCycleStats(o.raw.n, t1 - t0, before, after, &lat);
   r.Set("failed", c.failed);
   return r;

@@ -36,6 +36,8 @@ struct DlockOptions {
   // default, as in the library; off as a diagnostic (it adds an INFO to
   // every acquire).
   bool redlock_delayed_restart = true;
+  // RedLockOptions::check_run_id_every_command (INFO with every acquire).
+  bool redlock_info_every_command = false;
 };
 
 absl::StatusOr<BenchResult> RunDlock(const DlockOptions& o,

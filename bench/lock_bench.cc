@@ -50,7 +50,10 @@ ABSL_FLAG(int64_t, leases, 10000, "watchdog: leases held");
 ABSL_FLAG(double, seconds, 10, "watchdog: how long to hold them");
 ABSL_FLAG(int, ttl_ms, 30000, "lock TTL (watchdog: lease TTL)");
 ABSL_FLAG(bool, redlock_delayed_restart, true,
-          "dlock with several ports: RedLock's delayed-restart rule (INFO per acquire)");
+          "dlock with several ports: RedLock's delayed-restart rule");
+ABSL_FLAG(bool, redlock_info_every_command, false,
+          "dlock with several ports: check run_ids with an INFO on every acquire "
+          "(RedLockOptions::check_run_id_every_command) instead of once per connection");
 ABSL_FLAG(bool, dlock_scripts, false,
           "hiredis-raw async seq/pipelined: run dlock's acquire/release Lua scripts");
 
@@ -107,6 +110,7 @@ int main(int argc, char** argv) {
     d.leases = absl::GetFlag(FLAGS_leases);
     d.seconds = absl::GetFlag(FLAGS_seconds);
     d.redlock_delayed_restart = absl::GetFlag(FLAGS_redlock_delayed_restart);
+    d.redlock_info_every_command = absl::GetFlag(FLAGS_redlock_info_every_command);
     r = dlock::bench::RunDlock(d, workload);
   }
   if (!r.ok()) {

@@ -54,9 +54,32 @@ RedLockOptions TestOptions() {
   return options;
 }
 
+// A Transport that forwards to a FakeTransport but always names the same
+// connection: what a client sees through a proxy, whose connection to the
+// client survives a restart of the server behind it.
+class ProxiedTransport : public Transport {
+ public:
+  ProxiedTransport(FakeTransport* inner, uint64_t epoch) : inner_(inner), epoch_(epoch) {}
+  absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
+                    ReplyCallback callback) override {
+    return inner_->Send(std::move(argv), timeout, std::move(callback));
+  }
+  absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
+      std::string channel, MessageCallback on_message,
+      absl::AnyInvocable<void(absl::Status) &&> on_ready) override {
+    return inner_->Subscribe(std::move(channel), std::move(on_message), std::move(on_ready));
+  }
+  uint64_t connection_epoch() const override { return epoch_; }
+
+ private:
+  FakeTransport* inner_;
+  uint64_t epoch_;
+};
+
 // One process's view: a connection to every server and a RedLock over them.
 struct Client {
   std::vector<std::unique_ptr<FakeTransport>> conns;
+  std::vector<std::unique_ptr<ProxiedTransport>> proxies;  // if any
   std::unique_ptr<RedLock> lock;
 
   FakeTransport& conn(size_t i) { return *conns[i]; }
@@ -74,12 +97,20 @@ class RedLockTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) servers_.push_back(std::make_unique<FakeRedis>(&loop_));
   }
 
-  Client& MakeClient(RedLockOptions options = TestOptions()) {
+  // With `fixed_epoch`, the RedLock talks through ProxiedTransports that
+  // report that connection_epoch() whatever happens.
+  Client& MakeClient(RedLockOptions options = TestOptions(),
+                     std::optional<uint64_t> fixed_epoch = std::nullopt) {
     auto client = std::make_unique<Client>();
     std::vector<Transport*> raw;
     for (auto& server : servers_) {
       client->conns.push_back(std::make_unique<FakeTransport>(&loop_, server.get()));
       raw.push_back(client->conns.back().get());
+      if (fixed_epoch.has_value()) {
+        client->proxies.push_back(
+            std::make_unique<ProxiedTransport>(client->conns.back().get(), *fixed_epoch));
+        raw.back() = client->proxies.back().get();
+      }
     }
     absl::StatusOr<std::unique_ptr<RedLock>> lock =
         RedLock::Create(&loop_, raw, std::move(options));
@@ -881,103 +912,44 @@ TEST_F(RedLockTest, CheckRunIdEveryCommandSendsInfoWithEveryAcquireAndExtend) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(c.conn(i).CountSent("INFO"), 6) << i;
 }
 
-// A Transport that forwards to a FakeTransport but always names the same
-// connection: what a client sees through a proxy, whose connection to the
-// client survives a restart of the server behind it.
-class ProxiedTransport : public Transport {
- public:
-  ProxiedTransport(FakeTransport* inner, uint64_t epoch) : inner_(inner), epoch_(epoch) {}
-  absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
-                    ReplyCallback callback) override {
-    return inner_->Send(std::move(argv), timeout, std::move(callback));
-  }
-  absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
-      std::string channel, MessageCallback on_message,
-      absl::AnyInvocable<void(absl::Status) &&> on_ready) override {
-    return inner_->Subscribe(std::move(channel), std::move(on_message), std::move(on_ready));
-  }
-  uint64_t connection_epoch() const override { return epoch_; }
-
- private:
-  FakeTransport* inner_;
-  uint64_t epoch_;
-};
-
 TEST_F(RedLockTest, BehindAProxyOnlyCheckingEveryCommandCatchesARestart) {
-  MakeServers(3);
   for (bool every_command : {false, true}) {
     SCOPED_TRACE(every_command);
-    for (auto& server : servers_) server->Execute({"FLUSHALL"});
+    clients_.clear();
+    servers_.clear();
+    MakeServers(3);
     Client& a = MakeClient();
-    std::vector<std::unique_ptr<FakeTransport>> conns;
-    std::vector<std::unique_ptr<ProxiedTransport>> proxied;
-    std::vector<Transport*> raw;
-    for (auto& server : servers_) {
-      conns.push_back(std::make_unique<FakeTransport>(&loop_, server.get()));
-      proxied.push_back(std::make_unique<ProxiedTransport>(conns.back().get(), 7));
-      raw.push_back(proxied.back().get());
-    }
     RedLockOptions options = TestOptions();
     options.check_run_id_every_command = every_command;
-    absl::StatusOr<std::unique_ptr<RedLock>> b = RedLock::Create(&loop_, raw, options);
-    ASSERT_THAT(b, IsOk());
-    bool done = false;
-    // B learns the run_ids, then A holds the lock on servers 0 and 1.
-    ASSERT_THAT((*b)->Acquire(kResource, {kTtl}, [&](absl::StatusOr<Lease> l) {
-      ASSERT_THAT(l, IsOk());
-      ASSERT_THAT((*b)->Release(*l, [&](absl::Status) { done = true; }), IsOk());
-    }), IsOk());
-    ASSERT_TRUE(RunUntil([&] { return done; }));
+    Client& b = MakeClient(options, /*fixed_epoch=*/7);
+    Outcome warm = Acquire(b, {kTtl}, "warm-up");  // B learns the run_ids
+    ASSERT_THAT(warm.lease, IsOk());
     a.conn(2).Partition();
     Outcome held = Acquire(a);
     ASSERT_THAT(held.lease, IsOk());
     // Server 0 restarts and loses A's key; B's "connection" looks unbroken.
     servers_[0]->Restart();
-    std::optional<absl::StatusOr<Lease>> rival;
-    ASSERT_THAT((*b)->Acquire(kResource, {kTtl},
-                              [&](absl::StatusOr<Lease> l) { rival = std::move(l); }),
-                IsOk());
-    ASSERT_TRUE(RunUntil([&] { return rival.has_value(); }));
+    Outcome rival = Acquire(b);
     if (every_command) {
-      EXPECT_THAT(*rival, StatusIs(absl::StatusCode::kAborted));
-      EXPECT_TRUE((*b)->server_status(0).quarantined);
+      EXPECT_THAT(rival.lease, StatusIs(absl::StatusCode::kAborted));
+      EXPECT_TRUE(b.lock->server_status(0).quarantined);
     } else {
       // The documented limitation: the restart went unseen.
-      EXPECT_THAT(*rival, IsOk());
-      EXPECT_EQ((*b)->server_status(0).restarts_observed, 0);
+      EXPECT_THAT(rival.lease, IsOk());
+      EXPECT_EQ(b.lock->server_status(0).restarts_observed, 0);
     }
-    b->reset();
-    Drain();
-    clients_.clear();
   }
 }
 
 TEST_F(RedLockTest, ATransportThatCannotNameItsConnectionGetsAnInfoWithEveryAcquire) {
   MakeServers(3);
-  std::vector<std::unique_ptr<FakeTransport>> conns;
-  std::vector<std::unique_ptr<ProxiedTransport>> nameless;
-  std::vector<Transport*> raw;
-  for (auto& server : servers_) {
-    conns.push_back(std::make_unique<FakeTransport>(&loop_, server.get()));
-    nameless.push_back(std::make_unique<ProxiedTransport>(conns.back().get(), 0));
-    raw.push_back(nameless.back().get());
-  }
-  absl::StatusOr<std::unique_ptr<RedLock>> lock = RedLock::Create(&loop_, raw, TestOptions());
-  ASSERT_THAT(lock, IsOk());
+  Client& c = MakeClient(TestOptions(), /*fixed_epoch=*/0);
   for (int i = 0; i < 3; ++i) {
-    std::optional<absl::StatusOr<Lease>> got;
-    ASSERT_THAT((*lock)->Acquire(kResource, {kTtl},
-                                 [&](absl::StatusOr<Lease> l) { got = std::move(l); }),
-                IsOk());
-    ASSERT_TRUE(RunUntil([&] { return got.has_value(); }));
-    ASSERT_THAT(*got, IsOk());
-    bool released = false;
-    ASSERT_THAT((*lock)->Release(**got, [&](absl::Status) { released = true; }), IsOk());
-    ASSERT_TRUE(RunUntil([&] { return released; }));
+    Outcome out = Acquire(c);
+    ASSERT_THAT(out.lease, IsOk());
+    ASSERT_THAT(Release(c, *out.lease), IsOk());
   }
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(conns[i]->CountSent("INFO"), 3) << i;
-  lock->reset();
-  Drain();
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(c.conn(i).CountSent("INFO"), 3) << i;
 }
 
 TEST_F(RedLockTest, RestartIsDetectedAfterAFailedCommandWithoutDelayedRestart) {
