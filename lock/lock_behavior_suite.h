@@ -560,6 +560,69 @@ TYPED_TEST_P(LockBehaviorTest, RetryOverReentrantWakesOnFinalRelease) {
   EXPECT_EQ(got->token, "c2:");
 }
 
+// Tasks of one process sharing one RetryLock (one connection): each release
+// hands the lock to the oldest local waiter in the same write, so they take
+// turns in the order they asked, one attempt per hand-over.
+TYPED_TEST_P(LockBehaviorTest, LocalTasksTakeTurnsInArrivalOrderOneAttemptPerHandOver) {
+  constexpr int kTasks = 4;
+  constexpr int kRounds = 5;
+  Transport* t = this->env_->NewClient();
+  SimpleLock inner(this->loop(), t);
+  RetryLockOptions ro;
+  // Backoff timers never fire within this test: only releases move it on.
+  ro.initial_backoff = absl::Seconds(20);
+  ro.max_backoff = absl::Seconds(20);
+  RetryLock retry(this->loop(), &inner, t, ro);
+  std::vector<int> holders;
+  std::vector<int64_t> attempts_at;  // retry.attempts() at each grant
+  int done = 0;
+  int errors = 0;
+  std::function<void(int, int)> take;
+  take = [&](int task, int left) {
+    absl::StatusOr<AcquireHandle> h = retry.Acquire(
+        "turns", this->Ttl(absl::Seconds(10), absl::Seconds(60)),
+        [&, task, left](absl::StatusOr<Lease> lease) {
+          if (!lease.ok()) {
+            ++errors;
+            ++done;
+            return;
+          }
+          holders.push_back(task);
+          attempts_at.push_back(retry.attempts());
+          // A critical section of one round trip, then release and queue again.
+          Lease l = *lease;
+          ASSERT_THAT(t->Send({"INCR", "turns:count"}, absl::Seconds(5),
+              [&, task, left, l](absl::StatusOr<Reply>) {
+                ASSERT_THAT(retry.Release(l, [&](absl::Status s) {
+                  if (!s.ok()) ++errors;
+                }), IsOk());
+                if (left > 1) {
+                  take(task, left - 1);
+                } else {
+                  ++done;
+                }
+              }), IsOk());
+        });
+    ASSERT_THAT(h, IsOk());
+  };
+  for (int i = 0; i < kTasks; ++i) take(i, kRounds);
+  ASSERT_TRUE(this->env_->RunUntil([&] { return done == kTasks; }, absl::Seconds(30)));
+  this->env_->RunFor(this->env_->round_trip());
+  EXPECT_EQ(errors, 0);
+  ASSERT_EQ(holders.size(), static_cast<size_t>(kTasks * kRounds));
+  for (size_t i = 0; i < holders.size(); ++i) {
+    EXPECT_EQ(holders[i], static_cast<int>(i % kTasks)) << "turn " << i;
+  }
+  // Until the release channel is live, arrivals attempt (and re-attempt once
+  // subscribed); from the second round on, every hand-over costs exactly
+  // one attempt: the next holder's, sent behind the release.
+  for (size_t i = 2 * kTasks; i < attempts_at.size(); ++i) {
+    EXPECT_EQ(attempts_at[i] - attempts_at[i - 1], 1) << "turn " << i;
+  }
+  EXPECT_EQ(this->Get("turns:count"), Reply::String(absl::StrCat(kTasks * kRounds)));
+  EXPECT_FALSE(this->Exists(this->keys_.LockKey("turns")));
+}
+
 // The document's stock deduction: 8 clients, stock 100, read-modify-write
 // in separate round trips under the lock. Never oversold, sold out exactly.
 TYPED_TEST_P(LockBehaviorTest, StockOfHundredIsNeverOversoldBy8Clients) {
@@ -791,6 +854,7 @@ REGISTER_TYPED_TEST_SUITE_P(LockBehaviorTest,
                             NoStampedeOneAttemptPerReleasePerLocalWaiter,
                             ReentrantCountsUpAndDownAcrossLockObjectsOfOneOwner,
                             RetryOverReentrantWakesOnFinalRelease,
+                            LocalTasksTakeTurnsInArrivalOrderOneAttemptPerHandOver,
                             StockOfHundredIsNeverOversoldBy8Clients,
                             OrderRacedBy8WorkersIsProcessedOnce,
                             ScheduledJobTriggeredOn5NodesRunsOnce);
