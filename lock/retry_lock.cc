@@ -20,7 +20,8 @@ struct RetryLock::Group {
   // Waiters of this resource, oldest first.
   std::list<Waiter*> fifo;
   // Tokens of releases made through this RetryLock that already woke a
-  // local waiter (HandOff): their notifications must not wake another.
+  // local waiter (the hand-off in Release): their notifications must not
+  // wake another.
   absl::flat_hash_set<std::string> handed_off;
 };
 
@@ -320,7 +321,7 @@ bool RetryLock::Wake(Group* g, bool hand_off) {
     // A hand-off attempt that still meets the lock (the release was not
     // applied first: its script went through a NOSCRIPT fallback, or it
     // only decremented a reentrant count) tries once more at once rather
-    // than sleeping through a notification that HandOff suppressed.
+    // than sleeping through the notification that Release suppressed.
     if (hand_off && sw->in_flight) sw->notified = true;
     return true;
   }
