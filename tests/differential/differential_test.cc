@@ -10,7 +10,9 @@
 // subcommands, wrong-type operations, binary keys and values.
 //
 // Time: the real server's clock runs while the test runs. Keys only get long
-// TTLs (>= 1000 s, in buckets 1e6 ms apart so GT/LT comparisons cannot tie),
+// TTLs (>= 1000 s, in buckets 1e6 ms apart, and each TTL handed out is 100
+// ms (or 1 s) longer than the last of its bucket, so a GT/LT comparison never
+// ties, even when the same bucket is re-applied within a millisecond),
 // the fake's clock starts at the real server's TIME, and before every command
 // the ManualEventLoop is advanced to the real server's TIME, so both agree to
 // within milliseconds. PTTL and TTL are compared with a tolerance (PTTL +-50
@@ -20,6 +22,7 @@
 // differing command, both replies, and the commands before it. To replay one
 // seed: DLOCK_DIFFERENTIAL_SEED=<seed> (and DLOCK_DIFFERENTIAL_COMMANDS=<n>);
 // for a longer hunt: DLOCK_DIFFERENTIAL_SEEDS=<number of seeds, from 1>.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -294,6 +297,20 @@ class Generator {
   }
   std::string Key() { return One(Keys()); }
   std::string Value() { return One(Values()); }
+  // A long TTL from one of the buckets, 100 ms (PX) or 1 s (EX) more than
+  // the previous one of its unit: re-applying a bucket always moves the
+  // expiry later by far more than the fake's and the real server's clocks
+  // can disagree, so GT/LT decide the same on both. The growth stops short
+  // of the next bucket (at 900 s), far beyond what 5,000 commands use;
+  // only much longer hunts can tie again.
+  std::string LongTtl(bool seconds) {
+    if (seconds) {
+      ex_steps_ = std::min<int64_t>(ex_steps_ + 1, 900);
+      return absl::StrCat(std::stoll(One(LongEx())) + ex_steps_);
+    }
+    px_steps_ = std::min<int64_t>(px_steps_ + 1, 9000);
+    return absl::StrCat(std::stoll(One(LongPx())) + 100 * px_steps_);
+  }
   std::string Field() { return One(Fields()); }
 
   // Command names in random case now and then.
@@ -307,7 +324,7 @@ class Generator {
 
   std::string Ttl(bool seconds) {
     if (Pick(4) == 0) return One(BadTtls());
-    return seconds ? One(LongEx()) : One(LongPx());
+    return LongTtl(seconds);
   }
 
   Argv Set() {
@@ -350,7 +367,7 @@ class Generator {
     switch (Pick(6)) {
       case 0: ttl = One({"0", "-1", "-100"}); break;
       case 1: ttl = One(BadTtls()); break;
-      default: ttl = seconds ? One(LongEx()) : One(LongPx());
+      default: ttl = LongTtl(seconds);
     }
     Argv argv = {name, Key(), ttl};
     const size_t options = Pick(10) < 6 ? 0 : 1 + Pick(2);
@@ -397,13 +414,13 @@ class Generator {
       } else if (s.ttl_args) {
         // A short positive TTL would leave an expired key that only
         // redis-server's expiry cycle removes (DBSIZE would race it).
-        argv->push_back(Pick(3) == 0 ? One({"0", "-1", "abc", "NX"}) : One(LongPx()));
+        argv->push_back(Pick(3) == 0 ? One({"0", "-1", "abc", "NX"}) : LongTtl(false));
       } else if (safe) {
         argv->push_back(One(SafeArgs()));
       } else {
         switch (Pick(3)) {
           case 0: argv->push_back(Value()); break;
-          case 1: argv->push_back(One(LongPx())); break;
+          case 1: argv->push_back(LongTtl(false)); break;
           default: argv->push_back(One(SafeArgs()));
         }
       }
@@ -466,7 +483,7 @@ class Generator {
     if (name == "release" || name == "reentrant_release" || name == "reentrant_undo") {
       argv.push_back(One({"{r}lock:released", "ch"}));
     } else {
-      argv.push_back(Pick(12) == 0 ? One({"abc", "0", "-5"}) : One(LongPx()));
+      argv.push_back(Pick(12) == 0 ? One({"abc", "0", "-5"}) : LongTtl(false));
     }
     return argv;
   }
@@ -504,6 +521,8 @@ class Generator {
   }
 
   std::mt19937_64 rng_;
+  int64_t px_steps_ = 0;
+  int64_t ex_steps_ = 0;
   std::vector<NamedScript> dlock_scripts_;
 };
 
