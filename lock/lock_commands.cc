@@ -263,4 +263,21 @@ absl::Status LockCommands::ExtendOrReacquire(
       });
 }
 
+void BackgroundRetries::RunLater(absl::Duration delay, absl::AnyInvocable<void() &&> fn) {
+  if (stopped_) return;
+  auto id = std::make_shared<TimerId>(0);
+  *id = loop_->RunAfter(delay, [this, id, fn = std::move(fn)]() mutable {
+    timers_.erase(*id);
+    std::move(fn)();
+  });
+  timers_.insert(*id);
+}
+
+void BackgroundRetries::Stop() {
+  stopped_ = true;
+  absl::flat_hash_set<TimerId> timers = std::move(timers_);
+  timers_.clear();
+  for (TimerId id : timers) loop_->Cancel(id);
+}
+
 }  // namespace dlock

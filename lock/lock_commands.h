@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -28,6 +29,7 @@
 #include "absl/functional/function_ref.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
+#include "dlock/transport/event_loop.h"
 #include "dlock/transport/transport.h"
 
 namespace dlock {
@@ -99,6 +101,23 @@ absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
                                     absl::StatusOr<int64_t> fence, absl::Time now,
                                     LockObserver* observer,
                                     absl::FunctionRef<void()> undo);
+
+// Background retries of cleanups after unknown outcomes (SimpleLock,
+// ReentrantLock). Stop() -- run when the lock is destroyed, since its
+// transport may be destroyed right after -- cancels every timer not yet run
+// and ignores later RunLater calls; the keys then expire by their TTL. A
+// callback must keep alive whatever owns this object until it runs.
+class BackgroundRetries {
+ public:
+  explicit BackgroundRetries(EventLoop* loop) : loop_(loop) {}
+  void RunLater(absl::Duration delay, absl::AnyInvocable<void() &&> fn);
+  void Stop();
+
+ private:
+  EventLoop* const loop_;
+  bool stopped_ = false;
+  absl::flat_hash_set<TimerId> timers_;
+};
 
 class LockCommands {
  public:

@@ -2,7 +2,6 @@
 
 #include <memory>
 
-#include "absl/container/flat_hash_set.h"
 #include <string>
 #include <utility>
 
@@ -39,29 +38,10 @@ struct ReentrantLock::Core {
     return absl::StrCat(keys.LockKey(resource), ":acquire:", request);
   }
 
-  // Background retries of cleanups after unknown outcomes. Stopped (timers
-  // cancelled) when the lock is destroyed, since its transport may be
-  // destroyed right after; the keys then expire by their TTL.
-  void RetryLater(absl::Duration delay, absl::AnyInvocable<void() &&> fn) {
-    if (stopped) return;
-    auto id = std::make_shared<TimerId>(0);
-    // `fn` keeps this Core alive until the timer ran or was cancelled.
-    *id = loop->RunAfter(delay, [self = this, id, fn = std::move(fn)]() mutable {
-      self->retry_timers.erase(*id);
-      std::move(fn)();
-    });
-    retry_timers.insert(*id);
-  }
-  void StopBackground() {
-    stopped = true;
-    absl::flat_hash_set<TimerId> timers = std::move(retry_timers);
-    retry_timers.clear();
-    for (TimerId id : timers) loop->Cancel(id);
-  }
-  bool stopped = false;
-  absl::flat_hash_set<TimerId> retry_timers;
-
   EventLoop* loop;
+  // Cleanups after unknown outcomes; each callback holds the Core. After
+  // `loop`, which it is built from.
+  BackgroundRetries retries{loop};
   Transport* transport;
   ReentrantLockOptions options;
   KeyScheme keys;
@@ -88,7 +68,7 @@ void Undo(std::shared_ptr<ReentrantLock::Core> core, std::string resource,
         EventLoop* loop = core->loop;
         auto* core_raw = core.get();
         if (loop->Now() + kUndoRetryDelay >= marker_expiry) return;
-        core_raw->RetryLater(kUndoRetryDelay, [core = std::move(core),
+        core_raw->retries.RunLater(kUndoRetryDelay, [core = std::move(core),
                                          resource = std::move(resource),
                                          owner = std::move(owner),
                                          request = std::move(request), marker_expiry,
@@ -184,7 +164,7 @@ ReentrantLock::ReentrantLock(EventLoop* loop, Transport* transport,
                              ReentrantLockOptions options)
     : core_(std::make_shared<Core>(loop, transport, std::move(options))) {}
 
-ReentrantLock::~ReentrantLock() { core_->StopBackground(); }
+ReentrantLock::~ReentrantLock() { core_->retries.Stop(); }
 
 const std::string& ReentrantLock::client_id() const { return core_->client_id; }
 

@@ -2,7 +2,6 @@
 
 #include <memory>
 
-#include "absl/container/flat_hash_set.h"
 #include <string>
 #include <utility>
 
@@ -37,29 +36,10 @@ struct SimpleLock::Core {
     return absl::OkStatus();
   }
 
-  // Background retries of cleanups after unknown outcomes. Stopped (timers
-  // cancelled) when the lock is destroyed, since its transport may be
-  // destroyed right after; the keys then expire by their TTL.
-  void RetryLater(absl::Duration delay, absl::AnyInvocable<void() &&> fn) {
-    if (stopped) return;
-    auto id = std::make_shared<TimerId>(0);
-    // `fn` keeps this Core alive until the timer ran or was cancelled.
-    *id = loop->RunAfter(delay, [self = this, id, fn = std::move(fn)]() mutable {
-      self->retry_timers.erase(*id);
-      std::move(fn)();
-    });
-    retry_timers.insert(*id);
-  }
-  void StopBackground() {
-    stopped = true;
-    absl::flat_hash_set<TimerId> timers = std::move(retry_timers);
-    retry_timers.clear();
-    for (TimerId id : timers) loop->Cancel(id);
-  }
-  bool stopped = false;
-  absl::flat_hash_set<TimerId> retry_timers;
-
   EventLoop* loop;
+  // Cleanups after unknown outcomes; each callback holds the Core. After
+  // `loop`, which it is built from.
+  BackgroundRetries retries{loop};
   LockCommands commands;
   SimpleLockOptions options;
   LockObserver* observer;
@@ -86,7 +66,7 @@ void CleanupToken(std::shared_ptr<SimpleLock::Core> core, std::string resource,
         EventLoop* loop = core->loop;
         auto* core_raw = core.get();
         if (loop->Now() + kCleanupRetryDelay >= key_expiry) return;
-        core_raw->RetryLater(kCleanupRetryDelay, [core = std::move(core),
+        core_raw->retries.RunLater(kCleanupRetryDelay, [core = std::move(core),
                                             resource = std::move(resource),
                                             token = std::move(token), key_expiry,
                                             attempts_left]() mutable {
@@ -159,7 +139,7 @@ SimpleLock::SimpleLock(EventLoop* loop, Transport* transport,
                        SimpleLockOptions options)
     : core_(std::make_shared<Core>(loop, transport, std::move(options))) {}
 
-SimpleLock::~SimpleLock() { core_->StopBackground(); }
+SimpleLock::~SimpleLock() { core_->retries.Stop(); }
 
 const KeyScheme& SimpleLock::keys() const { return core_->commands.keys(); }
 
