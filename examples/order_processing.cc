@@ -1,8 +1,16 @@
 // Order processing: the same order is delivered twice (a message queue's
 // at-least-once redelivery) to two workers at the same moment, and once more
 // after it was done. Each worker takes the order's lock (SimpleLock: one
-// SET NX PX attempt), checks whether the order was already processed, and
-// only then charges it. Result: the order is charged exactly once.
+// SET NX PX attempt), then does what most order handlers do: reads the
+// order's state ("processed?"), charges the customer, and records the order
+// as processed -- three separate steps, the check-then-act race of the
+// original design document. The lock is what makes them one step: the
+// result is that the order is charged exactly once.
+//
+// --unlocked runs the same workers without the lock, to show the race: both
+// workers read "not processed" before either records it, and the order is
+// charged twice (the program then exits 1). The tests run both, so the
+// example fails if the lock stops doing its job.
 //
 //   bazel run //examples:order_processing [-- --redis=redis://127.0.0.1:6379]
 #include <cstdio>
@@ -20,6 +28,8 @@
 
 ABSL_FLAG(bool, fake, false,
           "run on in-memory fake servers in virtual time (*_fake binaries only)");
+ABSL_FLAG(bool, unlocked, false,
+          "skip the lock (shows the race: the order is charged twice, exit 1)");
 ABSL_FLAG(std::vector<std::string>, redis, {},
           "Redis server (redis://host:port); default: start a private one");
 
@@ -35,6 +45,7 @@ class Worker {
 
   // Handles one delivery of `order`; `done` runs when finished.
   void Handle(const std::string& order, std::function<void()> done) {
+    if (absl::GetFlag(FLAGS_unlocked)) return Process(order, nullptr, std::move(done));
     AcquireOptions o;
     o.ttl = absl::Seconds(10);
     auto handle = lock_.Acquire(absl::StrCat("order:", order), o,
@@ -44,30 +55,41 @@ class Worker {
                          lease.status().ToString(), "); dropping this delivery"));
         return done();
       }
-      Lease held = *lease;
-      // Under the lock: was it processed already? (SET NX succeeds only
-      // the first time: the record of processed orders.)
-      transport_->Send({"SET", "orders:processed:" + order, "1", "NX"}, absl::Seconds(2),
-                       [this, order, held, done](absl::StatusOr<Reply> r) {
-        bool first = r.ok() && r->is_status() && r->str == "OK";
-        auto release = [this, held, done] {
-          lock_.Release(held, [done](absl::Status) { done(); }).IgnoreError();
-        };
-        if (!first) {
-          Say(absl::StrCat(name_, ": order ", order, " already processed; skipping"));
-          return release();
-        }
-        transport_->Send({"INCR", absl::StrCat("orders:charged:", order)}, absl::Seconds(2),
-                         [this, order, held, release](absl::StatusOr<Reply>) {
-          Say(absl::StrCat(name_, ": charged order ", order, " (fence ", held.fence, ")"));
-          release();
-        }).IgnoreError();
-      }).IgnoreError();
+      auto held = std::make_shared<Lease>(*lease);
+      Process(order, held, [this, held, done] {
+        lock_.Release(*held, [done](absl::Status) { done(); }).IgnoreError();
+      });
     });
     if (!handle.ok()) {
       Say(absl::StrCat(name_, ": ", handle.status().ToString()));
       done();
     }
+  }
+
+ private:
+  // The handler's three steps: read the order's state, charge, record it as
+  // processed. `held` is the lease (null when --unlocked).
+  void Process(const std::string& order, std::shared_ptr<Lease> held,
+               std::function<void()> done) {
+    const std::string processed = "orders:processed:" + order;
+    transport_->Send({"GET", processed}, absl::Seconds(2),
+                     [this, order, processed, held, done](absl::StatusOr<Reply> r) {
+      if (!r.ok()) {
+        Say(absl::StrCat(name_, ": cannot read order ", order, ": ", r.status().ToString()));
+        return done();
+      }
+      if (!r->is_nil()) {
+        Say(absl::StrCat(name_, ": order ", order, " already processed; skipping"));
+        return done();
+      }
+      transport_->Send({"INCR", absl::StrCat("orders:charged:", order)}, absl::Seconds(2),
+                       [this, order, processed, held, done](absl::StatusOr<Reply>) {
+        Say(held ? absl::StrCat(name_, ": charged order ", order, " (fence ", held->fence, ")")
+                 : absl::StrCat(name_, ": charged order ", order, " (no lock)"));
+        transport_->Send({"SET", processed, "1"}, absl::Seconds(2),
+                         [done](absl::StatusOr<Reply>) { done(); }).IgnoreError();
+      }).IgnoreError();
+    }).IgnoreError();
   }
 
  private:
