@@ -114,7 +114,7 @@ FakeResult RunFake(const FakeSpec& spec) {
     cl->worker = std::make_unique<TortureClient>(
         &loop, lock, cl->store_conn.get(), co, clock,
         [&records](const CsRecord& r) { records.push_back(r); },
-        [raw](bool in) { raw->in_cs = in; });
+        [raw](TortureClient::Phase p) { raw->in_cs = p != TortureClient::Phase::kOut; });
     clients.push_back(std::move(cl));
   }
 

@@ -144,7 +144,7 @@ struct TortureClient::State : std::enable_shared_from_this<TortureClient::State>
     rec.worker = o.worker;
     rec.fence = lease.fence;
     rec.start_ns = clock();
-    if (in_cs) in_cs(true);
+    if (in_cs) in_cs(TortureClient::Phase::kBeforeWrite);
     store_error = read_ok = write_ok = false;
     pending = 2;
     auto self = shared_from_this();
@@ -196,6 +196,9 @@ struct TortureClient::State : std::enable_shared_from_this<TortureClient::State>
       EndCs(CsOutcome::kExpiredLocally);
       return;
     }
+    // Published before anything is sent: a pause that still sees
+    // kBeforeWrite has not sent the write.
+    if (in_cs) in_cs(TortureClient::Phase::kWriteSent);
     auto self = shared_from_this();
     pending = 0;
     auto count = [self](absl::StatusOr<Reply> r) {
@@ -253,7 +256,7 @@ struct TortureClient::State : std::enable_shared_from_this<TortureClient::State>
   void EndCs(CsOutcome out) {
     rec.end_ns = clock();
     rec.outcome = out;
-    if (in_cs) in_cs(false);
+    if (in_cs) in_cs(TortureClient::Phase::kOut);
     if (sink) sink(rec);
     auto self = shared_from_this();
     absl::Status s = lock->Release(lease, [self](absl::Status) { self->Acquire(); });

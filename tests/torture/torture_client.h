@@ -57,6 +57,11 @@ struct StoreKeys {
   std::string unf_n = "torture:unf:n";
 };
 
+// The shared page between the torture driver and its workers (4096 bytes of
+// int32 slots): slot `id` holds worker id's TortureClient::Phase, slot
+// kWrittenSlotBase + id counts its accepted fenced writes.
+constexpr int kWrittenSlotBase = 512;
+
 // What happened to one critical section.
 enum class CsOutcome {
   kWritten,         // fenced write accepted
@@ -96,7 +101,12 @@ class TortureClient {
  public:
   using Clock = std::function<int64_t()>;                 // shared clock, ns
   using Sink = std::function<void(const CsRecord&)>;      // every CS
-  using InCs = std::function<void(bool)>;                 // entering/leaving
+  // Where a worker is in its critical section, published for the nemesis:
+  // kBeforeWrite from the grant until just before the fenced write is sent
+  // (a pause caught there is certain to write stale after a later holder),
+  // kWriteSent from then until the CS ends.
+  enum class Phase : int32_t { kOut = 0, kBeforeWrite = 1, kWriteSent = 2 };
+  using InCs = std::function<void(Phase)>;                // phase changes
 
   TortureClient(EventLoop* loop, Lock* lock, Transport* store,
                 ClientOptions options, Clock clock, Sink sink,

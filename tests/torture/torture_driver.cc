@@ -192,6 +192,7 @@ bool WaitStopped(Worker* w) {
 
 absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
                                            const std::string& worker_path) {
+  static_assert(kMaxWorkers <= kWrittenSlotBase, "shared page layout");
   if (spec.workers <= 0 || spec.workers > kMaxWorkers || spec.lock_servers <= 0) {
     return absl::InvalidArgumentError("bad worker or server count");
   }
@@ -261,15 +262,33 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
         for (int tries = 0; tries < 2000 && !caught && absl::Now() < end; ++tries) {
           for (int i = 0; i < spec.workers && !caught; ++i) {
             int k = (rotate + i) % spec.workers;
-            if (workers[k].exited || flags.slots[k].load() != 1) continue;
+            const int32_t before_write =
+                static_cast<int32_t>(TortureClient::Phase::kBeforeWrite);
+            if (workers[k].exited || flags.slots[k].load() != before_write) continue;
             // Land anywhere in the critical section, not just at its start.
             absl::SleepFor(spec.hold * (rotate % 4) / 4);
             kill(workers[k].pid, SIGSTOP);
             if (!WaitStopped(&workers[k])) continue;
-            if (flags.slots[k].load() == 1) {
+            if (flags.slots[k].load() == before_write) {
               caught = true;
               ++result.faults_injected;
+              // Past the TTL, and until another holder's fenced write was
+              // accepted (bounded): then the paused holder's own read or
+              // write is certain to carry a stale fence.
+              auto others_written = [&] {
+                int64_t n = 0;
+                for (int j = 0; j < spec.workers; ++j) {
+                  if (j != k) n += flags.slots[kWrittenSlotBase + j].load();
+                }
+                return n;
+              };
+              const int64_t written_before = others_written();
               absl::SleepFor(spec.pause_for);
+              const absl::Time give_up = absl::Now() + absl::Seconds(10);
+              while (others_written() == written_before && absl::Now() < give_up) {
+                absl::SleepFor(absl::Milliseconds(5));
+              }
+              if (others_written() > written_before) ++result.stale_expected;
             }
             kill(workers[k].pid, SIGCONT);
           }

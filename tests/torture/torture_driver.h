@@ -61,6 +61,11 @@ struct ScenarioResult {
   ScenarioSpec spec;
   Report report;
   int64_t faults_injected = 0;
+  // SIGSTOP-holder scenarios: pauses that caught a holder before its fenced
+  // write was sent and lasted until another worker's fenced write was
+  // accepted. Each one must end in a stale read or write rejected by
+  // fencing, so report.stale_rejected >= stale_expected.
+  int64_t stale_expected = 0;
   int64_t acquire_errors = 0;  // summed over workers (failed waits)
   double seconds = 0;
 };

@@ -62,6 +62,10 @@ TEST(TortureTest, PausedHolderPastItsTtlIsFencedOff) {
   ScenarioResult r = RunChecked(Spec("single, SIGSTOP holder", 1, false, Fault::kPauseHolder));
   EXPECT_GT(r.faults_injected, 0);
   EXPECT_EQ(r.report.lost_fenced, 0);
+  // Fencing was really used: a holder paused before its write, outlived by
+  // a later holder's accepted write, had its stale access rejected.
+  EXPECT_GT(r.stale_expected, 0) << "no pause outlasted another holder's write";
+  EXPECT_GE(r.report.stale_rejected, r.stale_expected);
 }
 
 TEST(TortureTest, ServerKilledAndRestartedWithAofLosesNoFencedUpdate) {
@@ -85,6 +89,8 @@ TEST(TortureTest, RedLockHolderPausedPastItsTtlIsFencedOff) {
   ScenarioResult r = RunChecked(Spec("redlock 3, SIGSTOP holder", 3, false, Fault::kPauseHolder));
   EXPECT_GT(r.faults_injected, 0);
   EXPECT_EQ(r.report.lost_fenced, 0);
+  EXPECT_GT(r.stale_expected, 0) << "no pause outlasted another holder's write";
+  EXPECT_GE(r.report.stale_rejected, r.stale_expected);
 }
 
 TEST(TortureTest, RedLockSurvivesAMinorityKilledAndRestarted) {

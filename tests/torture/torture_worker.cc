@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     close(shm_fd);
     if (p != MAP_FAILED) slots = static_cast<std::atomic<int32_t>*>(p);
   }
-  if (slots == nullptr || id < 0 || id >= 1024) {
+  if (slots == nullptr || id < 0 || id >= dlock::torture::kWrittenSlotBase) {
     std::fprintf(stderr, "bad --shm or --id\n");
     return 2;
   }
@@ -158,11 +158,15 @@ int main(int argc, char** argv) {
   co.check_deadline = absl::GetFlag(FLAGS_check_deadline);
   auto client = std::make_unique<dlock::torture::TortureClient>(
       loop.get(), lock, store->get(), co, MonotonicNanos,
-      [log_fd](const dlock::torture::CsRecord& r) {
+      [log_fd, written = &slots[dlock::torture::kWrittenSlotBase + id]](
+          const dlock::torture::CsRecord& r) {
+        if (r.outcome == dlock::torture::CsOutcome::kWritten) written->fetch_add(1);
         WriteAll(log_fd, absl::StrFormat("cs %d %d %d %d\n", r.fence, r.start_ns, r.end_ns,
                                          static_cast<int>(r.outcome)));
       },
-      [slot = &slots[id]](bool in) { slot->store(in ? 1 : 0); });
+      [slot = &slots[id]](dlock::torture::TortureClient::Phase p) {
+        slot->store(static_cast<int32_t>(p));
+      });
 
   // SIGTERM: stop after the current critical section, then tear down.
   auto* sig = new uv_signal_t;
