@@ -557,6 +557,14 @@ TEST_F(DlockCliTest, UnlockForceRemovesADeadHoldersKeyBumpsTheFenceAndWakesAWait
   const std::string fence_file = Path("fence");
   Dlock waiter({"run", "--redis", url_, "--wait", "60s", "job", "--", "sh", "-c",
                 absl::StrCat("echo $DLOCK_FENCE > ", fence_file)});
+  {
+    // Bounded wait until it says it is waiting (so the unlock wakes it).
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline && waiter.err().find("waiting up to") == std::string::npos) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_THAT(waiter.err(), HasSubstr("waiting up to"));
+  }
   // Without --force: shows the holder and refuses.
   Dlock refused({"unlock", "--redis", url_, "job"});
   EXPECT_EQ(refused.Wait(), kExitUsage) << refused.err();
