@@ -20,8 +20,13 @@
 // setpgid, a daemon) is not signalled and not waited for; if the watcher is
 // killed together with dlock (SIGKILL to dlock's own process group, the OOM
 // killer) only the direct child is signalled; a process in uninterruptible
-// sleep dies only when it wakes. In an interactive shell the command's group
-// is not the terminal's foreground group: it cannot read the terminal.
+// sleep dies only when it wakes.
+//
+// Terminal: when dlock runs in the foreground of an interactive shell (stdin
+// a terminal whose foreground group is dlock's), the command's group is
+// made the foreground group (tcsetpgrp) until it is gone, so it can read the
+// terminal and ^C / ^Z reach it; a stopped command stops dlock too (job
+// control works as for any command).
 //
 //   state      | event                       | action
 //   -----------+-----------------------------+-----------------------------
@@ -155,6 +160,7 @@ class Runner {
   }
 
   ~Runner() {
+    TakeTerminalBack();
     // Lock objects before the transports (the Session's); their pending
     // callbacks are delivered as kCancelled while the loop runs dry.
     watch_ = WatchHandle();
@@ -294,6 +300,10 @@ class Runner {
       return;
     }
     const int death_signal = OnLostSignal();
+    // Run from an interactive shell in the foreground: the command's group
+    // gets the terminal (it may read it; ^C and ^Z reach it) until it is
+    // gone, or it would be stopped by SIGTTIN at its first read.
+    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp()) tty_fd_ = STDIN_FILENO;
     const pid_t parent = getpid();
     // Everything the child needs is prepared above: after fork it makes
     // only async-signal-safe calls.
@@ -331,6 +341,13 @@ class Runner {
     if (pid > 0) {
       // Both sides set the group, so it exists whoever runs first.
       setpgid(pid, pid);
+      if (tty_fd_ >= 0) {
+        if (tcsetpgrp(tty_fd_, pid) == 0) {
+          tty_owned_by_group_ = true;
+        } else {
+          tty_fd_ = -1;
+        }
+      }
       child_pid_ = pid;
       pgid_ = pid;
       StartWatcher(death_signal);
@@ -478,7 +495,9 @@ class Runner {
     if (pid == 0) {
       // Survive what is meant for dlock (a terminal's ^C reaches the whole
       // foreground group) and SIGPIPE; keep stdio and the pipe only.
-      for (int signum : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) signal(signum, SIG_IGN);
+      for (int signum : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU}) {
+        signal(signum, SIG_IGN);
+      }
       signal(SIGCHLD, SIG_DFL);
       sigset_t none;
       sigemptyset(&none);
@@ -521,6 +540,20 @@ class Runner {
   }
 
   // --- The command's process group. -------------------------------------
+
+  // Gives the terminal back to dlock's own process group (if it was handed
+  // to the command's). dlock is then a background process: SIGTTOU is
+  // blocked around the call, as POSIX allows.
+  void TakeTerminalBack() {
+    if (tty_fd_ < 0 || !tty_owned_by_group_) return;
+    tty_owned_by_group_ = false;
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    sigprocmask(SIG_BLOCK, &ttou, &old);
+    tcsetpgrp(tty_fd_, getpgrp());
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+  }
 
   void SignalGroup(int signum) {
     if (pgid_ > 0 && !group_gone_) kill(-pgid_, signum);
@@ -605,6 +638,25 @@ class Runner {
       int st;
       if (waitpid(watcher_pid_, &st, WNOHANG) == watcher_pid_) watcher_pid_ = -1;
     }
+    if (!child_exited_ && tty_fd_ >= 0) {
+      // ^Z stopped the command: stop dlock too, so the shell sees a stopped
+      // job and gets the terminal back; `fg` continues dlock, which hands
+      // the terminal to the command again and continues it. (The lease is
+      // not renewed while dlock is stopped: a stop longer than its validity
+      // loses the lock, exit 79.)
+      siginfo_t stop;
+      std::memset(&stop, 0, sizeof(stop));
+      if (waitid(P_PID, static_cast<id_t>(child_pid_), &stop, WSTOPPED | WNOHANG) == 0 &&
+          stop.si_pid == child_pid_) {
+        TakeTerminalBack();
+        raise(SIGSTOP);
+        // Continued.
+        if (tcgetpgrp(tty_fd_) == getpgrp() && tcsetpgrp(tty_fd_, pgid_) == 0) {
+          tty_owned_by_group_ = true;
+        }
+        SignalGroup(SIGCONT);
+      }
+    }
     if (!child_exited_) {
       // Peek without reaping: while the direct child is an unreaped zombie
       // its pid -- the group id -- cannot be reused.
@@ -617,6 +669,10 @@ class Runner {
       if (r != 0 || info.si_pid != child_pid_) return;  // still running
       child_exited_ = true;
       child_status_ = info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+      // What is left of the group runs in the background, as after a shell
+      // job's leader exits: dlock is in the foreground again, so a ^C
+      // reaches dlock (forwarded; SIGKILL after --kill-after).
+      TakeTerminalBack();
     }
     if (GroupAlive()) {
       if (poll_timer_ == 0) {
@@ -633,6 +689,7 @@ class Runner {
       poll_timer_ = 0;
     }
     group_gone_ = true;
+    TakeTerminalBack();
     StopWatcher();
     int st;
     waitpid(child_pid_, &st, 0);  // now the group id may be reused
@@ -747,6 +804,8 @@ class Runner {
   pid_t pgid_ = -1;
   pid_t watcher_pid_ = -1;
   int watcher_fd_ = -1;
+  int tty_fd_ = -1;  // the terminal handed to the command's group, or -1
+  bool tty_owned_by_group_ = false;
   uv_signal_t* child_watcher_ = nullptr;
   std::vector<uv_signal_t*> signals_;
   TimerId kill_timer_ = 0;

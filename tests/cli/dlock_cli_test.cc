@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -492,6 +493,64 @@ TEST_F(DlockCliTest, HelpSaysTheWholeProcessGroupIsSignalled) {
   EXPECT_EQ(d.Wait(), 0);
   EXPECT_THAT(d.out(), HasSubstr("process group"));
   EXPECT_THAT(d.out(), HasSubstr("77 permission denied"));
+}
+
+TEST_F(DlockCliTest, CommandCanReadTheTerminalWhenDlockRunsInTheForeground) {
+  // dlock in the foreground of a terminal (a pty whose foreground process
+  // group is dlock's, as an interactive shell sets it up): the command's own
+  // process group must get the terminal, or its first read stops it with
+  // SIGTTIN and the run hangs.
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  const std::string slave = ptsname(master);
+  const std::string got = Path("got"), err = Path("err");
+  std::vector<std::string> argv = {Dlock::Binary(), "run", "--redis", url_, "job", "--",
+                                   "sh", "-c", absl::StrCat("read line; echo \"$line\" > ", got)};
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // A new session; opening the pty makes it the controlling terminal,
+    // with this process's group in the foreground.
+    setsid();
+    int tty = open(slave.c_str(), O_RDWR);
+    if (tty < 0) _exit(120);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(tty, 0);
+    dup2(tty, 1);
+    dup2(e, 2);
+    execv(cargv[0], cargv.data());
+    _exit(121);
+  }
+  ASSERT_GT(pid, 0);
+  const char kLine[] = "hello\n";
+  ASSERT_EQ(write(master, kLine, sizeof(kLine) - 1), static_cast<ssize_t>(sizeof(kLine) - 1));
+  // Bounded wait for dlock's exit; the pty's output is drained meanwhile.
+  int code = -1;
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  while (absl::Now() < deadline) {
+    char buf[256];
+    fcntl(master, F_SETFL, O_NONBLOCK);
+    while (read(master, buf, sizeof(buf)) > 0) {
+    }
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (code == -1) {
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+  }
+  close(master);
+  EXPECT_EQ(code, 0) << ReadFile(err);
+  EXPECT_EQ(ReadFile(got), "hello\n");
 }
 
 // --- Closed standard descriptors (issue 11, defect 5) ---------------------
