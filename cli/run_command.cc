@@ -22,11 +22,15 @@
 // killer) only the direct child is signalled; a process in uninterruptible
 // sleep dies only when it wakes.
 //
-// Terminal: when dlock runs in the foreground of an interactive shell (stdin
-// a terminal whose foreground group is dlock's), the command's group is
-// made the foreground group (tcsetpgrp) until it is gone, so it can read the
-// terminal and ^C / ^Z reach it; a stopped command stops dlock too (job
-// control works as for any command).
+// Terminal: when dlock is a job of an interactive shell (it leads its
+// process group, the terminal's foreground group), the command's group is
+// made the foreground group (tcsetpgrp) until the direct child exits, so it
+// can read the terminal and ^C / ^Z reach it; a stopped command stops dlock
+// too (job control works as for any command). Elsewhere (dlock inside a
+// script run from a terminal) the terminal stays with dlock's group -- a ^C
+// interrupts the script, and dlock forwards it -- unless the command stops
+// on SIGTTIN/SIGTTOU (it reads the terminal or sets its modes): then the
+// terminal is handed to it as well.
 //
 //   state      | event                       | action
 //   -----------+-----------------------------+-----------------------------
@@ -49,6 +53,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -170,11 +175,23 @@ class Runner {
     redlock_.reset();
   }
 
+  // The signal dlock should die of after cleaning up, or 0: when dlock got
+  // a SIGINT/SIGQUIT (a ^C to a script's process group) and the run ended
+  // with 128+that signal, dying of it (rather than exiting 130) tells a
+  // calling shell script the user interrupted, so it stops too -- the
+  // convention shells expect of any command.
+  int ReraiseSignal() const {
+    return interrupted_by_ != 0 && exit_code_ == 128 + interrupted_by_ ? interrupted_by_ : 0;
+  }
+
   int Run() {
     absl::Status built = BuildLock();
     if (!built.ok()) {
+      // A configuration the lock refuses (e.g. RedLock given the same Redis
+      // instance twice: kInvalidArgument) is a usage error.
       PrintLine(built.ToString());
-      return kExitUsage;
+      const int code = ExitCodeForStatus(built);
+      return code == kExitInternal ? kExitUsage : code;
     }
     StartSignals();
     AcquireOptions options;
@@ -187,7 +204,8 @@ class Runner {
     if (!handle.ok()) {
       PrintLine(handle.status().ToString());
       StopSignals();
-      return kExitUsage;
+      const int code = ExitCodeForStatus(handle.status());
+      return code == kExitInternal ? kExitUsage : code;
     }
     acquire_ = *handle;
     s_.RunUntil([this] { return done_; });
@@ -248,9 +266,12 @@ class Runner {
         std::fprintf(stderr, "dlock: Redis unavailable: %s\n", st.ToString().c_str());
         return Finish(kExitUnavailable);
       }
-      std::fprintf(stderr, "dlock: cannot take lock \"%s\": %s\n", r.c_str(),
+      // kInvalidArgument -> 64 (a configuration the lock refuses),
+      // kPermissionDenied -> 77 (ACL NOPERM, NOAUTH), else 70.
+      std::fprintf(stderr, "dlock: cannot take lock \"%s\": %s%s\n", r.c_str(),
+                   absl::IsPermissionDenied(st) ? "permission denied: " : "",
                    st.ToString().c_str());
-      return Finish(kExitInternal);
+      return Finish(ExitCodeForStatus(st));
     }
     lease_ = *std::move(lease);
     Spawn();
@@ -300,10 +321,17 @@ class Runner {
       return;
     }
     const int death_signal = OnLostSignal();
-    // Run from an interactive shell in the foreground: the command's group
-    // gets the terminal (it may read it; ^C and ^Z reach it) until it is
-    // gone, or it would be stopped by SIGTTIN at its first read.
-    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp()) tty_fd_ = STDIN_FILENO;
+    // A job of an interactive shell (dlock leads its process group, which
+    // is the terminal's foreground group): the command's group gets the
+    // terminal (it may read it; ^C and ^Z reach it) until it is gone, or it
+    // would be stopped by SIGTTIN at its first read. Otherwise (e.g. dlock
+    // in a shell script) the terminal stays with dlock's group, so a ^C
+    // still stops the script too, and is handed over only if the command
+    // does need it (OnChildStopped).
+    if (isatty(STDIN_FILENO) && getpgrp() == getpid() &&
+        tcgetpgrp(STDIN_FILENO) == getpgrp()) {
+      tty_fd_ = STDIN_FILENO;
+    }
     const pid_t parent = getpid();
     // Everything the child needs is prepared above: after fork it makes
     // only async-signal-safe calls.
@@ -630,6 +658,34 @@ class Runner {
     return alive;
   }
 
+  // The direct child stopped with `signum` (job control).
+  //   ^Z while the command has the terminal, or a read/mode change of the
+  //   terminal (SIGTTIN/SIGTTOU) while dlock is in the background: dlock
+  //   stops itself too, so the shell sees a stopped job and has the
+  //   terminal; `fg` continues dlock, which goes on below.
+  //   SIGTTIN/SIGTTOU while dlock's group has the terminal (dlock in the
+  //   foreground): the command needs the terminal, it gets it.
+  // Then the terminal goes to the command's group if dlock's group has it,
+  // and the group is continued. (The lease is not renewed while dlock is
+  // stopped: a stop longer than its validity loses the lock, exit 79.)
+  // Other stops (SIGSTOP from elsewhere, no terminal) are left alone.
+  void OnChildStopped(int signum) {
+    const bool tty = isatty(STDIN_FILENO) == 1;
+    const bool needs_tty = tty && (signum == SIGTTIN || signum == SIGTTOU);
+    if (!tty_owned_by_group_ && !needs_tty) return;
+    const bool dlock_has_tty = tty && tcgetpgrp(STDIN_FILENO) == getpgrp();
+    if (tty_owned_by_group_ || !dlock_has_tty) {
+      TakeTerminalBack();
+      raise(SIGSTOP);
+      // Continued (fg or bg).
+    }
+    if (tty && tcgetpgrp(STDIN_FILENO) == getpgrp() && tcsetpgrp(STDIN_FILENO, pgid_) == 0) {
+      tty_fd_ = STDIN_FILENO;
+      tty_owned_by_group_ = true;
+    }
+    SignalGroup(SIGCONT);
+  }
+
   // On SIGCHLD, once after the spawn, and every kGroupPoll while the
   // direct child has exited but other members of its group still run.
   void CheckChildren() {
@@ -638,23 +694,12 @@ class Runner {
       int st;
       if (waitpid(watcher_pid_, &st, WNOHANG) == watcher_pid_) watcher_pid_ = -1;
     }
-    if (!child_exited_ && tty_fd_ >= 0) {
-      // ^Z stopped the command: stop dlock too, so the shell sees a stopped
-      // job and gets the terminal back; `fg` continues dlock, which hands
-      // the terminal to the command again and continues it. (The lease is
-      // not renewed while dlock is stopped: a stop longer than its validity
-      // loses the lock, exit 79.)
+    if (!child_exited_) {
       siginfo_t stop;
       std::memset(&stop, 0, sizeof(stop));
       if (waitid(P_PID, static_cast<id_t>(child_pid_), &stop, WSTOPPED | WNOHANG) == 0 &&
           stop.si_pid == child_pid_) {
-        TakeTerminalBack();
-        raise(SIGSTOP);
-        // Continued.
-        if (tcgetpgrp(tty_fd_) == getpgrp() && tcsetpgrp(tty_fd_, pgid_) == 0) {
-          tty_owned_by_group_ = true;
-        }
-        SignalGroup(SIGCONT);
+        OnChildStopped(stop.si_status);
       }
     }
     if (!child_exited_) {
@@ -766,6 +811,7 @@ class Runner {
     static_cast<Runner*>(handle->data)->OnSignal(signum);
   }
   void OnSignal(int signum) {
+    if (signum == SIGINT || signum == SIGQUIT) interrupted_by_ = signum;
     if (running_) {
       // Forwarded to the whole group; its exit ends the run. Whatever is
       // left of the group after --kill-after gets SIGKILL (a script's
@@ -814,6 +860,7 @@ class Runner {
   bool running_ = false;  // spawned, and its process group not yet gone
   bool child_exited_ = false;
   int child_status_ = 0;
+  int interrupted_by_ = 0;  // SIGINT or SIGQUIT received by dlock, or 0
   bool group_gone_ = false;
   bool lost_ = false;
   bool finishing_ = false;
@@ -832,9 +879,25 @@ int RunCommand(const CommonOptions& common, const RunOptions& run) {
     return ExitCodeForStatus(session.status());
   }
   int code;
+  int reraise;
   {
     Runner runner(**session, common, run);
     code = runner.Run();
+    reraise = runner.ReraiseSignal();
+  }
+  if (reraise != 0) {
+    session->reset();  // closes the connections and the loop
+    std::fflush(nullptr);
+    if (reraise == SIGQUIT) {
+      struct rlimit no_core = {0, 0};  // a ^\ is no crash of dlock's
+      setrlimit(RLIMIT_CORE, &no_core);
+    }
+    signal(reraise, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, reraise);
+    sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    raise(reraise);
   }
   return code;
 }

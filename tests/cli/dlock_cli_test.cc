@@ -115,6 +115,7 @@ class Dlock {
       pid_t r = waitpid(pid_, &st, WNOHANG);
       if (r == pid_) {
         exited_ = true;
+        signaled_ = WIFSIGNALED(st);
         code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         return code_;
       }
@@ -127,10 +128,13 @@ class Dlock {
   std::string out() const { return ReadFile(out_path_); }
   std::string err() const { return ReadFile(err_path_); }
   pid_t pid() const { return pid_; }
+  // After Wait(): dlock died of a signal (rather than exiting 128+N).
+  bool signaled() const { return signaled_; }
 
  private:
   pid_t pid_ = -1;
   bool exited_ = false;
+  bool signaled_ = false;
   int code_ = -1;
   std::string out_path_, err_path_;
 };
@@ -495,18 +499,24 @@ TEST_F(DlockCliTest, HelpSaysTheWholeProcessGroupIsSignalled) {
   EXPECT_THAT(d.out(), HasSubstr("77 permission denied"));
 }
 
-TEST_F(DlockCliTest, CommandCanReadTheTerminalWhenDlockRunsInTheForeground) {
+// Runs `dlock run job -- sh -c 'read line; echo "$line" > got'` on a new
+// pty that is the controlling terminal of a new session, types a line, and
+// returns dlock's exit code (-1 if it hung). `leader`: dlock leads the
+// session's foreground process group (a job of an interactive shell);
+// otherwise it is a member of its parent's group (a command in a script).
+void RunReadingTheTerminal(const std::string& url, const std::string& got,
+                           const std::string& err, bool leader, int* code) {
   // dlock in the foreground of a terminal (a pty whose foreground process
   // group is dlock's, as an interactive shell sets it up): the command's own
   // process group must get the terminal, or its first read stops it with
   // SIGTTIN and the run hangs.
+  *code = -2;
   int master = posix_openpt(O_RDWR | O_NOCTTY);
   ASSERT_GE(master, 0);
   ASSERT_EQ(grantpt(master), 0);
   ASSERT_EQ(unlockpt(master), 0);
   const std::string slave = ptsname(master);
-  const std::string got = Path("got"), err = Path("err");
-  std::vector<std::string> argv = {Dlock::Binary(), "run", "--redis", url_, "job", "--",
+  std::vector<std::string> argv = {Dlock::Binary(), "run", "--redis", url, "job", "--",
                                    "sh", "-c", absl::StrCat("read line; echo \"$line\" > ", got)};
   std::vector<char*> cargv;
   for (std::string& a : argv) cargv.push_back(a.data());
@@ -522,6 +532,17 @@ TEST_F(DlockCliTest, CommandCanReadTheTerminalWhenDlockRunsInTheForeground) {
     dup2(tty, 0);
     dup2(tty, 1);
     dup2(e, 2);
+    if (!leader) {
+      // dlock in this process's group, which keeps the terminal.
+      pid_t inner = fork();
+      if (inner == 0) {
+        execv(cargv[0], cargv.data());
+        _exit(121);
+      }
+      int st = 0;
+      if (inner < 0 || waitpid(inner, &st, 0) != inner) _exit(122);
+      _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    }
     execv(cargv[0], cargv.data());
     _exit(121);
   }
@@ -529,7 +550,7 @@ TEST_F(DlockCliTest, CommandCanReadTheTerminalWhenDlockRunsInTheForeground) {
   const char kLine[] = "hello\n";
   ASSERT_EQ(write(master, kLine, sizeof(kLine) - 1), static_cast<ssize_t>(sizeof(kLine) - 1));
   // Bounded wait for dlock's exit; the pty's output is drained meanwhile.
-  int code = -1;
+  *code = -1;
   const absl::Time deadline = absl::Now() + absl::Seconds(15);
   while (absl::Now() < deadline) {
     char buf[256];
@@ -538,19 +559,51 @@ TEST_F(DlockCliTest, CommandCanReadTheTerminalWhenDlockRunsInTheForeground) {
     }
     int st = 0;
     if (waitpid(pid, &st, WNOHANG) == pid) {
-      code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      *code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
       break;
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
-  if (code == -1) {
+  if (*code == -1) {
     kill(pid, SIGKILL);
     int st;
     waitpid(pid, &st, 0);
   }
   close(master);
+}
+
+TEST_F(DlockCliTest, CommandCanReadTheTerminalWhenDlockRunsInTheForeground) {
+  const std::string got = Path("got"), err = Path("err");
+  int code = -2;
+  RunReadingTheTerminal(url_, got, err, /*leader=*/true, &code);
   EXPECT_EQ(code, 0) << ReadFile(err);
   EXPECT_EQ(ReadFile(got), "hello\n");
+}
+
+TEST_F(DlockCliTest, CommandCanReadTheTerminalWhenDlockRunsInAScript) {
+  // dlock keeps the terminal for its own group (a ^C still reaches the
+  // script) and hands it over when the command stops on SIGTTIN.
+  const std::string got = Path("got"), err = Path("err");
+  int code = -2;
+  RunReadingTheTerminal(url_, got, err, /*leader=*/false, &code);
+  EXPECT_EQ(code, 0) << ReadFile(err);
+  EXPECT_EQ(ReadFile(got), "hello\n");
+}
+
+TEST_F(DlockCliTest, SigintToDlockEndsItBySigintAfterCleanup) {
+  // A ^C to a script's process group reaches dlock: it forwards it, waits
+  // for the command's group, releases, and then dies of SIGINT itself, so
+  // the calling shell script stops as it would for any interrupted command.
+  const std::string started = Path("started");
+  Dlock d({"run", "--redis", url_, "job", "--", "sh", "-c",
+           absl::StrCat("touch ", started, "; exec sleep 30")});
+  ASSERT_TRUE(WaitForFile(started)) << d.err();
+  kill(d.pid(), SIGINT);
+  EXPECT_EQ(d.Wait(), 128 + SIGINT) << d.err();
+  EXPECT_TRUE(d.signaled());
+  absl::StatusOr<Reply> key = server_->Command({"EXISTS", "dlock:{job}"});
+  ASSERT_THAT(key, IsOk());
+  EXPECT_EQ(key->integer, 0);  // released before dying
 }
 
 // --- Closed standard descriptors (issue 11, defect 5) ---------------------
