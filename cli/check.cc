@@ -163,6 +163,18 @@ std::vector<Finding> AnalyzeServer(const ServerFacts& f, bool redlock,
     }
   }
 
+  if (f.subscribe.has_value()) {
+    if (f.subscribe->ok()) {
+      out.push_back(Make(L::kOk, "SUBSCRIBE to the release channels: allowed (waiters are woken)"));
+    } else {
+      out.push_back(Make(
+          L::kWarning,
+          absl::StrCat("SUBSCRIBE to the release channels failed (", f.subscribe->message(),
+                       "): locks still work, but waiters cannot listen for releases and "
+                       "fall back to their retry backoff")));
+    }
+  }
+
   if (f.round_trips.empty()) {
     out.push_back(Make(L::kWarning, "latency: no round trip measured"));
   } else {

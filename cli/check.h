@@ -20,6 +20,8 @@
 //   release channel   |                            | (releases work; waiters are
 //                     |                            | not woken, they fall back to
 //                     |                            | their retry backoff)
+//   SUBSCRIBE to it   | confirmed                  | refused / unconfirmed: warning
+//                     |                            | (waiters poll with backoff)
 //   instance identity | every server a different   | two entries with the same
 //   (SameInstance-    | run_id                     | run_id (listed twice, another
 //   Groups)           |                            | host name, another DB): UNSAFE
@@ -58,6 +60,9 @@ struct ServerFacts {
   // Result of a PUBLISH on a channel named like dlock's release channels;
   // nullopt when not tried. kPermissionDenied for an ACL NOPERM.
   std::optional<absl::Status> publish;
+  // Result of a SUBSCRIBE to such a channel (what waiters do); nullopt when
+  // not tried.
+  std::optional<absl::Status> subscribe;
 };
 
 struct Finding {

@@ -16,6 +16,7 @@
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
 #include "dlock/cli/session.h"
+#include "dlock/transport/transport.h"
 #include "dlock/lock/lock_commands.h"
 
 namespace dlock {
@@ -48,6 +49,33 @@ absl::StatusOr<std::string> ConfigGet(Session& s, size_t i, const std::string& n
     return absl::InternalError(absl::StrCat("CONFIG GET ", name, ": ", r->DebugString()));
   }
   return r->elements[1].str;
+}
+
+// Subscribes to `channel` on server `i` and waits (bounded by the command
+// timeout) for the confirmation: OK, the refusal (ACL NOPERM:
+// kPermissionDenied), or kDeadlineExceeded.
+absl::Status TrySubscribe(Session& s, size_t i, const std::string& channel) {
+  bool ready = false, timed_out = false;
+  absl::Status result;
+  absl::StatusOr<std::unique_ptr<Subscription>> sub = s.transport(i)->Subscribe(
+      channel, [](absl::string_view, absl::string_view) {},
+      [&ready, &result](absl::Status st) {
+        result = std::move(st);
+        ready = true;
+      });
+  if (!sub.ok()) return sub.status();
+  TimerId timer = s.loop()->RunAfter(s.command_timeout(), [&timed_out] { timed_out = true; });
+  s.RunUntil([&] { return ready || timed_out; });
+  if (!timed_out) s.loop()->Cancel(timer);
+  sub->reset();  // unsubscribes; on_ready will not run any more
+  if (!ready) {
+    return absl::DeadlineExceededError(absl::StrCat("no SUBSCRIBE confirmation within ",
+                                                    absl::FormatDuration(s.command_timeout())));
+  }
+  if (!result.ok() && absl::StrContains(result.message(), "NOPERM")) {
+    return absl::PermissionDeniedError(result.message());
+  }
+  return result;
 }
 
 }  // namespace
@@ -118,6 +146,7 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
     } else {
       f.publish = absl::OkStatus();
     }
+    f.subscribe = TrySubscribe(s, i, keys.ChannelKey("dlock-check"));
     for (int p = 0; p < pings; ++p) {
       absl::Time start = s.loop()->Now();
       absl::StatusOr<Reply> r = s.Call(i, {"PING"});

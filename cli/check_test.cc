@@ -126,6 +126,14 @@ TEST(CheckTest, RefusedPublishIsAWarningThatExplainsTheFallback) {
   EXPECT_TRUE(explained);
 }
 
+TEST(CheckTest, RefusedSubscribeIsAWarning) {
+  ServerFacts f = SafeFacts();
+  f.subscribe = absl::OkStatus();
+  EXPECT_EQ(Worst(AnalyzeServer(f, false, absl::Seconds(30))), Finding::Level::kInfo);
+  f.subscribe = absl::PermissionDeniedError("NOPERM");
+  EXPECT_EQ(Worst(AnalyzeServer(f, false, absl::Seconds(30))), Finding::Level::kWarning);
+}
+
 TEST(CheckTest, SameRunIdIsOneInstance) {
   EXPECT_TRUE(SameInstanceGroups({"a", "b", "c"}).empty());
   EXPECT_TRUE(SameInstanceGroups({"", ""}).empty());  // unknown is not "same"

@@ -746,14 +746,16 @@ TEST_F(DlockCliTest, CheckWarnsWhenTheUserCannotPublishReleaseNotifications) {
   const std::string url = absl::StrCat("redis://nopub:pw@127.0.0.1:", server_->port());
   Dlock d({"check", "--redis", url});
   EXPECT_EQ(d.Wait(), 0) << d.out() << d.err();
-  EXPECT_THAT(d.out(), HasSubstr("PUBLISH"));
+  EXPECT_THAT(d.out(), HasSubstr("PUBLISH on the release channels refused"));
+  EXPECT_THAT(d.out(), HasSubstr("SUBSCRIBE to the release channels failed"));
   EXPECT_THAT(d.out(), HasSubstr("backoff"));
   Dlock strict({"check", "--strict", "--redis", url});
   EXPECT_EQ(strict.Wait(), kExitUnsafe) << strict.out();
 
   Dlock ok({"check", "--redis", url_});
   EXPECT_EQ(ok.Wait(), 0) << ok.out();
-  EXPECT_THAT(ok.out(), HasSubstr("PUBLISH"));
+  EXPECT_THAT(ok.out(), HasSubstr("PUBLISH on the release channels: allowed"));
+  EXPECT_THAT(ok.out(), HasSubstr("SUBSCRIBE to the release channels: allowed"));
   EXPECT_THAT(ok.out(), Not(HasSubstr("backoff")));
 }
 
