@@ -17,9 +17,11 @@ ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
           "run: how long to wait for a busy lock (0: one attempt, exit 75 if "
           "busy)");
 ABSL_FLAG(std::string, on_lost, "term",
-          "run: what to do to the command when the lock is lost: term "
-          "(SIGTERM, then SIGKILL after --kill-after), kill (SIGKILL), ignore "
-          "(let it finish); dlock then exits 79");
+          "run: what to do to the command's process group when the lock is "
+          "lost: term (SIGTERM, then SIGKILL after --kill-after), kill "
+          "(SIGKILL), ignore (let it finish); dlock exits 79 once the group is "
+          "gone. Also what happens if dlock itself is killed (then SIGKILL "
+          "follows before the lease's deadline); ignore: nothing");
 ABSL_FLAG(absl::Duration, kill_after, absl::Seconds(10),
           "run: SIGKILL the command's process group if it is still running "
           "this long after it was signalled (--on-lost=term, or a signal to "
