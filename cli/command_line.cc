@@ -133,7 +133,7 @@ std::string UsageText(const std::string& program) {
       "      Held or free, remaining TTL and fencing counter, per server.\n"
       "  ", program, " check [--redis URL]...\n"
       "      Pre-flight of the deployment: eviction policy, persistence,\n"
-      "      version, scripting, PUBLISH permission, round-trip latency, the\n"
+      "      version, scripting, PUBLISH/SUBSCRIBE permission, latency, the\n"
       "      same instance listed twice. Exit 78 if unsafe.\n"
       "  ", program, " unlock [--force] [--redis URL]... RESOURCE\n"
       "      Admin way out for a lock left by a dead holder: shows holder\n"
