@@ -150,6 +150,31 @@ std::vector<Finding> AnalyzeServer(const ServerFacts& f, bool redlock,
                                           "learn it at their next renewal")));
   }
 
+  if (f.publish.has_value()) {
+    if (f.publish->ok()) {
+      out.push_back(Make(L::kOk, "PUBLISH on the release channels: allowed (releases wake waiters)"));
+    } else {
+      out.push_back(Make(
+          L::kWarning,
+          absl::StrCat("PUBLISH on the release channels refused (", f.publish->message(),
+                       "): releases still work, but waiters are not woken and fall back "
+                       "to their retry backoff; grant the user the channels (e.g. ",
+                       "&dlock:* or allchannels)")));
+    }
+  }
+
+  if (f.subscribe.has_value()) {
+    if (f.subscribe->ok()) {
+      out.push_back(Make(L::kOk, "SUBSCRIBE to the release channels: allowed (waiters are woken)"));
+    } else {
+      out.push_back(Make(
+          L::kWarning,
+          absl::StrCat("SUBSCRIBE to the release channels failed (", f.subscribe->message(),
+                       "): locks still work, but waiters cannot listen for releases and "
+                       "fall back to their retry backoff")));
+    }
+  }
+
   if (f.round_trips.empty()) {
     out.push_back(Make(L::kWarning, "latency: no round trip measured"));
   } else {
@@ -171,6 +196,23 @@ std::vector<Finding> AnalyzeServer(const ServerFacts& f, bool redlock,
     }
   }
   return out;
+}
+
+std::vector<std::vector<size_t>> SameInstanceGroups(const std::vector<std::string>& run_ids) {
+  std::vector<std::vector<size_t>> groups;
+  std::vector<bool> taken(run_ids.size(), false);
+  for (size_t i = 0; i < run_ids.size(); ++i) {
+    if (taken[i] || run_ids[i].empty()) continue;
+    std::vector<size_t> group = {i};
+    for (size_t j = i + 1; j < run_ids.size(); ++j) {
+      if (!taken[j] && run_ids[j] == run_ids[i]) {
+        group.push_back(j);
+        taken[j] = true;
+      }
+    }
+    if (group.size() > 1) groups.push_back(std::move(group));
+  }
+  return groups;
 }
 
 }  // namespace cli

@@ -16,6 +16,15 @@
 //   (RedLock restart  | appendfsync always         | (restart a crashed server
 //   rule)             | single server: informative | only after the longest TTL)
 //   latency           | max round trip < ttl / 10  | warning
+//   PUBLISH on the    | allowed                    | refused (ACL NOPERM): warning
+//   release channel   |                            | (releases work; waiters are
+//                     |                            | not woken, they fall back to
+//                     |                            | their retry backoff)
+//   SUBSCRIBE to it   | confirmed                  | refused / unconfirmed: warning
+//                     |                            | (waiters poll with backoff)
+//   instance identity | every server a different   | two entries with the same
+//   (SameInstance-    | run_id                     | run_id (listed twice, another
+//   Groups)           |                            | host name, another DB): UNSAFE
 //
 // Pure functions; thread-safe.
 #ifndef DLOCK_CLI_CHECK_H_
@@ -46,6 +55,14 @@ struct ServerFacts {
   absl::Status scripting;
   // Timed PING round trips.
   std::vector<absl::Duration> round_trips;
+  // INFO server run_id; empty if unknown.
+  std::string run_id;
+  // Result of a PUBLISH on a channel named like dlock's release channels;
+  // nullopt when not tried. kPermissionDenied for an ACL NOPERM.
+  std::optional<absl::Status> publish;
+  // Result of a SUBSCRIBE to such a channel (what waiters do); nullopt when
+  // not tried.
+  std::optional<absl::Status> subscribe;
 };
 
 struct Finding {
@@ -58,6 +75,12 @@ struct Finding {
 // the restart rule applies. `ttl`: the lease TTL the latency is compared to.
 std::vector<Finding> AnalyzeServer(const ServerFacts& facts, bool redlock,
                                    absl::Duration ttl);
+
+// Indices of servers that are one Redis instance (same non-empty run_id),
+// one group per instance with at least two entries, in order of first
+// appearance. RedLock over them is no RedLock: one instance holds several
+// votes.
+std::vector<std::vector<size_t>> SameInstanceGroups(const std::vector<std::string>& run_ids);
 
 // "ok", "info", "WARN", "UNSAFE".
 const char* LevelName(Finding::Level level);

@@ -1,9 +1,11 @@
 // `dlock check`: gathers ServerFacts from every server with plain commands
-// (INFO, CONFIG GET, EVAL, PING) and judges them with AnalyzeServer.
+// (INFO, CONFIG GET, EVAL, PUBLISH, PING) and judges them with
+// AnalyzeServer; flags entries that are one instance (SameInstanceGroups).
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -14,6 +16,8 @@
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
 #include "dlock/cli/session.h"
+#include "dlock/transport/transport.h"
+#include "dlock/lock/lock_commands.h"
 
 namespace dlock {
 namespace cli {
@@ -47,6 +51,33 @@ absl::StatusOr<std::string> ConfigGet(Session& s, size_t i, const std::string& n
   return r->elements[1].str;
 }
 
+// Subscribes to `channel` on server `i` and waits (bounded by the command
+// timeout) for the confirmation: OK, the refusal (ACL NOPERM:
+// kPermissionDenied), or kDeadlineExceeded.
+absl::Status TrySubscribe(Session& s, size_t i, const std::string& channel) {
+  bool ready = false, timed_out = false;
+  absl::Status result;
+  absl::StatusOr<std::unique_ptr<Subscription>> sub = s.transport(i)->Subscribe(
+      channel, [](absl::string_view, absl::string_view) {},
+      [&ready, &result](absl::Status st) {
+        result = std::move(st);
+        ready = true;
+      });
+  if (!sub.ok()) return sub.status();
+  TimerId timer = s.loop()->RunAfter(s.command_timeout(), [&timed_out] { timed_out = true; });
+  s.RunUntil([&] { return ready || timed_out; });
+  if (!timed_out) s.loop()->Cancel(timer);
+  sub->reset();  // unsubscribes; on_ready will not run any more
+  if (!ready) {
+    return absl::DeadlineExceededError(absl::StrCat("no SUBSCRIBE confirmation within ",
+                                                    absl::FormatDuration(s.command_timeout())));
+  }
+  if (!result.ok() && absl::StrContains(result.message(), "NOPERM")) {
+    return absl::PermissionDeniedError(result.message());
+  }
+  return result;
+}
+
 }  // namespace
 
 int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
@@ -55,11 +86,14 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
       Session::Open(common.urls, common.timeout);
   if (!session.ok()) {
     std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
-    return kExitUnavailable;
+    return ExitCodeForStatus(session.status());
   }
   Session& s = **session;
   const bool redlock = s.size() > 1;
   int unsafe = 0, warnings = 0, unreachable = 0;
+  KeyScheme keys;
+  keys.prefix = common.prefix;
+  std::vector<std::string> run_ids(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     ServerFacts f;
     f.address = common.urls[i].Display();
@@ -74,7 +108,11 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
       continue;
     }
     absl::StatusOr<Reply> info = s.Call(i, {"INFO", "server"});
-    if (ReplyError(info).ok()) f.version = InfoField(info->str, "redis_version");
+    if (ReplyError(info).ok()) {
+      f.version = InfoField(info->str, "redis_version");
+      f.run_id = InfoField(info->str, "run_id");
+    }
+    run_ids[i] = f.run_id;
     info = s.Call(i, {"INFO", "replication"});
     if (ReplyError(info).ok()) f.role = InfoField(info->str, "role");
     absl::StatusOr<std::string> v = ConfigGet(s, i, "maxmemory-policy");
@@ -96,6 +134,19 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
     if (f.scripting.ok() && !(eval->is_integer() && eval->integer == 1)) {
       f.scripting = absl::InternalError(absl::StrCat("EVAL returned ", eval->DebugString()));
     }
+    // A PUBLISH on a channel named like the release channels (nobody
+    // listens on it): an ACL user without channel permission gets NOPERM.
+    absl::StatusOr<Reply> pub =
+        s.Call(i, {"PUBLISH", keys.ChannelKey("dlock-check"), "check"});
+    if (!pub.ok()) {
+      f.publish = pub.status();
+    } else if (pub->is_error()) {
+      f.publish = absl::StartsWith(pub->str, "NOPERM") ? absl::PermissionDeniedError(pub->str)
+                                                       : absl::UnavailableError(pub->str);
+    } else {
+      f.publish = absl::OkStatus();
+    }
+    f.subscribe = TrySubscribe(s, i, keys.ChannelKey("dlock-check"));
     for (int p = 0; p < pings; ++p) {
       absl::Time start = s.loop()->Now();
       absl::StatusOr<Reply> r = s.Call(i, {"PING"});
@@ -112,6 +163,20 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
         ++warnings;
       }
     }
+  }
+  for (const std::vector<size_t>& group : SameInstanceGroups(run_ids)) {
+    std::string names;
+    for (size_t i : group) {
+      absl::StrAppend(&names, names.empty() ? "" : ", ", common.urls[i].Display());
+    }
+    std::string message = absl::StrCat(
+        names, " are the same Redis instance (run_id ", run_ids[group[0]],
+        "): different host names or DB numbers do not make separate servers; "
+        "RedLock needs independent servers (it would count one instance's vote ",
+        group.size(), " times)");
+    std::printf("UNSAFE %s\n", message.c_str());
+    std::fprintf(stderr, "dlock: unsafe: %s\n", message.c_str());
+    ++unsafe;
   }
   if (redlock) {
     std::printf("RedLock over %zu servers, quorum %zu\n", s.size(), s.size() / 2 + 1);

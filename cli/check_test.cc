@@ -112,6 +112,37 @@ TEST(CheckTest, ParsesVersions) {
   EXPECT_FALSE(ParseVersion("", &a, &b, &c));
 }
 
+TEST(CheckTest, RefusedPublishIsAWarningThatExplainsTheFallback) {
+  ServerFacts f = SafeFacts();
+  f.publish = absl::OkStatus();
+  EXPECT_EQ(Worst(AnalyzeServer(f, false, absl::Seconds(30))), Finding::Level::kInfo);
+  f.publish = absl::PermissionDeniedError("NOPERM this user has no permissions");
+  std::vector<Finding> findings = AnalyzeServer(f, false, absl::Seconds(30));
+  EXPECT_EQ(Worst(findings), Finding::Level::kWarning);
+  bool explained = false;
+  for (const Finding& x : findings) {
+    if (x.message.find("backoff") != std::string::npos) explained = true;
+  }
+  EXPECT_TRUE(explained);
+}
+
+TEST(CheckTest, RefusedSubscribeIsAWarning) {
+  ServerFacts f = SafeFacts();
+  f.subscribe = absl::OkStatus();
+  EXPECT_EQ(Worst(AnalyzeServer(f, false, absl::Seconds(30))), Finding::Level::kInfo);
+  f.subscribe = absl::PermissionDeniedError("NOPERM");
+  EXPECT_EQ(Worst(AnalyzeServer(f, false, absl::Seconds(30))), Finding::Level::kWarning);
+}
+
+TEST(CheckTest, SameRunIdIsOneInstance) {
+  EXPECT_TRUE(SameInstanceGroups({"a", "b", "c"}).empty());
+  EXPECT_TRUE(SameInstanceGroups({"", ""}).empty());  // unknown is not "same"
+  std::vector<std::vector<size_t>> groups = SameInstanceGroups({"a", "b", "a", "b", "a", "c"});
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0], (std::vector<size_t>{0, 2, 4}));
+  EXPECT_EQ(groups[1], (std::vector<size_t>{1, 3}));
+}
+
 }  // namespace
 }  // namespace cli
 }  // namespace dlock

@@ -7,6 +7,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "dlock/cli/exit_codes.h"
 #include "dlock/cli/flags.h"
 #include "dlock/tests/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -82,6 +83,20 @@ TEST_F(CommandLineTest, UsageListsSubcommandsExitCodesAndFlags) {
   EXPECT_THAT(text, HasSubstr("75 lock busy"));
   EXPECT_THAT(text, HasSubstr("--on-lost (default: term)"));
   EXPECT_THAT(text, HasSubstr("--ttl (default: 30s)"));
+}
+
+TEST(ExitCodeForStatusTest, MapsLibraryCodesToSysexits) {
+  EXPECT_EQ(ExitCodeForStatus(absl::OkStatus()), 0);
+  // E.g. RedLock refusing the same Redis instance twice.
+  EXPECT_EQ(ExitCodeForStatus(absl::InvalidArgumentError(
+                "servers 0 and 1 are the same Redis instance")),
+            64);
+  EXPECT_EQ(ExitCodeForStatus(absl::PermissionDeniedError("NOPERM")), 77);
+  EXPECT_EQ(ExitCodeForStatus(absl::AbortedError("busy")), 75);
+  EXPECT_EQ(ExitCodeForStatus(absl::UnavailableError("down")), 69);
+  EXPECT_EQ(ExitCodeForStatus(absl::DeadlineExceededError("slow")), 69);
+  EXPECT_EQ(ExitCodeForStatus(absl::InternalError("bug")), 70);
+  EXPECT_EQ(ExitCodeForStatus(absl::FailedPreconditionError("x")), 70);
 }
 
 }  // namespace

@@ -26,6 +26,9 @@ int StatusCommand(const CommonOptions& common, const std::string& resource);
 int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
                  bool strict);
 
+// `dlock unlock [--force] RESOURCE`.
+int UnlockCommand(const CommonOptions& common, const std::string& resource, bool force);
+
 enum class OnLost { kTerm, kKill, kIgnore };
 
 struct RunOptions {

@@ -17,12 +17,15 @@ ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
           "run: how long to wait for a busy lock (0: one attempt, exit 75 if "
           "busy)");
 ABSL_FLAG(std::string, on_lost, "term",
-          "run: what to do to the command when the lock is lost: term "
-          "(SIGTERM, then SIGKILL after --kill-after), kill (SIGKILL), ignore "
-          "(let it finish); dlock then exits 79");
+          "run: what to do to the command's process group when the lock is "
+          "lost: term (SIGTERM, then SIGKILL after --kill-after), kill "
+          "(SIGKILL), ignore (let it finish); dlock exits 79 once the group is "
+          "gone. Also what happens if dlock itself is killed (then SIGKILL "
+          "follows before the lease's deadline); ignore: nothing");
 ABSL_FLAG(absl::Duration, kill_after, absl::Seconds(10),
-          "run: with --on-lost=term, SIGKILL the command if it is still "
-          "running this long after SIGTERM");
+          "run: SIGKILL the command's process group if it is still running "
+          "this long after it was signalled (--on-lost=term, or a signal to "
+          "dlock)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(2),
           "per-command Redis timeout");
 ABSL_FLAG(std::string, prefix, "dlock:",
@@ -34,6 +37,9 @@ ABSL_FLAG(bool, verbose, false,
           "print lock events (acquire latency, waits, renewals, votes, "
           "loss) on stderr");
 ABSL_FLAG(int, pings, 5, "check: round trips timed per server");
+ABSL_FLAG(bool, force, false,
+          "unlock: really remove the lock (without it, unlock only shows the "
+          "holder and refuses)");
 ABSL_FLAG(bool, strict, false,
           "check: treat warnings (e.g. no fsync-always persistence under "
           "RedLock) as unsafe");

@@ -19,5 +19,6 @@ ABSL_DECLARE_FLAG(std::string, password_env);
 ABSL_DECLARE_FLAG(bool, verbose);
 ABSL_DECLARE_FLAG(int, pings);
 ABSL_DECLARE_FLAG(bool, strict);
+ABSL_DECLARE_FLAG(bool, force);
 
 #endif  // DLOCK_CLI_FLAGS_H_

@@ -1,6 +1,9 @@
 // dlock: run a command under a Redis lock, inspect a lock, check a
 // deployment. See `dlock --help` and exit_codes.h.
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +24,24 @@
 namespace dlock {
 namespace cli {
 namespace {
+
+// Makes descriptors 0, 1 and 2 valid: a closed one is opened on /dev/null.
+// Run first thing, before anything opens a descriptor: otherwise the next
+// socket, pipe or libuv handle would get number 0, 1 or 2, and libuv
+// aborts (`uv__close: fd > STDERR_FILENO`), output would go into a socket,
+// and a command would inherit a Redis connection as its stdin.
+void EnsureStandardDescriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    // The lowest free number is `fd` (those below are valid by now).
+    int opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (opened < 0) _exit(kExitInternal);  // nothing to report it on
+    if (opened != fd) {
+      dup2(opened, fd);
+      close(opened);
+    }
+  }
+}
 
 int UsageError(const std::string& program, const std::string& message) {
   std::fprintf(stderr, "dlock: %s\nTry '%s --help'.\n", message.c_str(),
@@ -48,7 +69,7 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
   if (cl->positional.empty()) {
-    return UsageError(program, "missing subcommand (run, status or check)");
+    return UsageError(program, "missing subcommand (run, status, check or unlock)");
   }
   const std::string sub = cl->positional[0];
 
@@ -63,6 +84,13 @@ int Main(int argc, char** argv) {
   for (const std::string& text : url_texts) {
     absl::StatusOr<RedisUrl> url = ParseRedisUrl(text, password_env.c_str());
     if (!url.ok()) return UsageError(program, std::string(url.status().message()));
+    if (!url->user.empty() && url->password.empty()) {
+      // An ACL user needs its password: say so now, as a usage error,
+      // instead of failing the connection's AUTH later.
+      return UsageError(program, absl::StrCat(url->Display(), ": user \"", url->user,
+                                              "\" needs a password (in the URL or $",
+                                              password_env, ")"));
+    }
     common.urls.push_back(*url);
   }
   common.timeout = absl::GetFlag(FLAGS_timeout);
@@ -127,8 +155,14 @@ int Main(int argc, char** argv) {
     }
     return CheckCommand(common, ttl, pings, absl::GetFlag(FLAGS_strict));
   }
+  if (sub == "unlock") {
+    if (cl->positional.size() != 2) {
+      return UsageError(program, "unlock needs exactly one RESOURCE");
+    }
+    return UnlockCommand(common, cl->positional[1], absl::GetFlag(FLAGS_force));
+  }
   return UsageError(program, absl::StrCat("unknown subcommand \"", sub,
-                                          "\" (expected run, status or check)"));
+                                          "\" (expected run, status, check or unlock)"));
 }
 
 }  // namespace
@@ -136,6 +170,7 @@ int Main(int argc, char** argv) {
 }  // namespace dlock
 
 int main(int argc, char** argv) {
+  dlock::cli::EnsureStandardDescriptors();
   signal(SIGPIPE, SIG_IGN);
   return dlock::cli::Main(argc, argv);
 }

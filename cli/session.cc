@@ -96,5 +96,22 @@ absl::StatusOr<Reply> Session::Call(size_t i, std::vector<std::string> argv) {
   return result;
 }
 
+absl::StatusOr<Reply> Session::RunScript(size_t i, const Script& script,
+                                         std::vector<std::string> keys,
+                                         std::vector<std::string> args) {
+  bool done = false;
+  absl::StatusOr<Reply> result = absl::UnknownError("no reply");
+  absl::Status sent = script.Run(*transports_[i], std::move(keys), std::move(args),
+                                 command_timeout_, [&done, &result](absl::StatusOr<Reply> r) {
+                                   result = std::move(r);
+                                   done = true;
+                                 });
+  if (!sent.ok()) return sent;
+  if (!RunUntil([&done] { return done; })) {
+    return absl::InternalError("event loop ran dry before the reply");
+  }
+  return result;
+}
+
 }  // namespace cli
 }  // namespace dlock

@@ -19,6 +19,7 @@
 #include "dlock/cli/redis_url.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/reply.h"
+#include "dlock/transport/script.h"
 #include "dlock/transport/transport.h"
 
 struct uv_loop_s;
@@ -46,6 +47,12 @@ class Session {
   // Sends `argv` to server `i` and runs the loop until the reply (or the
   // transport's failure) arrives.
   absl::StatusOr<Reply> Call(size_t i, std::vector<std::string> argv);
+
+  // Runs `script` (Script::Run: EVALSHA, EVAL on NOSCRIPT) on server `i`
+  // and runs the loop until its reply arrives.
+  absl::StatusOr<Reply> RunScript(size_t i, const Script& script,
+                                  std::vector<std::string> keys,
+                                  std::vector<std::string> args);
 
   // Runs the loop until `done()` is true or nothing is left to run.
   // Returns false in the latter case.

@@ -1,9 +1,11 @@
 // Drives the real `dlock` binary (//cli:dlock) as a user would, against
 // private redis-servers: exit codes, mutual exclusion of `dlock run`, the
 // signal on a lost lock, and the output of `status` and `check`.
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +20,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dlock/tests/testing/redis_server.h"
@@ -39,6 +43,7 @@ constexpr int kExitUsage = 64;
 constexpr int kExitBusy = 75;
 constexpr int kExitUnsafe = 78;
 constexpr int kExitLost = 79;
+constexpr int kExitInternal = 70;
 constexpr int kExitNotFound = 127;
 
 std::string ReadFile(const std::string& path) {
@@ -56,7 +61,10 @@ bool FileExists(const std::string& path) {
 // A running (or finished) dlock process with its output in files.
 class Dlock {
  public:
-  explicit Dlock(std::vector<std::string> args, std::vector<std::string> extra_env = {}) {
+  // `closed`: standard descriptors (0, 1, 2) dlock starts with closed
+  // instead of /dev/null or the output files.
+  explicit Dlock(std::vector<std::string> args, std::vector<std::string> extra_env = {},
+                 std::vector<int> closed = {}) {
     static int counter = 0;
     const std::string dir = std::getenv("TEST_TMPDIR");
     const std::string stem = absl::StrCat(dir, "/dlock-", getpid(), "-", ++counter);
@@ -74,6 +82,7 @@ class Dlock {
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    for (int fd : closed) posix_spawn_file_actions_addclose(&fa, fd);
     std::vector<std::string> env_strings;
     for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
     env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
@@ -106,6 +115,7 @@ class Dlock {
       pid_t r = waitpid(pid_, &st, WNOHANG);
       if (r == pid_) {
         exited_ = true;
+        signaled_ = WIFSIGNALED(st);
         code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         return code_;
       }
@@ -118,10 +128,13 @@ class Dlock {
   std::string out() const { return ReadFile(out_path_); }
   std::string err() const { return ReadFile(err_path_); }
   pid_t pid() const { return pid_; }
+  // After Wait(): dlock died of a signal (rather than exiting 128+N).
+  bool signaled() const { return signaled_; }
 
  private:
   pid_t pid_ = -1;
   bool exited_ = false;
+  bool signaled_ = false;
   int code_ = -1;
   std::string out_path_, err_path_;
 };
@@ -134,6 +147,35 @@ bool WaitForFile(const std::string& path, absl::Duration timeout = absl::Seconds
     absl::SleepFor(absl::Milliseconds(10));
   }
   return false;
+}
+
+// Waits (bounded) until `path` contains `text`.
+bool WaitForText(const std::string& path, const std::string& text,
+                 absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (ReadFile(path).find(text) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+// True when `pid` no longer runs: gone, or a zombie waiting for its parent
+// (init) to reap it.
+bool ProcessGone(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  size_t paren = stat.rfind(')');
+  if (stat.empty() || paren == std::string::npos) return true;
+  return paren + 2 < stat.size() && (stat[paren + 2] == 'Z' || stat[paren + 2] == 'X');
+}
+
+// Reads a pid written by a test command (waits, bounded, for the file).
+pid_t ReadPid(const std::string& path) {
+  if (!WaitForText(path, "\n")) return -1;
+  int pid = -1;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(path)), &pid)) return -1;
+  return pid;
 }
 
 class DlockCliTest : public ::testing::Test {
@@ -362,6 +404,361 @@ TEST_F(DlockCliTest, UnixSocketUrlWorks) {
   EXPECT_THAT(d.out(), HasSubstr("state: free"));
 }
 
+// --- The command's whole process group (issue 11, defect 1) ---------------
+
+// A script whose background grandchild writes its pid to `pid_file`; the
+// script then waits for it. `prelude` runs first (e.g. a trap).
+std::vector<std::string> ScriptWithGrandchild(const std::string& pid_file,
+                                              const std::string& prelude = "") {
+  return {"sh", "-c",
+          absl::StrCat(prelude, "sleep 60 & echo $! > ", pid_file, ".tmp; mv ", pid_file,
+                       ".tmp ", pid_file, "; wait")};
+}
+
+TEST_F(DlockCliTest, LostLockStopsTheWholeProcessGroupBeforeDlockExits) {
+  const std::string pid_file = Path("grandchild");
+  std::vector<std::string> args = {"run", "--redis", url_, "--ttl", "2s", "job", "--"};
+  for (const std::string& a : ScriptWithGrandchild(pid_file)) args.push_back(a);
+  Dlock d(args);
+  const pid_t grandchild = ReadPid(pid_file);
+  ASSERT_GT(grandchild, 0) << d.err();
+  ASSERT_THAT(server_->Command({"DEL", "dlock:{job}"}), IsOk());
+  EXPECT_EQ(d.Wait(), kExitLost) << d.err();
+  // dlock has exited: the grandchild must already be gone, not merely
+  // signalled.
+  EXPECT_TRUE(ProcessGone(grandchild)) << "grandchild " << grandchild << " survived";
+  if (!ProcessGone(grandchild)) kill(grandchild, SIGKILL);
+}
+
+TEST_F(DlockCliTest, SigtermToDlockStopsTheWholeProcessGroup) {
+  const std::string pid_file = Path("grandchild");
+  std::vector<std::string> args = {"run", "--redis", url_, "job", "--"};
+  for (const std::string& a : ScriptWithGrandchild(pid_file)) args.push_back(a);
+  Dlock d(args);
+  const pid_t grandchild = ReadPid(pid_file);
+  ASSERT_GT(grandchild, 0) << d.err();
+  kill(d.pid(), SIGTERM);
+  EXPECT_EQ(d.Wait(), 128 + SIGTERM) << d.err();
+  EXPECT_TRUE(ProcessGone(grandchild)) << "grandchild " << grandchild << " survived";
+  if (!ProcessGone(grandchild)) kill(grandchild, SIGKILL);
+  absl::StatusOr<Reply> key = server_->Command({"EXISTS", "dlock:{job}"});
+  ASSERT_THAT(key, IsOk());
+  EXPECT_EQ(key->integer, 0);  // released after the group was gone
+}
+
+TEST_F(DlockCliTest, SigkillToDlockStopsTheGroupBeforeTheLeaseCanExpire) {
+  // The grandchild ignores SIGTERM (inherited), so only the SIGKILL that
+  // dlock's watcher sends before the lease's deadline stops it; --kill-after
+  // is far longer than the TTL, so the watcher must use the lease's bound.
+  const std::string pid_file = Path("grandchild");
+  std::vector<std::string> args = {"run", "--redis", url_, "--ttl", "3s",
+                                   "--kill-after", "10m", "job", "--"};
+  for (const std::string& a : ScriptWithGrandchild(pid_file, "trap '' TERM; ")) {
+    args.push_back(a);
+  }
+  Dlock d(args);
+  const pid_t grandchild = ReadPid(pid_file);
+  ASSERT_GT(grandchild, 0) << d.err();
+  kill(d.pid(), SIGKILL);
+  EXPECT_EQ(d.Wait(), 128 + SIGKILL);
+  // Poll (bounded) until the grandchild is gone or the key expired; it must
+  // be gone while the key -- the lease nobody renews any more -- still
+  // exists. The grandchild is checked before the key in each round.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  bool gone = false, key_alive_after = false;
+  while (absl::Now() < deadline) {
+    gone = ProcessGone(grandchild);
+    absl::StatusOr<Reply> key = server_->Command({"EXISTS", "dlock:{job}"});
+    ASSERT_THAT(key, IsOk());
+    if (gone) {
+      key_alive_after = key->integer == 1;
+      break;
+    }
+    if (key->integer == 0) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "grandchild " << grandchild << " outlived the lease";
+  EXPECT_TRUE(key_alive_after) << "the lease expired before the grandchild was gone";
+  if (!ProcessGone(grandchild)) kill(grandchild, SIGKILL);
+}
+
+TEST_F(DlockCliTest, LockIsHeldUntilTheWholeGroupHasExited) {
+  // The direct child exits at once; its background job finishes later and
+  // still runs under the lock: dlock releases only after it.
+  const std::string done = Path("done");
+  Dlock d({"run", "--redis", url_, "job", "--", "sh", "-c",
+           absl::StrCat("(sleep 0.3; touch ", done, ") & exit 0")});
+  EXPECT_EQ(d.Wait(), 0) << d.err();
+  EXPECT_TRUE(FileExists(done));
+}
+
+TEST_F(DlockCliTest, HelpSaysTheWholeProcessGroupIsSignalled) {
+  Dlock d({"--help"});
+  EXPECT_EQ(d.Wait(), 0);
+  EXPECT_THAT(d.out(), HasSubstr("process group"));
+  EXPECT_THAT(d.out(), HasSubstr("77 permission denied"));
+}
+
+// Runs `dlock run job -- sh -c 'read line; echo "$line" > got'` on a new
+// pty that is the controlling terminal of a new session, types a line, and
+// returns dlock's exit code (-1 if it hung). `leader`: dlock leads the
+// session's foreground process group (a job of an interactive shell);
+// otherwise it is a member of its parent's group (a command in a script).
+void RunReadingTheTerminal(const std::string& url, const std::string& got,
+                           const std::string& err, bool leader, int* code) {
+  // dlock in the foreground of a terminal (a pty whose foreground process
+  // group is dlock's, as an interactive shell sets it up): the command's own
+  // process group must get the terminal, or its first read stops it with
+  // SIGTTIN and the run hangs.
+  *code = -2;
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  const std::string slave = ptsname(master);
+  std::vector<std::string> argv = {Dlock::Binary(), "run", "--redis", url, "job", "--",
+                                   "sh", "-c", absl::StrCat("read line; echo \"$line\" > ", got)};
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // A new session; opening the pty makes it the controlling terminal,
+    // with this process's group in the foreground.
+    setsid();
+    int tty = open(slave.c_str(), O_RDWR);
+    if (tty < 0) _exit(120);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(tty, 0);
+    dup2(tty, 1);
+    dup2(e, 2);
+    if (!leader) {
+      // dlock in this process's group, which keeps the terminal.
+      pid_t inner = fork();
+      if (inner == 0) {
+        execv(cargv[0], cargv.data());
+        _exit(121);
+      }
+      int st = 0;
+      if (inner < 0 || waitpid(inner, &st, 0) != inner) _exit(122);
+      _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    }
+    execv(cargv[0], cargv.data());
+    _exit(121);
+  }
+  ASSERT_GT(pid, 0);
+  const char kLine[] = "hello\n";
+  ASSERT_EQ(write(master, kLine, sizeof(kLine) - 1), static_cast<ssize_t>(sizeof(kLine) - 1));
+  // Bounded wait for dlock's exit; the pty's output is drained meanwhile.
+  *code = -1;
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  while (absl::Now() < deadline) {
+    char buf[256];
+    fcntl(master, F_SETFL, O_NONBLOCK);
+    while (read(master, buf, sizeof(buf)) > 0) {
+    }
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      *code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (*code == -1) {
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+  }
+  close(master);
+}
+
+TEST_F(DlockCliTest, CommandCanReadTheTerminalWhenDlockRunsInTheForeground) {
+  const std::string got = Path("got"), err = Path("err");
+  int code = -2;
+  RunReadingTheTerminal(url_, got, err, /*leader=*/true, &code);
+  EXPECT_EQ(code, 0) << ReadFile(err);
+  EXPECT_EQ(ReadFile(got), "hello\n");
+}
+
+TEST_F(DlockCliTest, CommandCanReadTheTerminalWhenDlockRunsInAScript) {
+  // dlock keeps the terminal for its own group (a ^C still reaches the
+  // script) and hands it over when the command stops on SIGTTIN.
+  const std::string got = Path("got"), err = Path("err");
+  int code = -2;
+  RunReadingTheTerminal(url_, got, err, /*leader=*/false, &code);
+  EXPECT_EQ(code, 0) << ReadFile(err);
+  EXPECT_EQ(ReadFile(got), "hello\n");
+}
+
+TEST_F(DlockCliTest, SigintToDlockEndsItBySigintAfterCleanup) {
+  // A ^C to a script's process group reaches dlock: it forwards it, waits
+  // for the command's group, releases, and then dies of SIGINT itself, so
+  // the calling shell script stops as it would for any interrupted command.
+  const std::string started = Path("started");
+  Dlock d({"run", "--redis", url_, "job", "--", "sh", "-c",
+           absl::StrCat("touch ", started, "; exec sleep 30")});
+  ASSERT_TRUE(WaitForFile(started)) << d.err();
+  kill(d.pid(), SIGINT);
+  EXPECT_EQ(d.Wait(), 128 + SIGINT) << d.err();
+  EXPECT_TRUE(d.signaled());
+  absl::StatusOr<Reply> key = server_->Command({"EXISTS", "dlock:{job}"});
+  ASSERT_THAT(key, IsOk());
+  EXPECT_EQ(key->integer, 0);  // released before dying
+}
+
+// --- Closed standard descriptors (issue 11, defect 5) ---------------------
+
+TEST_F(DlockCliTest, ClosedStandardDescriptorsAreTolerated) {
+  const std::vector<std::vector<int>> closed_sets = {{0}, {1}, {2}, {0, 1}};
+  for (const std::vector<int>& closed : closed_sets) {
+    std::string which;
+    for (int fd : closed) absl::StrAppend(&which, fd, " ");
+    const std::string marker = Path(absl::StrCat("ran", closed.size(), closed[0]));
+    Dlock run({"run", "--redis", url_, "job", "--", "touch", marker}, {}, closed);
+    EXPECT_EQ(run.Wait(), 0) << "run with closed " << which << run.err();
+    EXPECT_TRUE(FileExists(marker)) << "run with closed " << which;
+    Dlock status({"status", "--redis", url_, "job"}, {}, closed);
+    EXPECT_EQ(status.Wait(), 0) << "status with closed " << which << status.err();
+    Dlock check({"check", "--redis", url_}, {}, closed);
+    EXPECT_EQ(check.Wait(), 0) << "check with closed " << which << check.err();
+  }
+}
+
+// --- Usage errors a user can act on ---------------------------------------
+
+TEST_F(DlockCliTest, AclUserWithoutPasswordIsAUsageError) {
+  for (const char* sub : {"run", "status", "check", "unlock"}) {
+    std::vector<std::string> args = {sub, "--redis",
+                                     absl::StrCat("redis://alice@127.0.0.1:", server_->port())};
+    if (std::string(sub) == "run") {
+      args.insert(args.end(), {"job", "--", "true"});
+    } else if (std::string(sub) != "check") {
+      args.push_back("job");
+    }
+    Dlock d(args, {"DLOCK_REDIS_PASSWORD="});
+    EXPECT_EQ(d.Wait(), kExitUsage) << sub << ": " << d.err();
+    EXPECT_THAT(d.err(), HasSubstr("needs a password")) << sub;
+  }
+}
+
+// --- dlock unlock ---------------------------------------------------------
+
+TEST_F(DlockCliTest, UnlockOfAFreeLockSaysSo) {
+  Dlock d({"unlock", "--redis", url_, "job"});
+  EXPECT_EQ(d.Wait(), 0) << d.err();
+  EXPECT_THAT(d.out(), HasSubstr("free"));
+  Dlock forced({"unlock", "--force", "--redis", url_, "job"});
+  EXPECT_EQ(forced.Wait(), 0) << forced.err();
+  EXPECT_THAT(forced.out(), HasSubstr("free"));
+}
+
+TEST_F(DlockCliTest, UnlockForceRemovesADeadHoldersKeyBumpsTheFenceAndWakesAWaiter) {
+  // A holder with a long TTL is SIGKILLed: its key stays for an hour.
+  const std::string started = Path("started");
+  Dlock holder({"run", "--redis", url_, "--ttl", "1h", "job", "--", "sh", "-c",
+                absl::StrCat("touch ", started, "; exec sleep 60")});
+  ASSERT_TRUE(WaitForFile(started)) << holder.err();
+  kill(holder.pid(), SIGKILL);
+  ASSERT_EQ(holder.Wait(), 128 + SIGKILL);
+  absl::StatusOr<Reply> token = server_->Command({"GET", "dlock:{job}"});
+  ASSERT_THAT(token, IsOk());
+  ASSERT_TRUE(token->is_string());
+  ASSERT_GT(token->str.size(), 8u);
+
+  // A waiter queues for it.
+  const std::string fence_file = Path("fence");
+  Dlock waiter({"run", "--redis", url_, "--wait", "60s", "job", "--", "sh", "-c",
+                absl::StrCat("echo $DLOCK_FENCE > ", fence_file)});
+  {
+    // Bounded wait until it says it is waiting (so the unlock wakes it).
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline && waiter.err().find("waiting up to") == std::string::npos) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_THAT(waiter.err(), HasSubstr("waiting up to"));
+  }
+  // Without --force: shows the holder and refuses.
+  Dlock refused({"unlock", "--redis", url_, "job"});
+  EXPECT_EQ(refused.Wait(), kExitUsage) << refused.err();
+  EXPECT_THAT(refused.out(), HasSubstr(token->str.substr(0, 8)));
+  EXPECT_THAT(refused.out(), Not(HasSubstr(token->str)));
+  EXPECT_THAT(refused.out(), HasSubstr("fence 1"));
+  EXPECT_THAT(refused.out(), HasSubstr("expires in"));
+  EXPECT_THAT(refused.err(), HasSubstr("--force"));
+  absl::StatusOr<Reply> still = server_->Command({"EXISTS", "dlock:{job}"});
+  ASSERT_THAT(still, IsOk());
+  EXPECT_EQ(still->integer, 1);
+
+  Dlock forced({"unlock", "--force", "--redis", url_, "job"});
+  EXPECT_EQ(forced.Wait(), 0) << forced.err();
+  EXPECT_THAT(forced.out(), HasSubstr("removed"));
+  EXPECT_THAT(forced.out(), HasSubstr("fence now 2"));
+  // The waiter gets the lock with a fence above the one the unlock burned.
+  EXPECT_EQ(waiter.Wait(), 0) << waiter.err();
+  EXPECT_EQ(ReadFile(fence_file), "3\n");
+}
+
+TEST_F(DlockCliTest, UnlockForceRemovesAReentrantHashButNotForeignData) {
+  ASSERT_THAT(server_->Command({"HSET", "dlock:{job}", "owner-a", "2"}), IsOk());
+  ASSERT_THAT(server_->Command({"PEXPIRE", "dlock:{job}", "600000"}), IsOk());
+  Dlock forced({"unlock", "--force", "--redis", url_, "job"});
+  EXPECT_EQ(forced.Wait(), 0) << forced.err();
+  EXPECT_THAT(forced.out(), HasSubstr("removed"));
+  absl::StatusOr<Reply> gone = server_->Command({"EXISTS", "dlock:{job}"});
+  ASSERT_THAT(gone, IsOk());
+  EXPECT_EQ(gone->integer, 0);
+
+  ASSERT_THAT(server_->Command({"RPUSH", "dlock:{job}", "x"}), IsOk());
+  Dlock foreign({"unlock", "--force", "--redis", url_, "job"});
+  EXPECT_EQ(foreign.Wait(), kExitInternal) << foreign.err();
+  EXPECT_THAT(foreign.out(), HasSubstr("foreign data"));
+  absl::StatusOr<Reply> kept = server_->Command({"EXISTS", "dlock:{job}"});
+  ASSERT_THAT(kept, IsOk());
+  EXPECT_EQ(kept->integer, 1);
+}
+
+// --- dlock check: same instance twice, PUBLISH permission -----------------
+
+TEST_F(DlockCliTest, CheckFlagsTheSameInstanceListedTwice) {
+  const std::string p = absl::StrCat(server_->port());
+  const std::vector<std::vector<std::string>> configs = {
+      {"--redis", url_, "--redis", url_},
+      {"--redis", absl::StrCat("redis://127.0.0.1:", p), "--redis",
+       absl::StrCat("redis://localhost:", p)},
+      {"--redis", absl::StrCat("redis://127.0.0.1:", p, "/0"), "--redis",
+       absl::StrCat("redis://127.0.0.1:", p, "/1"), "--redis",
+       absl::StrCat("redis://127.0.0.1:", p, "/2")},
+  };
+  for (const std::vector<std::string>& redis : configs) {
+    std::vector<std::string> args = {"check"};
+    args.insert(args.end(), redis.begin(), redis.end());
+    Dlock d(args);
+    EXPECT_EQ(d.Wait(), kExitUnsafe) << d.out() << d.err();
+    EXPECT_THAT(d.err(), HasSubstr("same Redis instance"));
+    EXPECT_THAT(d.err(), HasSubstr(redis[3].substr(8)));  // as displayed
+  }
+}
+
+TEST_F(DlockCliTest, CheckWarnsWhenTheUserCannotPublishReleaseNotifications) {
+  ASSERT_THAT(server_->Command({"ACL", "SETUSER", "nopub", "on", ">pw", "~*", "+@all",
+                               "resetchannels"}),
+              IsOk());
+  const std::string url = absl::StrCat("redis://nopub:pw@127.0.0.1:", server_->port());
+  Dlock d({"check", "--redis", url});
+  EXPECT_EQ(d.Wait(), 0) << d.out() << d.err();
+  EXPECT_THAT(d.out(), HasSubstr("PUBLISH on the release channels refused"));
+  EXPECT_THAT(d.out(), HasSubstr("SUBSCRIBE to the release channels failed"));
+  EXPECT_THAT(d.out(), HasSubstr("backoff"));
+  Dlock strict({"check", "--strict", "--redis", url});
+  EXPECT_EQ(strict.Wait(), kExitUnsafe) << strict.out();
+
+  Dlock ok({"check", "--redis", url_});
+  EXPECT_EQ(ok.Wait(), 0) << ok.out();
+  EXPECT_THAT(ok.out(), HasSubstr("PUBLISH on the release channels: allowed"));
+  EXPECT_THAT(ok.out(), HasSubstr("SUBSCRIBE to the release channels: allowed"));
+  EXPECT_THAT(ok.out(), Not(HasSubstr("backoff")));
+}
+
 class DlockCliRedLockTest : public DlockCliTest {
  protected:
   void SetUp() override {
@@ -424,6 +821,23 @@ TEST_F(DlockCliRedLockTest, CheckWarnsAboutRestartsAndStrictMakesItFatal) {
   args.push_back("--strict");
   Dlock strict(args);
   EXPECT_EQ(strict.Wait(), kExitUnsafe) << strict.out();
+}
+
+TEST_F(DlockCliRedLockTest, UnlockForceReportsEveryServer) {
+  for (RedisServer* s : {server_.get(), more_[0].get(), more_[1].get()}) {
+    ASSERT_THAT(s->Command({"SET", "dlock:{job}", "0123456789abcdef", "PX", "600000"}), IsOk());
+  }
+  std::vector<std::string> args = {"unlock", "--force"};
+  for (const std::string& a : RedisFlags()) args.push_back(a);
+  args.push_back("job");
+  Dlock d(args);
+  EXPECT_EQ(d.Wait(), 0) << d.err();
+  for (RedisServer* s : {server_.get(), more_[0].get(), more_[1].get()}) {
+    EXPECT_THAT(d.out(), HasSubstr(absl::StrCat("127.0.0.1:", s->port(), ": removed")));
+    absl::StatusOr<Reply> key = s->Command({"EXISTS", "dlock:{job}"});
+    ASSERT_THAT(key, IsOk());
+    EXPECT_EQ(key->integer, 0);
+  }
 }
 
 }  // namespace
