@@ -19,34 +19,33 @@
 // on the component's EventLoop clock; every metric also carries the
 // `constant_labels` of the options):
 //
-//   name                              type       labels                 meaning
-//   ----------------------------------+----------+----------------------+-----------------------------
-//   dlock_acquire_total               counter    policy, outcome        Acquires that called back
-//   dlock_acquire_latency_seconds     histogram  policy, outcome        Acquire call to outcome
-//   dlock_acquire_wait_seconds        histogram  policy, outcome        of that, time spent waiting
-//                                                                       between attempts (0 for one
-//                                                                       try)
-//   dlock_acquire_retries_total       counter    policy, outcome        a retrying policy will try
-//                                                                       again; outcome = the failed
-//                                                                       attempt's error
-//                                                                       (OnAcquireWait)
-//   dlock_release_total               counter    policy, outcome        Releases that called back
-//   dlock_extend_total                counter    policy, outcome        Extends that called back
-//   dlock_renewal_total               counter    outcome                Watchdog renewals (each
-//   Extend
-//                                                                       it sent and got an outcome
-//                                                                       for)
-//   dlock_renewal_margin_seconds      histogram  outcome                time left until the lease's
-//                                                                       local deadline when a
-//                                                                       renewal was sent (small =
-//                                                                       danger)
-//   dlock_leases_lost_total           counter    outcome                leases the Watchdog gave
-//   up;
-//                                                                       outcome = why
-//   dlock_leases_held                 gauge      (none)                 see LEASES HELD below
-//   dlock_redlock_votes_total         counter    op, server, outcome    one RedLock server's answer
-//   to
-//                                                                       one operation
+//   dlock_acquire_total            counter    labels: policy, outcome
+//       Acquire calls that called back (one per Acquire, not per attempt,
+//       except that a wrapped lock reports its own attempts, see below).
+//   dlock_acquire_latency_seconds  histogram  labels: policy, outcome
+//       Time from the Acquire call to its outcome.
+//   dlock_acquire_wait_seconds     histogram  labels: policy, outcome
+//       Of that latency, the time spent waiting between attempts (always 0
+//       for single-attempt policies: "simple", "reentrant").
+//   dlock_acquire_retries_total    counter    labels: policy, outcome
+//       A retrying policy (RetryLock, RedLock) will try again; outcome is
+//       the failed attempt's error (OnAcquireWait).
+//   dlock_release_total            counter    labels: policy, outcome
+//       Release calls that called back.
+//   dlock_extend_total             counter    labels: policy, outcome
+//       Extend calls that called back (the Watchdog's renewals included).
+//   dlock_renewal_total            counter    labels: outcome
+//       Watchdog renewals that got an outcome.
+//   dlock_renewal_margin_seconds   histogram  labels: outcome
+//       Time left until the lease's local deadline when a renewal was sent
+//       (small or shrinking: a stalled loop or a slow server).
+//   dlock_leases_lost_total        counter    labels: outcome
+//       Leases the Watchdog gave up; outcome is why (failed_precondition:
+//       another owner or expired; deadline_exceeded: no renewal in time).
+//   dlock_leases_held              gauge      labels: (constant only)
+//       Best-effort count of leases held; see LEASES HELD below.
+//   dlock_redlock_votes_total      counter    labels: op, server, outcome
+//       One RedLock server's answer to one operation.
 //
 // Label values:
 //   policy   the reporter's policy name: "simple", "retry", "reentrant",
@@ -96,8 +95,11 @@
 // NoopLockObserver(): one virtual call to an empty function per event, and
 // dlock's libraries never link prometheus-cpp. With this observer
 // installed, each event costs a short std::mutex-protected lookup of its
-// cached metric (created on first use of a label combination) and an atomic
-// update (see metrics/observer_bench.cc for measured numbers).
+// cached series (created on first use of a label combination) and the
+// metric updates: measured (metrics/observer_bench.cc) at about 870
+// instructions for OnAcquire (a counter and two histograms) and 430 for
+// OnRelease, +2% instructions on a SimpleLock acquire + release on the
+// in-memory fake, and much less against a real server's round trip.
 //
 // Threading: observer methods may be called concurrently from several loop
 // threads (components on different loops may share one observer). The
