@@ -189,7 +189,7 @@ scrape_configs:
              lambda r: len(r) == 1 and r[0][1] == 2 * n + 1, "one latency sample per grant"),
             (f'dlock_leases_held{{{job}}}', lambda r: len(r) == 1 and r[0][1] == 1,
              "the leader lease is held"),
-            # Renewed every ~0.67 s while the example serves: the scrapes
+            # Renewed every second while the example serves: the scrapes
             # see it grow, so they are live, not one stale sample.
             (f'dlock_renewal_total{{{job},outcome="ok"}}',
              lambda r: len(r) == 1 and r[0][1] >= 5, ">= 5 watchdog renewals"),
