@@ -114,12 +114,17 @@ redis.call('publish', ARGV[2], 'released')
 return 0
 )lua";
 
+// Raises the TTL to ttl_ms if that is longer than what is left, never
+// lowers it: the key covers every hold of the owner (outer and nested), and
+// an inner hold's extend must not cut short an outer hold's lease.
 constexpr char kReentrantExtend[] = R"lua(
 local n = redis.pcall('hget', KEYS[1], ARGV[1])
 if type(n) ~= 'string' then
   return 0
 end
-redis.call('pexpire', KEYS[1], ARGV[2])
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+end
 return 1
 )lua";
 

@@ -24,7 +24,9 @@
 //                            | marker        |                       | another owner / other kind
 //   ReentrantReleaseScript   | lock          | owner, channel        | count left (0: deleted and
 //                            |               |                       | published), -1 not owner
-//   ReentrantExtendScript    | lock          | owner, ttl_ms         | 1 PEXPIREd to ttl, 0 not owner
+//   ReentrantExtendScript    | lock          | owner, ttl_ms         | 1 TTL raised to ttl if it
+//                            |               |                       | was shorter (never lowered),
+//                            |               |                       | 0 not owner
 //   ReentrantUndoScript      | lock, marker  | owner, channel        | 1 undid that acquire, 0 nothing
 //
 // The reentrant marker (P{R}:acquire:<request id>, PX ttl) is set by every
