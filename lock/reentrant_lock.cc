@@ -25,13 +25,8 @@ struct ReentrantLock::Core {
   }
 
   absl::Status ValidateLeaseTtl(absl::Duration ttl) const {
-    absl::Status s = ValidateTtl(ttl);
-    if (!s.ok()) return s;
-    if (WholeMillis(ttl) <= Drift(WholeMillis(ttl))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ttl ", absl::FormatDuration(ttl), " is not above the drift allowance"));
-    }
-    return absl::OkStatus();
+    return dlock::ValidateLeaseTtl(ttl, kMaxTtl, options.drift_factor,
+                                   options.drift_constant);
   }
 
   std::string MarkerKey(absl::string_view resource, absl::string_view request) const {

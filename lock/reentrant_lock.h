@@ -72,8 +72,8 @@ struct ReentrantLockOptions {
   // Bound on each round trip.
   absl::Duration command_timeout = absl::Seconds(2);
   // Drift allowance: ttl * drift_factor + drift_constant.
-  double drift_factor = 0.01;
-  absl::Duration drift_constant = absl::Milliseconds(2);
+  double drift_factor = kDefaultDriftFactor;
+  absl::Duration drift_constant = kDefaultDriftConstant;
   // Receives OnAcquire / OnRelease / OnExtend (policy "reentrant").
   LockObserver* observer = nullptr;
 };

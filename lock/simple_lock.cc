@@ -9,11 +9,6 @@
 
 namespace dlock {
 
-absl::Duration DriftAllowance(absl::Duration ttl, double factor,
-                              absl::Duration constant) {
-  return ttl * factor + constant;
-}
-
 struct SimpleLock::Core {
   Core(EventLoop* loop, Transport* transport, SimpleLockOptions options)
       : loop(loop),
@@ -26,14 +21,8 @@ struct SimpleLock::Core {
   }
 
   absl::Status ValidateLeaseTtl(absl::Duration ttl) const {
-    absl::Status s = ValidateTtl(ttl);
-    if (!s.ok()) return s;
-    if (WholeMillis(ttl) <= Drift(WholeMillis(ttl))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ttl ", absl::FormatDuration(ttl), " is not above the drift allowance ",
-          absl::FormatDuration(Drift(WholeMillis(ttl)))));
-    }
-    return absl::OkStatus();
+    return dlock::ValidateLeaseTtl(ttl, kMaxTtl, options.drift_factor,
+                                   options.drift_constant);
   }
 
   EventLoop* loop;
