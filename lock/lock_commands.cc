@@ -207,13 +207,38 @@ std::string KeyScheme::ChannelKey(absl::string_view resource) const {
 }
 
 absl::Status ErrorReplyStatus(const Reply& reply) {
-  // WRONGTYPE: a lock/fence key of the wrong kind. "not an integer": a
-  // fence key holding something else. Both are foreign data, not an outage.
-  if (reply.IsErrorWithPrefix("WRONGTYPE") ||
-      absl::StrContains(reply.str, "value is not an integer")) {
-    return absl::InternalError(absl::StrCat("foreign data under a lock key: ", reply.str));
+  const absl::string_view text = reply.str;
+  // The error code is the first word ("ERR" when the server gave none). An
+  // error inside a script keeps the failing call's code (Redis 7 appends
+  // " script: <sha>, on @user_script:<line>.").
+  const absl::string_view code = text.substr(0, text.find(' '));
+  // Permanent: the user may not do this; retrying cannot help.
+  if (code == "NOPERM" || code == "NOAUTH" || code == "WRONGPASS" ||
+      absl::StartsWith(text, "ERR The user executing the script can't")) {
+    return absl::PermissionDeniedError(absl::StrCat("server refused: ", text));
   }
-  return absl::UnavailableError(absl::StrCat("server error: ", reply.str));
+  // Transient: failover, memory pressure, loading, a busy script, cluster or
+  // replica trouble, too many clients. Worth another attempt.
+  static constexpr absl::string_view kTransient[] = {
+      "READONLY", "OOM",         "LOADING",    "BUSY",   "MASTERDOWN",
+      "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "MISCONF"};
+  for (absl::string_view t : kTransient) {
+    if (code == t) return absl::UnavailableError(absl::StrCat("server error: ", text));
+  }
+  if (absl::StartsWith(text, "ERR max number of clients")) {
+    return absl::UnavailableError(absl::StrCat("server error: ", text));
+  }
+  // Permanent: foreign data under a lock or fence key.
+  if (code == "WRONGTYPE" || absl::StrContains(text, "value is not an integer")) {
+    return absl::InternalError(absl::StrCat("foreign data under a lock key: ", text));
+  }
+  if (absl::StrContains(text, "increment or decrement would overflow")) {
+    return absl::InternalError(absl::StrCat(
+        "the resource's fencing counter is at its maximum (2^63 - 1): ", text));
+  }
+  // Everything else (unknown command, a script error, a code we do not
+  // know) is permanent: retrying the same script cannot fix it.
+  return absl::InternalError(absl::StrCat("server error: ", text));
 }
 
 absl::Status UnexpectedReplyStatus(absl::string_view what, const Reply& reply) {

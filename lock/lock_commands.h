@@ -105,9 +105,19 @@ struct KeyScheme {
   std::string ChannelKey(absl::string_view resource) const;   // P{R}:released
 };
 
-// Reply mapping shared by the policies (DESIGN.md's error table): an error
-// reply is kUnavailable, except WRONGTYPE or "value is not an integer"
-// (foreign data under a lock or fence key), which are kInternal.
+// Reply mapping shared by the policies (lock.h's error table), by the
+// error's code (its first word; inside a script Redis 7 keeps the failing
+// call's code):
+//   NOPERM, NOAUTH, WRONGPASS, "ERR The user executing the script can't ..."
+//       (an ACL refusal inside a script)                  kPermissionDenied
+//   READONLY, OOM, LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN,
+//       NOREPLICAS, MISCONF, "ERR max number of clients"  kUnavailable
+//   WRONGTYPE, "value is not an integer" (foreign data under a lock or
+//       fence key), "increment or decrement would overflow" (fence counter
+//       at int64 max), any other ERR (unknown command, script error) or
+//       unknown code                                      kInternal
+// kUnavailable is transient (RetryLock retries it); the others are
+// permanent and end a wait at once.
 absl::Status ErrorReplyStatus(const Reply& reply);
 // For a reply of a shape the script never produces: ErrorReplyStatus() for
 // an error reply, otherwise kInternal naming `what`.
@@ -166,8 +176,8 @@ class LockCommands {
   // SET P{R} token NX PX ttl; on success INCR P{R}:fence, all in one script.
   // Callback: the new fence value; kAborted if the key is held (by anyone,
   // this token included); kUnavailable / kDeadlineExceeded / kCancelled from
-  // the transport; kUnavailable for an error reply; kInternal for a reply of
-  // an unexpected shape.
+  // the transport; ErrorReplyStatus() for an error reply; kInternal for a
+  // reply of an unexpected shape.
   absl::Status TryAcquire(absl::string_view resource, absl::string_view token,
                           absl::Duration ttl, absl::Duration timeout,
                           absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb);

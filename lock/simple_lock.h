@@ -14,11 +14,13 @@
 //   -----------------------------------------+------------------------------
 //   key was free                             | Lease (token, fence, deadline)
 //   key held by anyone (this lock included)  | kAborted
-//   error reply                              | kUnavailable
+//   transient error reply (READONLY, OOM...) | kUnavailable       (*)
+//   ACL refusal (NOPERM...)                  | kPermissionDenied  (*)
+//   other error reply (see ErrorReplyStatus) | kInternal          (*)
 //   no reply within command_timeout          | kDeadlineExceeded  (*)
 //   connection down / lost                   | kUnavailable       (*)
 //   reply arrived after the lease's deadline | kDeadlineExceeded  (*)
-//   foreign data under the keys              | kInternal
+//   foreign data under the keys              | kInternal          (*)
 //
 // (*) Unknown or useless outcome: the script may have run and set the key.
 // SimpleLock then releases the token it sent, in the background (the token
