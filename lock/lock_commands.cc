@@ -300,16 +300,46 @@ absl::Status LockCommands::TryAcquire(
       });
 }
 
-absl::Status LockCommands::Release(absl::string_view resource,
-                                   absl::string_view token, absl::Duration timeout,
-                                   absl::AnyInvocable<void(absl::Status) &&> cb) {
+std::string UnpublishedReleaseWarning(absl::string_view publish_error) {
+  return absl::StrCat(
+      "released, but the release notification was refused (", publish_error,
+      "): waiters on other connections will not be woken and retry only on their "
+      "backoff timers; give the Redis user channel permission (ACL &<pattern>)");
+}
+
+absl::Status LockCommands::ReleaseNotifying(
+    absl::string_view resource, absl::string_view token, absl::Duration timeout,
+    absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb) {
   absl::Status s = ValidateCommon(resource, token, timeout);
   if (!s.ok()) return s;
   return ReleaseScript().Run(
       *transport_, {keys_.LockKey(resource)},
       {std::string(token), keys_.ChannelKey(resource)}, timeout,
       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        std::move(cb)(OwnedReplyStatus("release", reply));
+        if (reply.ok() && reply->is_string()) {
+          // Deleted; the PUBLISH was refused (see scripts.h).
+          ReleaseNotice notice;
+          notice.published = false;
+          notice.publish_error = reply->str;
+          std::move(cb)(std::move(notice));
+          return;
+        }
+        absl::Status status = OwnedReplyStatus("release", reply);
+        if (!status.ok()) {
+          std::move(cb)(std::move(status));
+        } else {
+          std::move(cb)(ReleaseNotice());
+        }
+      });
+}
+
+absl::Status LockCommands::Release(absl::string_view resource,
+                                   absl::string_view token, absl::Duration timeout,
+                                   absl::AnyInvocable<void(absl::Status) &&> cb) {
+  return ReleaseNotifying(
+      resource, token, timeout,
+      [cb = std::move(cb)](absl::StatusOr<ReleaseNotice> notice) mutable {
+        std::move(cb)(notice.status());
       });
 }
 

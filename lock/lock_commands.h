@@ -166,6 +166,20 @@ class BackgroundRetries {
   absl::flat_hash_set<TimerId> timers_;
 };
 
+// A release that deleted the key: did its notification go out?
+struct ReleaseNotice {
+  // False when the server refused the PUBLISH (an ACL user without channel
+  // permission); the key is deleted all the same.
+  bool published = true;
+  // The server's refusal when !published.
+  std::string publish_error;
+};
+
+// The warning a policy reports (ReleaseEvent::warning) for a release whose
+// notification was refused: names `publish_error` and says that waiters
+// will not be woken.
+std::string UnpublishedReleaseWarning(absl::string_view publish_error);
+
 class LockCommands {
  public:
   LockCommands(Transport* transport, KeyScheme keys);
@@ -182,11 +196,16 @@ class LockCommands {
                           absl::Duration ttl, absl::Duration timeout,
                           absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb);
 
-  // If P{R} == token: DEL it and PUBLISH on P{R}:released. OK, or
-  // kFailedPrecondition when the key is gone or holds another value.
+  // If P{R} == token: DEL it and PUBLISH on P{R}:released. OK (also when
+  // the PUBLISH was refused: the key is gone), or kFailedPrecondition when
+  // the key is gone or holds another value.
   absl::Status Release(absl::string_view resource, absl::string_view token,
                        absl::Duration timeout,
                        absl::AnyInvocable<void(absl::Status) &&> cb);
+  // Release, telling on success whether the notification was published.
+  absl::Status ReleaseNotifying(
+      absl::string_view resource, absl::string_view token, absl::Duration timeout,
+      absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb);
 
   // If P{R} == token: PEXPIRE it to ttl. OK, or kFailedPrecondition.
   absl::Status Extend(absl::string_view resource, absl::string_view token,

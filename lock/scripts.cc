@@ -19,10 +19,18 @@ return fence
 // already handed the release to a local waiter recognises its own
 // notification). pcall: a key of another type (a reentrant hash) yields an
 // error table, which never equals the token.
+//
+// Every release script publishes with pcall: a PUBLISH refused (an ACL user
+// without channel permission) comes after the DEL, which a script cannot
+// roll back, so the release did happen; the script then returns the
+// publish error's text (a bulk string) instead of failing.
 constexpr char kRelease[] = R"lua(
 if redis.pcall('get', KEYS[1]) == ARGV[1] then
   redis.call('del', KEYS[1])
-  redis.call('publish', ARGV[2], ARGV[1])
+  local p = redis.pcall('publish', ARGV[2], ARGV[1])
+  if type(p) == 'table' then
+    return tostring(p.err)
+  end
   return 1
 end
 return 0
@@ -95,7 +103,10 @@ if type(n) ~= 'string' then
 end
 if redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then
   redis.call('del', KEYS[1])
-  redis.call('publish', ARGV[2], 'released')
+  local p = redis.pcall('publish', ARGV[2], 'released')
+  if type(p) == 'table' then
+    return tostring(p.err)
+  end
 end
 return 1
 )lua";
@@ -110,7 +121,10 @@ if count > 0 then
   return count
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[2], 'released')
+local p = redis.pcall('publish', ARGV[2], 'released')
+if type(p) == 'table' then
+  return tostring(p.err)
+end
 return 0
 )lua";
 

@@ -668,5 +668,88 @@ TEST(DifferentialTest, GeneratorCoversScriptsAndBadInput) {
   EXPECT_GT(eval, 100);
 }
 
+// An ACL user without channel permission (issue 11): FakeRedis::DenyChannels
+// must answer like a real server whose user has `resetchannels`, for plain
+// PUBLISH/SUBSCRIBE, PUBLISH inside scripts (call and pcall; no rollback of
+// earlier writes), and every dlock release script (which pcall the PUBLISH
+// after the DEL and return the refusal's text).
+TEST(DifferentialTest, ChannelAclRefusalsMatchARealServer) {
+  auto server = testing::RedisServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  // The helper's connection is the default user: take its channels away.
+  absl::StatusOr<Reply> acl =
+      (*server)->Command({"ACL", "SETUSER", "default", "resetchannels"});
+  ASSERT_TRUE(acl.ok()) << acl.status();
+  ASSERT_EQ(*acl, Reply::Status("OK"));
+  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
+  ASSERT_TRUE(t0.ok()) << t0.status();
+  ManualEventLoop loop;
+  FakeRedis::Options options;
+  options.start_time = absl::FromUnixMicros(*t0);
+  FakeRedis fake(&loop, options);
+  fake.DenyChannels(true);
+
+  auto source = [](absl::string_view name) {
+    for (const NamedScript& s : AllScripts()) {
+      if (name == s.name) return s.script->source();
+    }
+    ADD_FAILURE() << "no script " << name;
+    return std::string();
+  };
+  auto sha = [](absl::string_view name) {
+    for (const NamedScript& s : AllScripts()) {
+      if (name == s.name) return s.script->sha1();
+    }
+    return std::string();
+  };
+  const std::vector<Argv> commands = {
+      {"PUBLISH", "ch", "m"},
+      {"SUBSCRIBE", "ch"},
+      {"PUBLISH", "ch"},  // arity first
+      {"EVAL", "return redis.call('publish', ARGV[1], 'm')", "0", "ch"},
+      {"EVAL", "return redis.pcall('publish', ARGV[1], 'm')", "0", "ch"},
+      {"EVAL", "local r = redis.pcall('publish', ARGV[1], 'm') return {type(r), r.err}", "0",
+       "ch"},
+      {"EVAL", "redis.call('set', KEYS[1], 'v') return redis.call('publish', ARGV[1], 'm')",
+       "1", "k1", "ch"},
+      {"GET", "k1"},
+      {"EVAL", "#!lua flags=no-writes\nreturn redis.call('publish', ARGV[1], 'm')", "0", "ch"},
+      {"EVAL", "return redis.call('subscribe', ARGV[1])", "0", "ch"},
+      // SimpleLock / RedLock release.
+      {"SET", "{r}lock", "tokA", "PX", "100000"},
+      {"EVAL", source("release"), "1", "{r}lock", "tokA", "{r}lock:released"},
+      {"EXISTS", "{r}lock"},
+      {"EVAL", source("release"), "1", "{r}lock", "tokA", "{r}lock:released"},
+      {"SET", "{r}lock", "tokB", "PX", "100000"},
+      {"EVALSHA", sha("release"), "1", "{r}lock", "tokB", "{r}lock:released"},
+      {"EXISTS", "{r}lock"},
+      // Reentrant release: only the last hold publishes.
+      {"HSET", "{r}lock", "ownerX", "2"},
+      {"PEXPIRE", "{r}lock", "100000"},
+      {"EVAL", source("reentrant_release"), "1", "{r}lock", "ownerX", "{r}lock:released"},
+      {"EVAL", source("reentrant_release"), "1", "{r}lock", "ownerX", "{r}lock:released"},
+      {"EXISTS", "{r}lock"},
+      // Reentrant undo of the last hold.
+      {"SET", "{r}lock:acquire:1", "1", "PX", "100000"},
+      {"HSET", "{r}lock", "ownerX", "1"},
+      {"PEXPIRE", "{r}lock", "100000"},
+      {"EVAL", source("reentrant_undo"), "2", "{r}lock", "{r}lock:acquire:1", "ownerX",
+       "{r}lock:released"},
+      {"EXISTS", "{r}lock"},
+      {"EXISTS", "{r}lock:acquire:1"},
+  };
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const Argv& argv = commands[i];
+    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
+    ASSERT_TRUE(now.ok()) << now.status();
+    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
+    absl::StatusOr<Reply> real = (*server)->Command(argv);
+    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
+    const Reply mine = fake.Execute(argv);
+    EXPECT_EQ(mine, *real) << "#" << i << " " << Render(argv) << "\n  fake: "
+                           << mine.DebugString() << "\n  real: " << real->DebugString();
+  }
+}
+
 }  // namespace
 }  // namespace dlock
