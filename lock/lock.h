@@ -144,9 +144,12 @@ class Lock {
   // someone else (then nothing is touched).
   virtual absl::Status Release(const Lease& lease, StatusCallback callback) = 0;
 
-  // Sets the key's TTL to `ttl` if the lease still owns it. On success the
-  // callback gets the lease with its new ttl and deadline (counted from when
-  // the extend was sent). kFailedPrecondition if it no longer owns the key.
+  // Sets the key's TTL to `ttl` if the lease still owns it (ReentrantLock
+  // only raises it: the key also covers the owner's other holds). On success
+  // the callback gets the lease with ttl = `ttl` and deadline = send time +
+  // ttl - drift, never later than the key's expiry. kFailedPrecondition if it
+  // no longer owns the key. A refused release notification (ACL) is an OK
+  // Release with ReleaseEvent::warning set (observer.h).
   virtual absl::Status Extend(const Lease& lease, absl::Duration ttl,
                               LeaseCallback callback) = 0;
 };
