@@ -141,15 +141,16 @@ class Lock {
 
   // Releases the lease if it still owns the key (compare-and-delete, atomic
   // on the server). kFailedPrecondition if the key is gone or owned by
-  // someone else (then nothing is touched).
+  // someone else (then nothing is touched). A release whose notification
+  // the server refused (an ACL user without channel permission) deleted the
+  // key all the same: OK, with ReleaseEvent::warning set (observer.h).
   virtual absl::Status Release(const Lease& lease, StatusCallback callback) = 0;
 
   // Sets the key's TTL to `ttl` if the lease still owns it (ReentrantLock
   // only raises it: the key also covers the owner's other holds). On success
   // the callback gets the lease with ttl = `ttl` and deadline = send time +
   // ttl - drift, never later than the key's expiry. kFailedPrecondition if it
-  // no longer owns the key. A refused release notification (ACL) is an OK
-  // Release with ReleaseEvent::warning set (observer.h).
+  // no longer owns the key.
   virtual absl::Status Extend(const Lease& lease, absl::Duration ttl,
                               LeaseCallback callback) = 0;
 };
