@@ -4,7 +4,8 @@
 //   -----+-------------------------------------------------------------------
 //   0..  | `dlock run`: the command's own exit status (128+N if it was killed
 //        | by signal N, as shells report it). Other subcommands: 0 = success.
-//   64   | bad usage: unknown flag or subcommand, bad URL, bad duration, ...
+//   64   | bad usage: unknown flag or subcommand, bad URL, bad duration, ...;
+//        | `dlock run`: the server refused the user (NOAUTH, NOPERM, ...).
 //   69   | Redis unavailable: could not reach enough servers, or an error
 //        | reply, before the lock was taken.
 //   70   | internal error (a bug or an unexpected reply).

@@ -211,6 +211,11 @@ class Runner {
         std::fprintf(stderr, "dlock: Redis unavailable: %s\n", st.ToString().c_str());
         return Finish(kExitUnavailable);
       }
+      if (absl::IsPermissionDenied(st)) {  // NOAUTH, NOPERM...: fix the credentials
+        std::fprintf(stderr, "dlock: Redis refused (check the user, password and ACL): %s\n",
+                     st.ToString().c_str());
+        return Finish(kExitUsage);
+      }
       std::fprintf(stderr, "dlock: cannot take lock \"%s\": %s\n", r.c_str(),
                    st.ToString().c_str());
       return Finish(kExitInternal);
