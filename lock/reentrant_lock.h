@@ -94,7 +94,8 @@ class ReentrantLock : public Lock {
                                         LeaseCallback callback) override;
 
   // Decrements the owner's count (deletes and publishes at zero). OK, or
-  // kFailedPrecondition when `lease.token` holds nothing on the key.
+  // kFailedPrecondition when `lease.token` holds nothing on the key. A
+  // refused PUBLISH (ACL) is still OK, with a ReleaseEvent warning.
   absl::Status Release(const Lease& lease, StatusCallback callback) override;
 
   // If the owner holds the key, raises its TTL to `ttl` when that is longer

@@ -97,7 +97,9 @@ class SimpleLock : public Lock {
                                         LeaseCallback callback) override;
 
   // Compare-and-delete. OK: the key was ours and is gone, and a release
-  // notification was published. kFailedPrecondition: the key is gone or
+  // notification was published (if the server refused the PUBLISH -- an ACL
+  // user without channel permission -- still OK, and the observer's
+  // ReleaseEvent carries a warning that waiters will not be woken). kFailedPrecondition: the key is gone or
   // holds another token (nothing touched). kUnavailable /
   // kDeadlineExceeded: unknown (the key still expires by its TTL).
   // kInvalidArgument (from the call) for a lease with a bad resource or an
