@@ -19,6 +19,28 @@
 // monotonic clock from when the acquiring command was sent, minus a drift
 // allowance, so it is never later than the server-side expiry.
 //
+// Errors (every policy, every method; the callback's status unless noted):
+//
+//   situation                                           | code
+//   ----------------------------------------------------+---------------------
+//   held by another owner                               | kAborted
+//   release/extend: the lease no longer owns the key    | kFailedPrecondition
+//   not connected, connection lost; transient server    | kUnavailable
+//     error (READONLY, OOM, LOADING, BUSY, MASTERDOWN,  |   (RetryLock retries)
+//     TRYAGAIN, CLUSTERDOWN, NOREPLICAS, MISCONF, max   |
+//     number of clients)                                |
+//   no reply in time; lease deadline passed             | kDeadlineExceeded
+//   ACL refusal (NOPERM, NOAUTH, WRONGPASS, or a script | kPermissionDenied
+//     call the user may not make)                       |   (permanent)
+//   foreign data under a lock/fence key (WRONGTYPE, not | kInternal
+//     an integer), fence counter at int64 max, unknown  |   (permanent)
+//     command, script error, unknown error code         |
+//   cancelled, shutdown                                 | kCancelled
+//   bad argument (resource; ttl outside [10 ms, max],   | kInvalidArgument,
+//     see ValidateLeaseTtl; ...)                        |   from the call
+//
+// The mapping of server error replies is ErrorReplyStatus (lock_commands.h).
+//
 // Async contract (all methods): a bad argument is rejected by the call
 // itself (non-OK Status returned) and the callback never runs; otherwise the
 // callback runs exactly once, on the loop, never inside the call.
@@ -58,8 +80,9 @@ struct Lease {
 };
 
 struct AcquireOptions {
-  // Lease time-to-live on the server. Must be > 0 and <= the policy's
-  // documented maximum.
+  // Lease time-to-live on the server: whole milliseconds (a fraction is
+  // truncated) in [kMinLeaseTtl = 10 ms, the policy's maximum]; see
+  // ValidateLeaseTtl in lock_commands.h.
   absl::Duration ttl = absl::Seconds(30);
   // How long the policy may keep trying for the lock. RetryLock: zero means
   // one attempt. RedLock: zero means its configured `retry_count` retries
@@ -106,23 +129,28 @@ class Lock {
   virtual ~Lock() = default;
 
   // Tries to take `resource`. On success the callback gets the Lease. Errors:
-  // kAborted (held by another owner), kUnavailable (server down or error
-  // reply), kDeadlineExceeded (no answer in time; nothing is left behind:
-  // the token sent is released), kCancelled (shutdown), kInternal (foreign
-  // data under the key). Returns kInvalidArgument for an empty or too long
-  // resource or a bad ttl.
+  // kAborted (held by another owner), kUnavailable (server down or a
+  // transient error reply), kDeadlineExceeded (no answer in time; nothing is
+  // left behind: the token sent is released), kPermissionDenied (ACL),
+  // kCancelled (shutdown), kInternal (foreign data under the key, other
+  // permanent server errors). Returns kInvalidArgument for an empty or too
+  // long resource or a bad ttl.
   virtual absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
                                                 const AcquireOptions& options,
                                                 LeaseCallback callback) = 0;
 
   // Releases the lease if it still owns the key (compare-and-delete, atomic
   // on the server). kFailedPrecondition if the key is gone or owned by
-  // someone else (then nothing is touched).
+  // someone else (then nothing is touched). A release whose notification
+  // the server refused (an ACL user without channel permission) deleted the
+  // key all the same: OK, with ReleaseEvent::warning set (observer.h).
   virtual absl::Status Release(const Lease& lease, StatusCallback callback) = 0;
 
-  // Sets the key's TTL to `ttl` if the lease still owns it. On success the
-  // callback gets the lease with its new ttl and deadline (counted from when
-  // the extend was sent). kFailedPrecondition if it no longer owns the key.
+  // Sets the key's TTL to `ttl` if the lease still owns it (ReentrantLock
+  // only raises it: the key also covers the owner's other holds). On success
+  // the callback gets the lease with ttl = `ttl` and deadline = send time +
+  // ttl - drift, never later than the key's expiry. kFailedPrecondition if it
+  // no longer owns the key.
   virtual absl::Status Extend(const Lease& lease, absl::Duration ttl,
                               LeaseCallback callback) = 0;
 };

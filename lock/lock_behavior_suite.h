@@ -524,6 +524,36 @@ TYPED_TEST_P(LockBehaviorTest, ReentrantCountsUpAndDownAcrossLockObjectsOfOneOwn
   EXPECT_TRUE(this->Exists(key));
 }
 
+// Issue 11, defect 6: the reentrant extend only raises the key's TTL, so an
+// inner hold's short extend never cuts short the outer hold it shares the
+// key with (in virtual time the whole scenario is in reentrant_lock_test).
+TYPED_TEST_P(LockBehaviorTest, ReentrantInnerExtendNeverShortensTheOuterHold) {
+  ReentrantLockOptions same;
+  same.client_id = "client-1";
+  ReentrantLock lock(this->loop(), this->env_->NewClient(), same);
+  const std::string key = this->keys_.LockKey("res");
+  absl::StatusOr<Lease> outer =
+      this->AcquireNow(lock, "res", this->Ttl(absl::Seconds(30), {}, "task"));
+  ASSERT_THAT(outer, IsOk());
+  absl::StatusOr<Lease> inner =
+      this->AcquireNow(lock, "res", this->Ttl(absl::Seconds(5), {}, "task"));
+  ASSERT_THAT(inner, IsOk());
+  const absl::Time before = this->loop()->Now();
+  absl::StatusOr<Lease> extended = this->ExtendNow(lock, *inner, absl::Seconds(5));
+  ASSERT_THAT(extended, IsOk());
+  EXPECT_EQ(extended->ttl, absl::Seconds(5));
+  EXPECT_LE(extended->deadline, before + absl::Seconds(5));
+  EXPECT_GT(this->PTtl(key), 25000);
+  EXPECT_THAT(this->ReleaseNow(lock, *extended), IsOk());
+  EXPECT_GT(this->PTtl(key), 25000);
+  EXPECT_EQ(this->env_->Server({"HGET", key, "client-1:task"}), Reply::String("1"));
+  // A longer extend still raises it.
+  ASSERT_THAT(this->ExtendNow(lock, *outer, absl::Seconds(60)), IsOk());
+  EXPECT_GT(this->PTtl(key), 55000);
+  EXPECT_THAT(this->ReleaseNow(lock, *outer), IsOk());
+  EXPECT_FALSE(this->Exists(key));
+}
+
 TYPED_TEST_P(LockBehaviorTest, RetryOverReentrantWakesOnFinalRelease) {
   ReentrantLockOptions o1;
   o1.client_id = "c1";
@@ -853,6 +883,7 @@ REGISTER_TYPED_TEST_SUITE_P(LockBehaviorTest,
                             CancelledAcquireThatWonReleasesTheKey,
                             NoStampedeOneAttemptPerReleasePerLocalWaiter,
                             ReentrantCountsUpAndDownAcrossLockObjectsOfOneOwner,
+                            ReentrantInnerExtendNeverShortensTheOuterHold,
                             RetryOverReentrantWakesOnFinalRelease,
                             LocalTasksTakeTurnsInArrivalOrderOneAttemptPerHandOver,
                             StockOfHundredIsNeverOversoldBy8Clients,

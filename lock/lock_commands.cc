@@ -4,6 +4,7 @@
 #include <openssl/rand.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -32,15 +33,70 @@ absl::Status ValidateResource(absl::string_view resource) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateTtl(absl::Duration ttl) {
-  if (ttl < kMinTtl || ttl > kMaxTtl) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ttl ", absl::FormatDuration(ttl), " is outside [",
-                     absl::FormatDuration(kMinTtl), ", ",
-                     absl::FormatDuration(kMaxTtl), "]"));
+absl::Duration DriftAllowance(absl::Duration ttl, double factor,
+                              absl::Duration constant) {
+  return ttl * factor + constant;
+}
+
+namespace {
+
+bool DriftOptionsValid(double factor, absl::Duration constant) {
+  return factor >= 0.0 && factor < 1.0 && constant >= absl::ZeroDuration() &&
+         constant < kMaxTtl;
+}
+
+}  // namespace
+
+absl::Duration MinLeaseTtl(double drift_factor, absl::Duration drift_constant) {
+  if (!DriftOptionsValid(drift_factor, drift_constant)) {
+    return kMaxTtl + absl::Milliseconds(1);
+  }
+  // ttl - (ttl * f + c) >= V  <=>  ttl >= (V + c) / (1 - f); start just
+  // below that (whole ms) and step up, so rounding never decides.
+  const double bound_ms =
+      absl::ToDoubleMilliseconds(kMinLeaseValidity + drift_constant) / (1.0 - drift_factor);
+  absl::Duration min = kMinLeaseTtl;
+  if (bound_ms > absl::ToDoubleMilliseconds(kMinLeaseTtl)) {
+    min = absl::Milliseconds(static_cast<int64_t>(bound_ms) - 1);
+  }
+  while (min <= kMaxTtl &&
+         min - DriftAllowance(min, drift_factor, drift_constant) < kMinLeaseValidity) {
+    min += absl::Milliseconds(1);
+  }
+  return std::max(min, kMinLeaseTtl);
+}
+
+absl::Status ValidateLeaseTtl(absl::Duration ttl, absl::Duration max_ttl,
+                              double drift_factor, absl::Duration drift_constant) {
+  if (!DriftOptionsValid(drift_factor, drift_constant)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "drift allowance ", drift_factor, " * ttl + ",
+        absl::FormatDuration(drift_constant),
+        " is invalid: the factor must be in [0, 1) and the constant >= 0"));
+  }
+  if (max_ttl < kMinLeaseTtl || max_ttl > kMaxTtl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "maximum ttl ", absl::FormatDuration(max_ttl), " is outside [",
+        absl::FormatDuration(kMinLeaseTtl), ", ", absl::FormatDuration(kMaxTtl), "]"));
+  }
+  const absl::Duration min = MinLeaseTtl(drift_factor, drift_constant);
+  // Compare the whole milliseconds that would be sent (ttl > max_ttl first:
+  // WholeMillis of an infinite ttl is not meaningful).
+  if (ttl > max_ttl || min > max_ttl || WholeMillis(ttl) < min) {
+    std::string why;
+    if (min > kMinLeaseTtl) {
+      why = absl::StrCat(" (the drift allowance ", drift_factor, " * ttl + ",
+                         absl::FormatDuration(drift_constant), " must leave at least ",
+                         absl::FormatDuration(kMinLeaseValidity), " of validity)");
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl ", absl::FormatDuration(ttl), " is outside the accepted range [",
+        absl::FormatDuration(min), ", ", absl::FormatDuration(max_ttl), "]", why));
   }
   return absl::OkStatus();
 }
+
+absl::Status ValidateTtl(absl::Duration ttl) { return ValidateLeaseTtl(ttl); }
 
 int64_t TtlMillis(absl::Duration ttl) { return absl::ToInt64Milliseconds(ttl); }
 
@@ -151,13 +207,38 @@ std::string KeyScheme::ChannelKey(absl::string_view resource) const {
 }
 
 absl::Status ErrorReplyStatus(const Reply& reply) {
-  // WRONGTYPE: a lock/fence key of the wrong kind. "not an integer": a
-  // fence key holding something else. Both are foreign data, not an outage.
-  if (reply.IsErrorWithPrefix("WRONGTYPE") ||
-      absl::StrContains(reply.str, "value is not an integer")) {
-    return absl::InternalError(absl::StrCat("foreign data under a lock key: ", reply.str));
+  const absl::string_view text = reply.str;
+  // The error code is the first word ("ERR" when the server gave none). An
+  // error inside a script keeps the failing call's code (Redis 7 appends
+  // " script: <sha>, on @user_script:<line>.").
+  const absl::string_view code = text.substr(0, text.find(' '));
+  // Permanent: the user may not do this; retrying cannot help.
+  if (code == "NOPERM" || code == "NOAUTH" || code == "WRONGPASS" ||
+      absl::StartsWith(text, "ERR The user executing the script can't")) {
+    return absl::PermissionDeniedError(absl::StrCat("server refused: ", text));
   }
-  return absl::UnavailableError(absl::StrCat("server error: ", reply.str));
+  // Transient: failover, memory pressure, loading, a busy script, cluster or
+  // replica trouble, too many clients. Worth another attempt.
+  static constexpr absl::string_view kTransient[] = {
+      "READONLY", "OOM",         "LOADING",    "BUSY",   "MASTERDOWN",
+      "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "MISCONF"};
+  for (absl::string_view t : kTransient) {
+    if (code == t) return absl::UnavailableError(absl::StrCat("server error: ", text));
+  }
+  if (absl::StartsWith(text, "ERR max number of clients")) {
+    return absl::UnavailableError(absl::StrCat("server error: ", text));
+  }
+  // Permanent: foreign data under a lock or fence key.
+  if (code == "WRONGTYPE" || absl::StrContains(text, "value is not an integer")) {
+    return absl::InternalError(absl::StrCat("foreign data under a lock key: ", text));
+  }
+  if (absl::StrContains(text, "increment or decrement would overflow")) {
+    return absl::InternalError(absl::StrCat(
+        "the resource's fencing counter is at its maximum (2^63 - 1): ", text));
+  }
+  // Everything else (unknown command, a script error, a code we do not
+  // know) is permanent: retrying the same script cannot fix it.
+  return absl::InternalError(absl::StrCat("server error: ", text));
 }
 
 absl::Status UnexpectedReplyStatus(absl::string_view what, const Reply& reply) {
@@ -219,16 +300,46 @@ absl::Status LockCommands::TryAcquire(
       });
 }
 
-absl::Status LockCommands::Release(absl::string_view resource,
-                                   absl::string_view token, absl::Duration timeout,
-                                   absl::AnyInvocable<void(absl::Status) &&> cb) {
+std::string UnpublishedReleaseWarning(absl::string_view publish_error) {
+  return absl::StrCat(
+      "released, but the release notification was refused (", publish_error,
+      "): waiters on other connections will not be woken and retry only on their "
+      "backoff timers; give the Redis user channel permission (ACL &<pattern>)");
+}
+
+absl::Status LockCommands::ReleaseNotifying(
+    absl::string_view resource, absl::string_view token, absl::Duration timeout,
+    absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb) {
   absl::Status s = ValidateCommon(resource, token, timeout);
   if (!s.ok()) return s;
   return ReleaseScript().Run(
       *transport_, {keys_.LockKey(resource)},
       {std::string(token), keys_.ChannelKey(resource)}, timeout,
       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        std::move(cb)(OwnedReplyStatus("release", reply));
+        if (reply.ok() && reply->is_string()) {
+          // Deleted; the PUBLISH was refused (see scripts.h).
+          ReleaseNotice notice;
+          notice.published = false;
+          notice.publish_error = reply->str;
+          std::move(cb)(std::move(notice));
+          return;
+        }
+        absl::Status status = OwnedReplyStatus("release", reply);
+        if (!status.ok()) {
+          std::move(cb)(std::move(status));
+        } else {
+          std::move(cb)(ReleaseNotice());
+        }
+      });
+}
+
+absl::Status LockCommands::Release(absl::string_view resource,
+                                   absl::string_view token, absl::Duration timeout,
+                                   absl::AnyInvocable<void(absl::Status) &&> cb) {
+  return ReleaseNotifying(
+      resource, token, timeout,
+      [cb = std::move(cb)](absl::StatusOr<ReleaseNotice> notice) mutable {
+        std::move(cb)(notice.status());
       });
 }
 

@@ -36,17 +36,54 @@ namespace dlock {
 
 // The longest resource name accepted (bytes).
 inline constexpr size_t kMaxResourceLength = 1024;
-// TTL bounds accepted by every policy: at least 1 ms (Redis PX granularity),
-// at most 30 days.
-inline constexpr absl::Duration kMinTtl = absl::Milliseconds(1);
+// Lease TTL bounds, the same for every policy (SimpleLock, ReentrantLock,
+// RetryLock, RedLock, and the `dlock` tool's --ttl).
+//
+// kMinLeaseTtl = 10 ms. A lease is only worth having if it is still valid
+// when the acquire reply arrives: its validity is ttl - drift allowance,
+// counted from the send. With the default drift (1% + 2 ms) a 10 ms lease
+// keeps 7.9 ms, room for a loopback round trip (about 0.1 ms idle, a few ms
+// on a loaded machine). Below that an acquire is either useless or fails
+// with a misleading kDeadlineExceeded (a 3 ms lease has 0.97 ms of validity).
+inline constexpr absl::Duration kMinLeaseTtl = absl::Milliseconds(10);
+// The least validity a lease must keep after its drift allowance. With
+// non-default drift options this can raise the minimum above kMinLeaseTtl
+// (see MinLeaseTtl); with the defaults it does not.
+inline constexpr absl::Duration kMinLeaseValidity = absl::Milliseconds(5);
+// The longest lease TTL: 30 days (a policy may have a lower maximum, e.g.
+// RedLock's max_ttl).
 inline constexpr absl::Duration kMaxTtl = absl::Hours(24 * 30);
+// The old name of kMinLeaseTtl.
+inline constexpr absl::Duration kMinTtl = kMinLeaseTtl;
+
+// The default drift allowance of every policy: ttl * 1% + 2 ms (Redlock's).
+inline constexpr double kDefaultDriftFactor = 0.01;
+inline constexpr absl::Duration kDefaultDriftConstant = absl::Milliseconds(2);
+// The drift allowance for `ttl`: ttl * factor + constant. A lease's local
+// deadline is its send time + ttl - DriftAllowance(ttl).
+absl::Duration DriftAllowance(absl::Duration ttl, double factor,
+                              absl::Duration constant);
+// The smallest TTL accepted under these drift options: kMinLeaseTtl, or
+// more if the drift allowance would leave less than kMinLeaseValidity.
+// Whole milliseconds. kMaxTtl + 1 ms if no TTL works (factor >= 1).
+absl::Duration MinLeaseTtl(double drift_factor, absl::Duration drift_constant);
+
+// THE lease TTL check of every policy. OK iff `ttl`, truncated to whole
+// milliseconds (PX takes whole ms; leases record WholeMillis(ttl)), is in
+// [MinLeaseTtl(drift_factor, drift_constant), max_ttl]. Otherwise
+// kInvalidArgument, whose message states that range, e.g.
+//   "ttl 3ms is outside the accepted range [10ms, 720h]"
+// Also kInvalidArgument for drift options outside factor in [0, 1),
+// constant >= 0, or max_ttl outside [kMinLeaseTtl, kMaxTtl].
+absl::Status ValidateLeaseTtl(absl::Duration ttl, absl::Duration max_ttl = kMaxTtl,
+                              double drift_factor = kDefaultDriftFactor,
+                              absl::Duration drift_constant = kDefaultDriftConstant);
 
 // kInvalidArgument unless `resource` is non-empty and at most
 // kMaxResourceLength bytes (any byte allowed, NUL included).
 absl::Status ValidateResource(absl::string_view resource);
-// kInvalidArgument unless kMinTtl <= ttl <= kMaxTtl, i.e. at least one
-// whole millisecond. A fraction of a millisecond is truncated when sent (PX
-// takes whole milliseconds); leases record the truncated ttl (WholeMillis).
+// ValidateLeaseTtl(ttl) with the default maximum and drift: the check of
+// LockCommands, RetryLock and the `dlock` tool.
 absl::Status ValidateTtl(absl::Duration ttl);
 
 // `ttl` as sent to Redis: whole milliseconds, truncated.
@@ -68,9 +105,19 @@ struct KeyScheme {
   std::string ChannelKey(absl::string_view resource) const;   // P{R}:released
 };
 
-// Reply mapping shared by the policies (DESIGN.md's error table): an error
-// reply is kUnavailable, except WRONGTYPE or "value is not an integer"
-// (foreign data under a lock or fence key), which are kInternal.
+// Reply mapping shared by the policies (lock.h's error table), by the
+// error's code (its first word; inside a script Redis 7 keeps the failing
+// call's code):
+//   NOPERM, NOAUTH, WRONGPASS, "ERR The user executing the script can't ..."
+//       (an ACL refusal inside a script)                  kPermissionDenied
+//   READONLY, OOM, LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN,
+//       NOREPLICAS, MISCONF, "ERR max number of clients"  kUnavailable
+//   WRONGTYPE, "value is not an integer" (foreign data under a lock or
+//       fence key), "increment or decrement would overflow" (fence counter
+//       at int64 max), any other ERR (unknown command, script error) or
+//       unknown code                                      kInternal
+// kUnavailable is transient (RetryLock retries it); the others are
+// permanent and end a wait at once.
 absl::Status ErrorReplyStatus(const Reply& reply);
 // For a reply of a shape the script never produces: ErrorReplyStatus() for
 // an error reply, otherwise kInternal naming `what`.
@@ -119,6 +166,20 @@ class BackgroundRetries {
   absl::flat_hash_set<TimerId> timers_;
 };
 
+// A release that deleted the key: did its notification go out?
+struct ReleaseNotice {
+  // False when the server refused the PUBLISH (an ACL user without channel
+  // permission); the key is deleted all the same.
+  bool published = true;
+  // The server's refusal when !published.
+  std::string publish_error;
+};
+
+// The warning a policy reports (ReleaseEvent::warning) for a release whose
+// notification was refused: names `publish_error` and says that waiters
+// will not be woken.
+std::string UnpublishedReleaseWarning(absl::string_view publish_error);
+
 class LockCommands {
  public:
   LockCommands(Transport* transport, KeyScheme keys);
@@ -129,17 +190,22 @@ class LockCommands {
   // SET P{R} token NX PX ttl; on success INCR P{R}:fence, all in one script.
   // Callback: the new fence value; kAborted if the key is held (by anyone,
   // this token included); kUnavailable / kDeadlineExceeded / kCancelled from
-  // the transport; kUnavailable for an error reply; kInternal for a reply of
-  // an unexpected shape.
+  // the transport; ErrorReplyStatus() for an error reply; kInternal for a
+  // reply of an unexpected shape.
   absl::Status TryAcquire(absl::string_view resource, absl::string_view token,
                           absl::Duration ttl, absl::Duration timeout,
                           absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb);
 
-  // If P{R} == token: DEL it and PUBLISH on P{R}:released. OK, or
-  // kFailedPrecondition when the key is gone or holds another value.
+  // If P{R} == token: DEL it and PUBLISH on P{R}:released. OK (also when
+  // the PUBLISH was refused: the key is gone), or kFailedPrecondition when
+  // the key is gone or holds another value.
   absl::Status Release(absl::string_view resource, absl::string_view token,
                        absl::Duration timeout,
                        absl::AnyInvocable<void(absl::Status) &&> cb);
+  // Release, telling on success whether the notification was published.
+  absl::Status ReleaseNotifying(
+      absl::string_view resource, absl::string_view token, absl::Duration timeout,
+      absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb);
 
   // If P{R} == token: PEXPIRE it to ttl. OK, or kFailedPrecondition.
   absl::Status Extend(absl::string_view resource, absl::string_view token,

@@ -51,7 +51,8 @@ void TextLockObserver::OnAcquireWait(const AcquireWaitEvent& e) {
 void TextLockObserver::OnRelease(const ReleaseEvent& e) {
   sink_(absl::StrCat("release ", e.policy, " ", Quoted(e.resource), ": ",
                      Outcome(e.status), " in ",
-                     absl::FormatDuration(e.latency)));
+                     absl::FormatDuration(e.latency),
+                     e.warning.empty() ? "" : "; warning: ", e.warning));
 }
 
 void TextLockObserver::OnExtend(const ExtendEvent& e) {

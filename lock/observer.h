@@ -16,7 +16,8 @@
 //   OnAcquire              | every policy, once per     | outcome, latency, time
 //                          | Acquire that calls back    | waited, attempts, fence
 //   OnAcquireWait          | RetryLock, RedLock retries | attempt, delay until next
-//   OnRelease              | every policy               | outcome, latency
+//   OnRelease              | every policy               | outcome, latency,
+//                          |                            | warning (waiters not woken)
 //   OnExtend               | every policy               | outcome, latency
 //   OnRenewal              | Watchdog                   | outcome, latency, margin
 //   OnLeaseLost            | Watchdog                   | why
@@ -88,6 +89,11 @@ struct ReleaseEvent {
   absl::string_view resource;
   absl::Status status;  // OK, kFailedPrecondition (not owner any more), ...
   absl::Duration latency;
+  // Empty, or (with an OK status) what went wrong although the release
+  // succeeded: e.g. the server refused the release notification's PUBLISH
+  // (an ACL user without channel permission), so waiters on other
+  // connections will not be woken (UnpublishedReleaseWarning).
+  absl::string_view warning;
 };
 
 struct ExtendEvent {

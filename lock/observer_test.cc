@@ -71,6 +71,19 @@ TEST_F(TextLockObserverTest, ResourceBytesAreEscaped) {
   EXPECT_EQ(lines_[0].find('\n'), std::string::npos);
 }
 
+TEST_F(TextLockObserverTest, ReleaseWarningIsPrinted) {
+  ReleaseEvent e;
+  e.policy = "simple";
+  e.resource = "r";
+  e.latency = absl::Milliseconds(1);
+  observer_.OnRelease(e);
+  e.warning = "waiters will not be woken";
+  observer_.OnRelease(e);
+  EXPECT_THAT(lines_, ElementsAre("release simple \"r\": OK in 1ms",
+                                  "release simple \"r\": OK in 1ms; warning: waiters will "
+                                  "not be woken"));
+}
+
 TEST_F(TextLockObserverTest, EveryEventBecomesOneLine) {
   observer_.OnAcquireWait(AcquireWaitEvent{"retry", "r", 2,
                                            absl::AbortedError("busy"),

@@ -25,13 +25,8 @@ struct ReentrantLock::Core {
   }
 
   absl::Status ValidateLeaseTtl(absl::Duration ttl) const {
-    absl::Status s = ValidateTtl(ttl);
-    if (!s.ok()) return s;
-    if (WholeMillis(ttl) <= Drift(WholeMillis(ttl))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ttl ", absl::FormatDuration(ttl), " is not above the drift allowance"));
-    }
-    return absl::OkStatus();
+    return dlock::ValidateLeaseTtl(ttl, kMaxTtl, options.drift_factor,
+                                   options.drift_constant);
   }
 
   std::string MarkerKey(absl::string_view resource, absl::string_view request) const {
@@ -200,10 +195,16 @@ absl::Status ReentrantLock::Release(const Lease& lease, StatusCallback callback)
       [core = core_, resource = lease.resource, sent_at,
        callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
         absl::Status status;
+        std::string warning;
         if (!reply.ok()) {
           status = reply.status();
         } else if (reply->is_integer() && reply->integer >= 0) {
           status = absl::OkStatus();
+        } else if (reply->is_string()) {
+          // The last hold ended and the key is gone, but the PUBLISH was
+          // refused (scripts.h).
+          status = absl::OkStatus();
+          warning = UnpublishedReleaseWarning(reply->str);
         } else if (reply->is_integer() && reply->integer == -1) {
           status = absl::FailedPreconditionError("the owner holds nothing on the key");
         } else {
@@ -214,6 +215,7 @@ absl::Status ReentrantLock::Release(const Lease& lease, StatusCallback callback)
         event.resource = resource;
         event.status = status;
         event.latency = core->loop->Now() - sent_at;
+        event.warning = warning;
         core->observer->OnRelease(event);
         std::move(callback)(std::move(status));
       });

@@ -15,7 +15,9 @@
 //                             |                       | is deleted and a release is
 //                             |                       | published
 //   Release / Extend          | not held by owner     | kFailedPrecondition
-//   Extend by owner           | held by owner         | PEXPIRE ttl (the watchdog)
+//   Extend by owner           | held by owner         | TTL raised to ttl if longer
+//                             |                       | than what is left; never
+//                             |                       | lowered (the watchdog)
 //
 // Two ReentrantLock objects (or processes) configured with the same
 // `client_id` are the same owner for the same task id, so they nest (the
@@ -70,8 +72,8 @@ struct ReentrantLockOptions {
   // Bound on each round trip.
   absl::Duration command_timeout = absl::Seconds(2);
   // Drift allowance: ttl * drift_factor + drift_constant.
-  double drift_factor = 0.01;
-  absl::Duration drift_constant = absl::Milliseconds(2);
+  double drift_factor = kDefaultDriftFactor;
+  absl::Duration drift_constant = kDefaultDriftConstant;
   // Receives OnAcquire / OnRelease / OnExtend (policy "reentrant").
   LockObserver* observer = nullptr;
 };
@@ -92,11 +94,18 @@ class ReentrantLock : public Lock {
                                         LeaseCallback callback) override;
 
   // Decrements the owner's count (deletes and publishes at zero). OK, or
-  // kFailedPrecondition when `lease.token` holds nothing on the key.
+  // kFailedPrecondition when `lease.token` holds nothing on the key. A
+  // refused PUBLISH (ACL) is still OK, with a ReleaseEvent warning.
   absl::Status Release(const Lease& lease, StatusCallback callback) override;
 
-  // PEXPIRE to `ttl` if the owner holds the key. OK with the new deadline,
-  // or kFailedPrecondition.
+  // If the owner holds the key, raises its TTL to `ttl` when that is longer
+  // than what is left, and never lowers it: the key covers every hold of the
+  // owner, so an inner hold's extend cannot cut an outer hold short. OK with
+  // the lease's ttl = `ttl` and deadline = send time + ttl - drift, which is
+  // what this extend guarantees; when the key already had more time left
+  // (another hold of the owner keeps it longer) the key outlives that
+  // deadline, never the other way round. kFailedPrecondition if the owner
+  // holds nothing on the key.
   absl::Status Extend(const Lease& lease, absl::Duration ttl,
                       LeaseCallback callback) override;
 

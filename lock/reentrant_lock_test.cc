@@ -177,5 +177,45 @@ TEST_F(ReentrantLockTest, ExpiredHoldCannotBeExtendedOrReleased) {
   EXPECT_EQ(Count(), "none");
 }
 
+// Issue 11, defect 6: an inner hold's extend must not shorten the outer
+// hold. Outer 30 s; the inner hold extends to 5 s and is released; 6 s later
+// the outer lease (which believes it has ~23 s left) must still own the key.
+TEST_F(ReentrantLockTest, InnerExtendNeverShortensTheOuterHold) {
+  ReentrantLock lock(&loop_, &conn_, options_);
+  auto outer = Start(lock, Task("t", absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*outer, IsOk());
+  auto inner = Start(lock, Task("t", absl::Seconds(5)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*inner, IsOk());
+  const absl::Time sent = loop_.Now();
+  absl::StatusOr<Lease> ext = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Extend(**inner, absl::Seconds(5),
+                          [&](absl::StatusOr<Lease> l) { ext = std::move(l); }),
+              IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_THAT(ext, IsOk());
+  // The extended lease reports what it asked for (never later than the key).
+  EXPECT_EQ(ext->ttl, absl::Seconds(5));
+  EXPECT_EQ(ext->deadline, sent + absl::Seconds(5) - absl::Milliseconds(52));
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), 30000);
+  absl::Status rel = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Release(*ext, [&](absl::Status s) { rel = s; }), IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_THAT(rel, IsOk());
+  loop_.AdvanceTime(absl::Seconds(6));
+  ASSERT_GT((*outer)->deadline, loop_.Now());
+  EXPECT_EQ(Count(), "client:t=1;");
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), 24000);
+  // A longer extend still raises the TTL.
+  absl::StatusOr<Lease> longer = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Extend(**outer, absl::Seconds(60),
+                          [&](absl::StatusOr<Lease> l) { longer = std::move(l); }),
+              IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_THAT(longer, IsOk());
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), 60000);
+}
+
 }  // namespace
 }  // namespace dlock

@@ -19,10 +19,18 @@ return fence
 // already handed the release to a local waiter recognises its own
 // notification). pcall: a key of another type (a reentrant hash) yields an
 // error table, which never equals the token.
+//
+// Every release script publishes with pcall: a PUBLISH refused (an ACL user
+// without channel permission) comes after the DEL, which a script cannot
+// roll back, so the release did happen; the script then returns the
+// publish error's text (a bulk string) instead of failing.
 constexpr char kRelease[] = R"lua(
 if redis.pcall('get', KEYS[1]) == ARGV[1] then
   redis.call('del', KEYS[1])
-  redis.call('publish', ARGV[2], ARGV[1])
+  local p = redis.pcall('publish', ARGV[2], ARGV[1])
+  if type(p) == 'table' then
+    return tostring(p.err)
+  end
   return 1
 end
 return 0
@@ -95,7 +103,10 @@ if type(n) ~= 'string' then
 end
 if redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then
   redis.call('del', KEYS[1])
-  redis.call('publish', ARGV[2], 'released')
+  local p = redis.pcall('publish', ARGV[2], 'released')
+  if type(p) == 'table' then
+    return tostring(p.err)
+  end
 end
 return 1
 )lua";
@@ -110,16 +121,24 @@ if count > 0 then
   return count
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[2], 'released')
+local p = redis.pcall('publish', ARGV[2], 'released')
+if type(p) == 'table' then
+  return tostring(p.err)
+end
 return 0
 )lua";
 
+// Raises the TTL to ttl_ms if that is longer than what is left, never
+// lowers it: the key covers every hold of the owner (outer and nested), and
+// an inner hold's extend must not cut short an outer hold's lease.
 constexpr char kReentrantExtend[] = R"lua(
 local n = redis.pcall('hget', KEYS[1], ARGV[1])
 if type(n) ~= 'string' then
   return 0
 end
-redis.call('pexpire', KEYS[1], ARGV[2])
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+end
 return 1
 )lua";
 

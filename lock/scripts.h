@@ -11,21 +11,33 @@
 // since a channel is not a key).
 //
 // Replies (every script, by construction, raises an error only when a key
-// holds data of an unexpected type, e.g. a fence key that is not an integer):
+// holds data of an unexpected type, e.g. a fence key that is not an integer,
+// or when the user may not run a command it calls -- except PUBLISH, see (*)):
 //
 //   script                   | KEYS          | ARGV                  | reply
 //   -------------------------+---------------+-----------------------+-------------------------
 //   AcquireScript            | lock, fence   | token, ttl_ms         | fence (integer >= 1), or
 //                            |               |                       | nil when the key exists
-//   ReleaseScript            | lock          | token, channel        | 1 deleted (+PUBLISH), 0 not owner
+//   ReleaseScript            | lock          | token, channel        | 1 deleted (+PUBLISH), 0 not owner,
+//                            |               |                       | or a string (*)
 //   ExtendScript             | lock          | token, ttl_ms         | 1 PEXPIREd to ttl, 0 not owner
 //   ExtendOrReacquireScript  | lock          | token, ttl_ms         | 1 extended or re-set, 0 other
 //   ReentrantAcquireScript   | lock, fence,  | owner, ttl_ms         | {count, fence}, or nil when
 //                            | marker        |                       | another owner / other kind
 //   ReentrantReleaseScript   | lock          | owner, channel        | count left (0: deleted and
-//                            |               |                       | published), -1 not owner
-//   ReentrantExtendScript    | lock          | owner, ttl_ms         | 1 PEXPIREd to ttl, 0 not owner
-//   ReentrantUndoScript      | lock, marker  | owner, channel        | 1 undid that acquire, 0 nothing
+//                            |               |                       | published), -1 not owner,
+//                            |               |                       | or a string (*)
+//   ReentrantExtendScript    | lock          | owner, ttl_ms         | 1 TTL raised to ttl if it
+//                            |               |                       | was shorter (never lowered),
+//                            |               |                       | 0 not owner
+//   ReentrantUndoScript      | lock, marker  | owner, channel        | 1 undid that acquire, 0 nothing,
+//                            |               |                       | or a string (*)
+//
+// (*) The key was deleted but the PUBLISH on the channel was refused (an ACL
+// user without channel permission; scripts cannot roll back the DEL): the
+// reply is the PUBLISH error's text, e.g. "ERR The user executing the script
+// can't publish to the channel mentioned in the command". Waiters are not
+// woken by a notification (they retry on their backoff timers).
 //
 // The reentrant marker (P{R}:acquire:<request id>, PX ttl) is set by every
 // counted ReentrantAcquire so an acquire whose reply was lost can be undone

@@ -9,11 +9,6 @@
 
 namespace dlock {
 
-absl::Duration DriftAllowance(absl::Duration ttl, double factor,
-                              absl::Duration constant) {
-  return ttl * factor + constant;
-}
-
 struct SimpleLock::Core {
   Core(EventLoop* loop, Transport* transport, SimpleLockOptions options)
       : loop(loop),
@@ -26,14 +21,8 @@ struct SimpleLock::Core {
   }
 
   absl::Status ValidateLeaseTtl(absl::Duration ttl) const {
-    absl::Status s = ValidateTtl(ttl);
-    if (!s.ok()) return s;
-    if (WholeMillis(ttl) <= Drift(WholeMillis(ttl))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ttl ", absl::FormatDuration(ttl), " is not above the drift allowance ",
-          absl::FormatDuration(Drift(WholeMillis(ttl)))));
-    }
-    return absl::OkStatus();
+    return dlock::ValidateLeaseTtl(ttl, kMaxTtl, options.drift_factor,
+                                   options.drift_constant);
   }
 
   EventLoop* loop;
@@ -166,15 +155,21 @@ absl::Status SimpleLock::Release(const Lease& lease, StatusCallback callback) {
   absl::Status s = ValidateResource(lease.resource);
   if (!s.ok()) return s;
   const absl::Time sent_at = core_->loop->Now();
-  return core_->commands.Release(
+  return core_->commands.ReleaseNotifying(
       lease.resource, lease.token, core_->options.command_timeout,
       [core = core_, resource = lease.resource, sent_at,
-       callback = std::move(callback)](absl::Status status) mutable {
+       callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
+        absl::Status status = notice.status();
+        std::string warning;
+        if (notice.ok() && !notice->published) {
+          warning = UnpublishedReleaseWarning(notice->publish_error);
+        }
         ReleaseEvent event;
         event.policy = "simple";
         event.resource = resource;
         event.status = status;
         event.latency = core->loop->Now() - sent_at;
+        event.warning = warning;
         core->observer->OnRelease(event);
         std::move(callback)(std::move(status));
       });

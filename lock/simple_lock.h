@@ -14,11 +14,13 @@
 //   -----------------------------------------+------------------------------
 //   key was free                             | Lease (token, fence, deadline)
 //   key held by anyone (this lock included)  | kAborted
-//   error reply                              | kUnavailable
+//   transient error reply (READONLY, OOM...) | kUnavailable       (*)
+//   ACL refusal (NOPERM...)                  | kPermissionDenied  (*)
+//   other error reply (see ErrorReplyStatus) | kInternal          (*)
 //   no reply within command_timeout          | kDeadlineExceeded  (*)
 //   connection down / lost                   | kUnavailable       (*)
 //   reply arrived after the lease's deadline | kDeadlineExceeded  (*)
-//   foreign data under the keys              | kInternal
+//   foreign data under the keys              | kInternal          (*)
 //
 // (*) Unknown or useless outcome: the script may have run and set the key.
 // SimpleLock then releases the token it sent, in the background (the token
@@ -32,7 +34,9 @@
 // drift_factor + drift_constant, on the loop's monotonic clock (send time,
 // not reply time). Extend gives the new deadline counted from when the
 // extend was sent. Because the deadline must be after the send time, a ttl
-// not greater than the drift allowance is rejected (kInvalidArgument).
+// must leave validity after the drift allowance: every ttl is checked by
+// ValidateLeaseTtl (lock_commands.h: at least kMinLeaseTtl = 10 ms with the
+// default drift options, at most kMaxTtl), else kInvalidArgument.
 //
 // Lifetime: `loop` and `transport` must outlive this object and every
 // command it has in flight. The SimpleLock itself may be destroyed with
@@ -67,16 +71,12 @@ struct SimpleLockOptions {
   absl::Duration command_timeout = absl::Seconds(2);
   // Drift allowance subtracted from the lease deadline:
   // ttl * drift_factor + drift_constant (Redlock's 1% + 2 ms).
-  double drift_factor = 0.01;
-  absl::Duration drift_constant = absl::Milliseconds(2);
+  double drift_factor = kDefaultDriftFactor;
+  absl::Duration drift_constant = kDefaultDriftConstant;
   // Receives OnAcquire / OnRelease / OnExtend (policy "simple"). nullptr:
   // none. Must outlive this object's operations.
   LockObserver* observer = nullptr;
 };
-
-// The drift allowance for `ttl` under the given factor and constant.
-absl::Duration DriftAllowance(absl::Duration ttl, double factor,
-                              absl::Duration constant);
 
 class SimpleLock : public Lock {
  public:
@@ -89,15 +89,17 @@ class SimpleLock : public Lock {
 
   // One attempt; see the table above. `options.wait` and `options.task_id`
   // are ignored. Returns kInvalidArgument for a bad resource
-  // (ValidateResource), a bad ttl (ValidateTtl) or a ttl not above the drift
-  // allowance; the callback then never runs. Cancel() on the handle: the
+  // (ValidateResource) or a ttl ValidateLeaseTtl refuses under this lock's
+  // drift options; the callback then never runs. Cancel() on the handle: the
   // callback never runs, and a key the command took is released.
   absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
                                         const AcquireOptions& options,
                                         LeaseCallback callback) override;
 
   // Compare-and-delete. OK: the key was ours and is gone, and a release
-  // notification was published. kFailedPrecondition: the key is gone or
+  // notification was published (if the server refused the PUBLISH -- an ACL
+  // user without channel permission -- still OK, and the observer's
+  // ReleaseEvent carries a warning that waiters will not be woken). kFailedPrecondition: the key is gone or
   // holds another token (nothing touched). kUnavailable /
   // kDeadlineExceeded: unknown (the key still expires by its TTL).
   // kInvalidArgument (from the call) for a lease with a bad resource or an

@@ -135,7 +135,7 @@ class Core : public std::enable_shared_from_this<Core> {
   bool shut_down() const { return shut_down_; }
 
   absl::Duration Drift(absl::Duration ttl) const {
-    return ttl * options_.drift_factor + kDriftConstant;
+    return DriftAllowance(ttl, options_.drift_factor, kDriftConstant);
   }
 
   absl::Duration Timeout(absl::Duration ttl) const {
@@ -309,7 +309,7 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
             const AcquireOptions& options, LeaseCallback callback)
       : core_(std::move(core)),
         resource_(resource),
-        ttl_(options.ttl),
+        ttl_(WholeMillis(options.ttl)),
         wait_(options.wait),
         callback_(std::move(callback)),
         call_time_(core_->loop()->Now()),
@@ -824,7 +824,7 @@ class ExtendOp final : public Op, public std::enable_shared_from_this<ExtendOp> 
  public:
   ExtendOp(std::shared_ptr<Core> core, const Lease& lease, absl::Duration ttl,
            LeaseCallback callback)
-      : core_(std::move(core)), lease_(lease), ttl_(ttl), callback_(std::move(callback)) {}
+      : core_(std::move(core)), lease_(lease), ttl_(WholeMillis(ttl)), callback_(std::move(callback)) {}
 
   void Start() {
     t1_ = core_->loop()->Now();
@@ -1228,20 +1228,7 @@ RedLock::~RedLock() { core_->Shutdown(); }
 namespace {
 
 absl::Status ValidateLeaseTtl(const Core& core, absl::Duration ttl) {
-  absl::Status s = ValidateTtl(ttl);
-  if (!s.ok()) return s;
-  if (ttl > core.options().max_ttl) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ttl ", absl::FormatDuration(ttl), " exceeds RedLock's max_ttl ",
-        absl::FormatDuration(core.options().max_ttl)));
-  }
-  if (ttl <= core.Drift(ttl)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ttl ", absl::FormatDuration(ttl),
-        " leaves no validity after the drift allowance ",
-        absl::FormatDuration(core.Drift(ttl))));
-  }
-  return absl::OkStatus();
+  return dlock::ValidateLeaseTtl(ttl, core.options().max_ttl, core.options().drift_factor, redlock_internal::kDriftConstant);
 }
 
 absl::Status ValidateLease(const Lease& lease) {

@@ -668,5 +668,126 @@ TEST(DifferentialTest, GeneratorCoversScriptsAndBadInput) {
   EXPECT_GT(eval, 100);
 }
 
+std::string DlockSource(absl::string_view name) {
+  for (const NamedScript& s : AllScripts()) {
+    if (name == s.name) return s.script->source();
+  }
+  ADD_FAILURE() << "no script " << name;
+  return std::string();
+}
+
+std::string DlockSha(absl::string_view name) {
+  for (const NamedScript& s : AllScripts()) {
+    if (name == s.name) return s.script->sha1();
+  }
+  ADD_FAILURE() << "no script " << name;
+  return std::string();
+}
+
+// Runs `commands` on a fresh real server and a fresh fake, reply for reply.
+// With `deny_channels`, the real server's default user (the helper's
+// connection) gets `resetchannels` and the fake FakeRedis::DenyChannels.
+void CompareFixed(const std::vector<Argv>& commands, bool deny_channels) {
+  auto server = testing::RedisServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  if (deny_channels) {
+    absl::StatusOr<Reply> acl =
+        (*server)->Command({"ACL", "SETUSER", "default", "resetchannels"});
+    ASSERT_TRUE(acl.ok()) << acl.status();
+    ASSERT_EQ(*acl, Reply::Status("OK"));
+  }
+  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
+  ASSERT_TRUE(t0.ok()) << t0.status();
+  ManualEventLoop loop;
+  FakeRedis::Options options;
+  options.start_time = absl::FromUnixMicros(*t0);
+  FakeRedis fake(&loop, options);
+  fake.DenyChannels(deny_channels);
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const Argv& argv = commands[i];
+    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
+    ASSERT_TRUE(now.ok()) << now.status();
+    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
+    absl::StatusOr<Reply> real = (*server)->Command(argv);
+    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
+    const Reply mine = fake.Execute(argv);
+    EXPECT_EQ(mine, *real) << "#" << i << " " << Render(argv) << "\n  fake: "
+                           << mine.DebugString() << "\n  real: " << real->DebugString();
+  }
+}
+
+// An ACL user without channel permission (issue 11): FakeRedis::DenyChannels
+// must answer like a real server whose user has `resetchannels`, for plain
+// PUBLISH/SUBSCRIBE, PUBLISH inside scripts (call and pcall; no rollback of
+// earlier writes), and every dlock release script (which pcall the PUBLISH
+// after the DEL and return the refusal's text).
+TEST(DifferentialTest, ChannelAclRefusalsMatchARealServer) {
+  const std::vector<Argv> commands = {
+      {"PUBLISH", "ch", "m"},
+      {"SUBSCRIBE", "ch"},
+      {"PUBLISH", "ch"},  // arity first
+      {"EVAL", "return redis.call('publish', ARGV[1], 'm')", "0", "ch"},
+      {"EVAL", "return redis.pcall('publish', ARGV[1], 'm')", "0", "ch"},
+      {"EVAL", "local r = redis.pcall('publish', ARGV[1], 'm') return {type(r), r.err}", "0",
+       "ch"},
+      {"EVAL", "redis.call('set', KEYS[1], 'v') return redis.call('publish', ARGV[1], 'm')",
+       "1", "k1", "ch"},
+      {"GET", "k1"},
+      {"EVAL", "#!lua flags=no-writes\nreturn redis.call('publish', ARGV[1], 'm')", "0", "ch"},
+      {"EVAL", "return redis.call('subscribe', ARGV[1])", "0", "ch"},
+      // SimpleLock / RedLock release.
+      {"SET", "{r}lock", "tokA", "PX", "100000"},
+      {"EVAL", DlockSource("release"), "1", "{r}lock", "tokA", "{r}lock:released"},
+      {"EXISTS", "{r}lock"},
+      {"EVAL", DlockSource("release"), "1", "{r}lock", "tokA", "{r}lock:released"},
+      {"SET", "{r}lock", "tokB", "PX", "100000"},
+      {"EVALSHA", DlockSha("release"), "1", "{r}lock", "tokB", "{r}lock:released"},
+      {"EXISTS", "{r}lock"},
+      // Reentrant release: only the last hold publishes.
+      {"HSET", "{r}lock", "ownerX", "2"},
+      {"PEXPIRE", "{r}lock", "100000"},
+      {"EVAL", DlockSource("reentrant_release"), "1", "{r}lock", "ownerX", "{r}lock:released"},
+      {"EVAL", DlockSource("reentrant_release"), "1", "{r}lock", "ownerX", "{r}lock:released"},
+      {"EXISTS", "{r}lock"},
+      // Reentrant undo of the last hold.
+      {"SET", "{r}lock:acquire:1", "1", "PX", "100000"},
+      {"HSET", "{r}lock", "ownerX", "1"},
+      {"PEXPIRE", "{r}lock", "100000"},
+      {"EVAL", DlockSource("reentrant_undo"), "2", "{r}lock", "{r}lock:acquire:1", "ownerX",
+       "{r}lock:released"},
+      {"EXISTS", "{r}lock"},
+      {"EXISTS", "{r}lock:acquire:1"},
+  };
+  CompareFixed(commands, /*deny_channels=*/true);
+}
+
+// The error replies ErrorReplyStatus (lock_commands.h) classifies, as they
+// come out of dlock's scripts run by EVALSHA: the failing call's code with
+// Redis 7's " script: <sha>, on @user_script:<line>." suffix.
+TEST(DifferentialTest, ErrorsInsideDlockScriptsMatchARealServer) {
+  const std::vector<Argv> commands = {
+      {"SCRIPT", "LOAD", DlockSource("acquire")},
+      {"SCRIPT", "LOAD", DlockSource("reentrant_extend")},
+      // A fence key of the wrong type: WRONGTYPE from INCR inside the script.
+      {"HSET", "{r}lock:fence", "f", "1"},
+      {"EVALSHA", DlockSha("acquire"), "2", "{r}lock", "{r}lock:fence", "tokA", "100000"},
+      {"EXISTS", "{r}lock"},
+      // A fence counter at int64 max.
+      {"SET", "{r}lock:fence", "9223372036854775807"},
+      {"EVALSHA", DlockSha("acquire"), "2", "{r}lock", "{r}lock:fence", "tokA", "100000"},
+      // Not an integer.
+      {"SET", "{r}lock:fence", "abc"},
+      {"EVALSHA", DlockSha("acquire"), "2", "{r}lock", "{r}lock:fence", "tokA", "100000"},
+      // The reentrant extend only raises the TTL.
+      {"HSET", "{r}lock", "ownerX", "1"},
+      {"PEXPIRE", "{r}lock", "3000000"},
+      {"EVALSHA", DlockSha("reentrant_extend"), "1", "{r}lock", "ownerX", "1000000"},
+      {"EVALSHA", DlockSha("reentrant_extend"), "1", "{r}lock", "ownerX", "5000000"},
+      {"EVALSHA", DlockSha("reentrant_extend"), "1", "{r}lock", "ownerX", "abc"},
+      {"EVALSHA", DlockSha("reentrant_extend"), "1", "{r}lock", "ownerY", "5000000"},
+  };
+  CompareFixed(commands, /*deny_channels=*/false);
+}
+
 }  // namespace
 }  // namespace dlock

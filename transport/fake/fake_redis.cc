@@ -416,6 +416,14 @@ std::vector<Reply> FakeRedis::Dispatch(CallContext& ctx, std::vector<std::string
     return {UnknownCommand(argv)};
   }
   if (!ArityOk(spec->arity, argv.size())) return {ArityError(spec->name)};
+  // ACL (processCommand checks it after the arity, before the pub/sub
+  // context): only PUBLISH and SUBSCRIBE take channels here.
+  if (channels_denied_ && (std::string(spec->name) == "publish" ||
+                           std::string(spec->name) == "subscribe")) {
+    return {Reply::Error(
+        "NOPERM this user has no permissions to access one of the channels used as "
+        "arguments")};
+  }
   if (ctx.session != nullptr && !ctx.session->channels_.empty() &&
       !(spec->flags & kPubSubContext)) {
     return {Reply::Error(absl::StrCat(
@@ -446,6 +454,13 @@ Reply FakeRedis::CallFromScript(CallContext& ctx, const std::vector<std::string>
   }
   if (spec->flags & kNoScript) {
     *script_error = "This Redis command is not allowed from script";
+    return Reply();
+  }
+  // scriptVerifyACL comes before the write checks.
+  if (channels_denied_ && std::string(spec->name) == "publish") {
+    *script_error =
+        "The user executing the script can't publish to the channel mentioned in the "
+        "command";
     return Reply();
   }
   if (ctx.script_read_only && (spec->flags & (kWrite | kMayReplicate))) {

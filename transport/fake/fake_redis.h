@@ -170,6 +170,20 @@ class FakeRedis {
   void JumpClock(absl::Duration d);
   // Deletes `key` as maxmemory eviction would. Returns whether it existed.
   bool Evict(absl::string_view key);
+  // ACL without channel permission: as if every client's user had been
+  // given `resetchannels` (`&none`), as redis-server 7.0.15 answers it.
+  // PUBLISH and SUBSCRIBE from a client get "NOPERM this user has no
+  // permissions to access one of the channels used as arguments" (checked
+  // right after the arity check, before anything runs); PUBLISH from a
+  // script fails with "The user executing the script can't publish to the
+  // channel mentioned in the command" (redis.call raises it as an ERR with
+  // the script suffix, redis.pcall returns it as an error table), and the
+  // script's earlier writes stay (scripts do not roll back). Survives
+  // Restart() (like a user defined in the config). Not modelled:
+  // FakeTransport::Subscribe subscribes its session directly and is not
+  // refused (a real server refuses the pub/sub connection's SUBSCRIBE).
+  void DenyChannels(bool deny) { channels_denied_ = deny; }
+  bool channels_denied() const { return channels_denied_; }
 
   // ---- Inspection (no side effects besides expiring due keys) -------------
 
@@ -329,6 +343,7 @@ class FakeRedis {
   std::string run_id_;
   uint64_t run_id_counter_ = 0;
   int restart_count_ = 0;
+  bool channels_denied_ = false;
   std::vector<LogEntry> log_;
 };
 

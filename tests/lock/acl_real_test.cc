@@ -1,0 +1,154 @@
+// Issue 11 on a real redis-server with ACL users:
+//   - a user without channel permission (resetchannels): a release deletes
+//     the key, is reported OK, and the observer gets a warning that waiters
+//     will not be woken (the PUBLISH was refused after the DEL);
+//   - a user who may not run EVAL/EVALSHA (NOPERM): a RetryLock with a 10 s
+//     wait fails at once with kPermissionDenied after one attempt.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/observer.h"
+#include "dlock/lock/reentrant_lock.h"
+#include "dlock/lock/retry_lock.h"
+#include "dlock/lock/simple_lock.h"
+#include "dlock/tests/testing/redis_server.h"
+#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/uv_event_loop.h"
+#include "dlock/transport/uv/uv_test_loop.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::StatusIs;
+
+struct Recorder : LockObserver {
+  void OnRelease(const ReleaseEvent& e) override {
+    warnings.push_back(std::string(e.warning));
+  }
+  std::vector<std::string> warnings;
+};
+
+class AclRealTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::RedisServerOptions options;
+    options.extra_args = {"--user", "nochan", "on", ">pw", "~*", "resetchannels", "+@all",
+                          "--user", "noeval", "on", ">pw", "~*", "&*", "+@all", "-eval",
+                          "-evalsha"};
+    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+        testing::RedisServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    loop_ = std::make_unique<UvEventLoop>(uv_.get());
+  }
+
+  void TearDown() override {
+    for (auto& c : clients_) c->Close();
+    clients_.clear();
+    loop_.reset();
+    EXPECT_EQ(uv_.Close(), 0);
+  }
+
+  Transport* Client(const std::string& user) {
+    HiredisTransportOptions options;
+    options.port = server_->port();
+    options.username = user;
+    options.password = "pw";
+    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
+        HiredisTransport::Create(uv_.get(), options);
+    EXPECT_TRUE(t.ok()) << t.status();
+    clients_.push_back(*std::move(t));
+    bool up = false;
+    EXPECT_TRUE(clients_.back()->Connect([&up](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      up = true;
+    }).ok());
+    EXPECT_TRUE(uv_.RunUntil([&] { return up; }, absl::Seconds(10)));
+    return clients_.back().get();
+  }
+
+  absl::StatusOr<Lease> AcquireNow(Lock& lock, absl::Duration wait = absl::ZeroDuration()) {
+    AcquireOptions o;
+    o.ttl = absl::Seconds(30);
+    o.wait = wait;
+    bool done = false;
+    absl::StatusOr<Lease> out = absl::UnknownError("pending");
+    absl::StatusOr<AcquireHandle> h = lock.Acquire("r", o, [&](absl::StatusOr<Lease> l) {
+      out = std::move(l);
+      done = true;
+    });
+    if (!h.ok()) return h.status();
+    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, wait + absl::Seconds(30)));
+    return out;
+  }
+
+  absl::Status ReleaseNow(Lock& lock, const Lease& lease) {
+    bool done = false;
+    absl::Status out = absl::UnknownError("pending");
+    absl::Status s = lock.Release(lease, [&](absl::Status st) {
+      out = st;
+      done = true;
+    });
+    if (!s.ok()) return s;
+    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(30)));
+    return out;
+  }
+
+  bool Exists(const std::string& key) {
+    absl::StatusOr<Reply> r = server_->Command({"EXISTS", key});
+    return r.ok() && *r == Reply::Integer(1);
+  }
+
+  testing::UvTestLoop uv_;
+  std::unique_ptr<UvEventLoop> loop_;
+  std::unique_ptr<testing::RedisServer> server_;
+  std::vector<std::unique_ptr<HiredisTransport>> clients_;
+  KeyScheme keys_;
+  Recorder recorder_;
+};
+
+TEST_F(AclRealTest, ReleaseWithoutChannelPermissionIsOkWithAWarning) {
+  SimpleLockOptions so;
+  so.observer = &recorder_;
+  SimpleLock simple(loop_.get(), Client("nochan"), so);
+  absl::StatusOr<Lease> lease = AcquireNow(simple);
+  ASSERT_THAT(lease, IsOk());
+  ASSERT_TRUE(Exists(keys_.LockKey("r")));
+  EXPECT_THAT(ReleaseNow(simple, *lease), IsOk());
+  EXPECT_FALSE(Exists(keys_.LockKey("r")));
+  ASSERT_EQ(recorder_.warnings.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(recorder_.warnings[0], "will not be woken"))
+      << recorder_.warnings[0];
+
+  ReentrantLockOptions ro;
+  ro.observer = &recorder_;
+  ReentrantLock reentrant(loop_.get(), Client("nochan"), ro);
+  lease = AcquireNow(reentrant);
+  ASSERT_THAT(lease, IsOk());
+  EXPECT_THAT(ReleaseNow(reentrant, *lease), IsOk());
+  EXPECT_FALSE(Exists(keys_.LockKey("r")));
+  ASSERT_EQ(recorder_.warnings.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(recorder_.warnings[1], "will not be woken"))
+      << recorder_.warnings[1];
+}
+
+TEST_F(AclRealTest, NopermEndsATenSecondWaitAfterOneAttempt) {
+  Transport* conn = Client("noeval");
+  SimpleLock inner(loop_.get(), conn);
+  RetryLock retry(loop_.get(), &inner, conn);
+  absl::StatusOr<Lease> lease = AcquireNow(retry, absl::Seconds(10));
+  EXPECT_THAT(lease, StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_TRUE(absl::StrContains(lease.status().message(), "NOPERM")) << lease.status();
+  EXPECT_EQ(retry.attempts(), 1);
+  EXPECT_FALSE(Exists(keys_.LockKey("r")));
+}
+
+}  // namespace
+}  // namespace dlock
