@@ -120,15 +120,20 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
   w->group = g;
   w->pos = g->fifo.insert(g->fifo.end(), w.get());
 
-  if (!w->single && g->ready && g->fifo.size() > 1) {
-    // Older local waiters are queued for this resource and the release
-    // channel is live: it is held, and a release wakes the oldest first.
-    // Queue behind them without an attempt that could only fail (or barge
-    // ahead of them); a release -- or the backoff timer, should its
-    // notification be lost -- wakes this one in turn.
+  size_t older = 0;  // older local waiters that wait (not one-shot TryLocks)
+  for (Waiter* o : g->fifo) older += o != w.get() && !o->single;
+  if (!w->single && older > 0) {
+    // Older local waiters wait for this resource: queue behind them without
+    // an attempt, whatever the state of the release channel (an attempt
+    // could only fail, or barge ahead of them: e.g. go out right behind a
+    // release whose hand-off found the oldest waiter's attempt in flight).
+    // Local arrival order is known here, so it never depends on when the
+    // SUBSCRIBE is confirmed. A release (local hand-off or notification)
+    // wakes the oldest first; the backoff timer covers a lost notification.
     w->sleep_start = w->start;
+    if (subscriber_ != nullptr) EnsureSubscribed(g);
     ScheduleBackoff(w, absl::AbortedError(absl::StrCat(
-                           "queued behind ", g->fifo.size() - 1, " local waiter(s)")));
+                           "queued behind ", older, " local waiter(s)")));
     return AcquireHandle(std::weak_ptr<Cancellable>(w));
   }
 
@@ -213,6 +218,13 @@ void RetryLock::OnAttemptResult(const std::shared_ptr<Waiter>& w,
     return;
   }
   w->sleep_start = now;
+  if (absl::IsAborted(error) && w->notified) {
+    // Released while our attempt was in flight (a notification, or a local
+    // hand-off that found it in flight): it may have lost the race to the
+    // release itself. Whether or not the channel is live yet.
+    StartAttempt(w);
+    return;
+  }
   if (absl::IsAborted(error) && subscriber_ != nullptr) {
     const std::shared_ptr<Group>& g = w->group;
     if (!w->sent_ready) {
@@ -223,11 +235,6 @@ void RetryLock::OnAttemptResult(const std::shared_ptr<Waiter>& w,
       }
       w->pending_ready = true;
       EnsureSubscribed(g);
-    } else if (w->notified) {
-      // Released while our attempt was in flight: it may have lost the race
-      // to the release itself.
-      StartAttempt(w);
-      return;
     }
   }
   ScheduleBackoff(w, error);

@@ -20,10 +20,12 @@
 //     notification arrives; that notification (it carries the released
 //     token) then wakes nobody else. Should the hand-off attempt still meet
 //     the lock, it tries once more at once.
-//   - An Acquire (wait > 0) that finds older local waiters of its resource
-//     with the release channel live queues behind them without an attempt
-//     (it could only fail, or barge ahead of them): tasks of one process
-//     get the lock in the order they asked, one attempt per hand-over.
+//   - An Acquire (wait > 0) that finds older local waiters (wait > 0) of
+//     its resource queues behind them without an attempt (it could only
+//     fail, or barge ahead of them), whether or not the release channel is
+//     live yet: tasks of one process get the lock in the order they asked,
+//     one attempt per hand-over once the channel is live. (TryLocks, wait
+//     == 0, always make their one attempt.)
 //     Waiters in other processes compete on equal terms at each release;
 //     the lock is not fair across processes.
 //   - A backoff timer still runs in case a notification is lost (or the

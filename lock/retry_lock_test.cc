@@ -3,11 +3,13 @@
 // destruction with waits pending.
 #include "dlock/lock/retry_lock.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "dlock/lock/scripts.h"
@@ -317,6 +319,112 @@ TEST_F(RetryLockTest, NewWaitersQueueBehindLocalWaitersInArrivalOrderWithoutAtte
   ASSERT_THAT(lock.Release(**third, [](absl::Status) {}), IsOk());
   loop_.AdvanceTime(rtt);
   EXPECT_EQ(lock.subscriptions(), 0u);
+}
+
+// The race behind a lost turn: B's attempt is in flight when the holder A
+// releases (so the hand-off cannot start a new one for B), the release
+// channel's SUBSCRIBE is not confirmed yet, and C asks next. C must queue
+// behind B, not attempt at once (its attempt would go out right behind the
+// release and win ahead of B).
+TEST_F(RetryLockTest, ANewWaiterNeverOvertakesAnOlderOneWhileTheSubscriptionIsPending) {
+  const absl::Duration rtt = absl::Milliseconds(10);
+  conn_.SetLatency(rtt);
+  conn_.SetSubscribeDelay(absl::Seconds(30));
+  RetryLockOptions o;
+  o.initial_backoff = absl::Seconds(100);  // only wake-ups move it on
+  o.max_backoff = absl::Seconds(100);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &inner_, &conn_, o);
+  auto a = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  loop_.AdvanceTime(rtt);
+  ASSERT_THAT(*a, IsOk());
+  // In one turn: B asks (its attempt goes out), A releases (B's attempt is
+  // in flight, so the hand-off cannot start another), C asks.
+  auto b = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  ASSERT_THAT(lock.Release(**a, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
+  const int64_t before = lock.attempts();
+  auto c = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  EXPECT_EQ(lock.attempts(), before) << "C queues behind B without an attempt";
+  loop_.AdvanceTime(3 * rtt);
+  ASSERT_THAT(*b, IsOk()) << "B asked first";
+  EXPECT_TRUE(Pending(c));
+  EXPECT_EQ(lock.subscriptions(), 1u);  // subscribing, not confirmed yet
+  ASSERT_THAT(lock.Release(**b, [](absl::Status) {}), IsOk());
+  loop_.AdvanceTime(3 * rtt);
+  ASSERT_THAT(*c, IsOk());
+  ASSERT_THAT(lock.Release(**c, [](absl::Status) {}), IsOk());
+  loop_.AdvanceTime(rtt);
+}
+
+// Local arrival order does not depend on when the release channel's
+// SUBSCRIBE is confirmed: 4 local tasks take 5 turns each (a critical
+// section of one round trip, release, queue again), with the confirmation
+// late by 0 to many round trips. Each turn goes to the next task in arrival
+// order; once the channel is live, each hand-over costs one attempt.
+TEST_F(RetryLockTest, LocalTurnsKeepArrivalOrderWhateverTheSubscriptionDelay) {
+  const absl::Duration rtt = absl::Milliseconds(10);
+  // Every arrival of the confirmation relative to the replies, in steps of
+  // a tenth of a round trip, then much later.
+  std::vector<absl::Duration> delays;
+  for (int i = 0; i <= 80; ++i) delays.push_back(i * rtt / 10);
+  delays.push_back(absl::Seconds(1));
+  delays.push_back(absl::Seconds(10));
+  for (absl::Duration delay : delays) {
+    SCOPED_TRACE(absl::StrCat("subscribe delay ", absl::FormatDuration(delay)));
+    // A fresh server, as in the real-server suite: no script is cached yet,
+    // so the first run of each goes through the NOSCRIPT fallback.
+    FakeRedis server(&loop_);
+    FakeTransport conn(&loop_, &server);
+    conn.SetLatency(rtt);
+    conn.SetSubscribeDelay(delay);
+    SimpleLock inner(&loop_, &conn);
+    RetryLockOptions o;
+    // Backoff timers never fire within this test: only releases move it on.
+    o.initial_backoff = absl::Seconds(100);
+    o.max_backoff = absl::Seconds(100);
+    o.jitter = [](absl::Duration cap) { return cap; };
+    RetryLock retry(&loop_, &inner, &conn, o);
+    constexpr int kTasks = 4;
+    constexpr int kRounds = 5;
+    std::vector<int> holders;
+    int done = 0;
+    int errors = 0;
+    std::function<void(int, int)> take = [&](int task, int left) {
+      absl::StatusOr<AcquireHandle> h = retry.Acquire(
+          "turns", Wait(absl::Seconds(10), absl::Seconds(60)),
+          [&, task, left](absl::StatusOr<Lease> lease) {
+            if (!lease.ok()) {
+              ++errors;
+              ++done;
+              return;
+            }
+            holders.push_back(task);
+            Lease l = *lease;
+            ASSERT_THAT(conn.Send({"INCR", "turns:count"}, absl::Seconds(5),
+                                  [&, task, left, l](absl::StatusOr<Reply>) {
+                                    ASSERT_THAT(retry.Release(l, [&](absl::Status s) {
+                                      if (!s.ok()) ++errors;
+                                    }), IsOk());
+                                    if (left > 1) {
+                                      take(task, left - 1);
+                                    } else {
+                                      ++done;
+                                    }
+                                  }),
+                        IsOk());
+          });
+      ASSERT_THAT(h, IsOk());
+    };
+    for (int i = 0; i < kTasks; ++i) take(i, kRounds);
+    for (int step = 0; step < 400000 && done < kTasks; ++step) loop_.AdvanceTime(rtt / 10);
+    loop_.AdvanceTime(rtt);
+    EXPECT_EQ(done, kTasks);
+    EXPECT_EQ(errors, 0);
+    ASSERT_EQ(holders.size(), static_cast<size_t>(kTasks * kRounds));
+    for (size_t i = 0; i < holders.size(); ++i) {
+      EXPECT_EQ(holders[i], static_cast<int>(i % kTasks)) << "turn " << i;
+    }
+  }
 }
 
 TEST_F(RetryLockTest, AQueuedWaiterStillHasItsBackoffTimer) {
