@@ -32,19 +32,28 @@
 //     holder crashed and the key simply expired): capped exponential
 //     backoff, initial_backoff * multiplier^(n-1) up to max_backoff, with
 //     full jitter (uniform in [0, cap], absl::BitGen), never past the wait
-//     deadline. A last attempt is made at the deadline.
+//     deadline.
+//   - The wait is a hard upper bound: at `start + wait` (give or take one
+//     loop timer tick) the callback gets kDeadlineExceeded ("lock not
+//     acquired within the wait of ..."), even with an attempt in flight
+//     (e.g. a frozen server): that attempt is cancelled, i.e. left to
+//     finish in the background, and the inner lock releases its token
+//     should it turn out granted -- no lock is left behind. No attempt is
+//     started at the deadline itself.
 //   - One subscription per resource is shared by all waiters of this
 //     RetryLock and dropped when the last of them finishes. Use one RetryLock
 //     per process and resource space to get the FIFO behaviour across all
 //     local waiters.
 //
-// Retried errors: kAborted (busy), kUnavailable and kDeadlineExceeded (the
-// inner lock already released anything such an attempt may have taken).
-// Any other error ends the wait with that error.
+// Retried errors: only kAborted (busy), kUnavailable and kDeadlineExceeded
+// (the inner lock already released anything such an attempt may have
+// taken). Any other error (kPermissionDenied, kInternal, kInvalidArgument,
+// kFailedPrecondition, ...) ends the wait at once with that error.
 //
 // Outcomes of Acquire: the Lease; with `wait == 0` exactly the inner lock's
-// single result; when the wait deadline passes: kDeadlineExceeded (message
-// names the last attempt's error); a non-retried error as is.
+// single result; when the wait deadline passes: kDeadlineExceeded at the
+// deadline (message names the last failed attempt's error); a non-retried
+// error as is.
 //
 // Cancel() on the handle: the callback never runs, the timer is cancelled,
 // an attempt in flight is cancelled (the inner lock releases whatever it
@@ -137,6 +146,10 @@ class RetryLock : public Lock {
                        absl::StatusOr<Lease> result);
   void ScheduleBackoff(const std::shared_ptr<Waiter>& w,
                        const absl::Status& last_error);
+  // The wait's deadline came: abandon any attempt in flight, finish.
+  void OnDeadline(const std::shared_ptr<Waiter>& w);
+  void FinishAtDeadline(const std::shared_ptr<Waiter>& w, bool in_flight);
+  static bool IsRetried(const absl::Status& error);
   void EnsureSubscribed(const std::shared_ptr<Group>& g);
   void OnSubscribed(const std::shared_ptr<Group>& g, absl::Status status);
   void OnReleased(Group* g, absl::string_view message);

@@ -79,7 +79,7 @@ class RetryLockTest : public ::testing::Test {
   KeyScheme keys_;
 };
 
-TEST_F(RetryLockTest, BackoffGrowsExponentiallyToTheCapAndLastAttemptIsAtTheDeadline) {
+TEST_F(RetryLockTest, BackoffGrowsExponentiallyToTheCapAndTheWaitEndsAtTheDeadline) {
   RetryLockOptions o;
   o.initial_backoff = absl::Milliseconds(10);
   o.max_backoff = absl::Milliseconds(80);
@@ -97,14 +97,77 @@ TEST_F(RetryLockTest, BackoffGrowsExponentiallyToTheCapAndLastAttemptIsAtTheDead
   loop_.AdvanceTime(absl::Milliseconds(1));
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_EQ(loop_.Now() - start, absl::Milliseconds(500));
-  // 10+20+40+80*4 = 390 ms, then the last gap is clipped to the deadline.
+  // 10+20+40+80*4 = 390 ms, then the last gap is clipped to the deadline,
+  // where the wait ends without another attempt.
   ASSERT_GE(caps.size(), 5u);
   EXPECT_EQ(caps[0], absl::Milliseconds(10));
   EXPECT_EQ(caps[1], absl::Milliseconds(20));
   EXPECT_EQ(caps[2], absl::Milliseconds(40));
   EXPECT_EQ(caps[3], absl::Milliseconds(80));
   EXPECT_EQ(caps.back(), absl::Milliseconds(80));
-  EXPECT_EQ(lock.attempts(), static_cast<int64_t>(caps.size()) + 1);
+  EXPECT_EQ(lock.attempts(), static_cast<int64_t>(caps.size()));
+}
+
+// --wait against a frozen server: every command vanishes (only the
+// per-command timeout answers). The callback still fires at start + wait,
+// with the attempt in flight abandoned.
+TEST_F(RetryLockTest, TheWaitIsAHardBoundAgainstAFrozenServer) {
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(50);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &inner_, &conn_, o);  // inner_: 2 s per command
+  conn_.DropNextRequests(1000);
+  const absl::Time start = loop_.Now();
+  absl::Time done_at;
+  absl::StatusOr<Lease> got = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Acquire("r", Wait(absl::Seconds(10), absl::Seconds(3)),
+                           [&](absl::StatusOr<Lease> l) {
+                             got = std::move(l);
+                             done_at = loop_.Now();
+                           }),
+              IsOk());
+  // Attempt 1 times out at 2 s, attempt 2 goes out at 2.05 s and would be
+  // answered at 4.05 s.
+  loop_.AdvanceTime(absl::Seconds(10));
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(done_at - start, absl::Seconds(3));
+  EXPECT_NE(got.status().message().find("lock not acquired within the wait of 3s"),
+            std::string::npos)
+      << got.status();
+  EXPECT_EQ(lock.attempts(), 2);
+  EXPECT_EQ(lock.waiting(), 0u);
+}
+
+// The server is slow to answer, and the attempt in flight at the deadline
+// was in fact granted: the caller hears kDeadlineExceeded at the deadline,
+// and the late grant is released in the background (no lock left behind).
+TEST_F(RetryLockTest, ALateGrantAfterTheDeadlineIsReleased) {
+  SimpleLockOptions so;
+  so.command_timeout = absl::Seconds(30);
+  SimpleLock slow_inner(&loop_, &conn_, so);
+  RetryLock lock(&loop_, &slow_inner, &conn_);
+  conn_.SetLatency(absl::Milliseconds(100), absl::Seconds(5));  // replies lag
+  const absl::Time start = loop_.Now();
+  absl::Time done_at;
+  absl::StatusOr<Lease> got = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Acquire("r", Wait(absl::Seconds(10), absl::Seconds(3)),
+                           [&](absl::StatusOr<Lease> l) {
+                             got = std::move(l);
+                             done_at = loop_.Now();
+                           }),
+              IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));  // granted on the server
+  loop_.AdvanceTime(absl::Milliseconds(2900));
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(done_at - start, absl::Seconds(3));
+  EXPECT_NE(got.status().message().find("in flight"), std::string::npos) << got.status();
+  // The grant's reply comes at 5.1 s; its release is applied 100 ms later.
+  loop_.AdvanceTime(absl::Milliseconds(2199));
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  EXPECT_EQ(lock.attempts(), 1);
 }
 
 class WaitRecorder : public LockObserver {
