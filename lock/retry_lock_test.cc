@@ -280,6 +280,60 @@ TEST_F(RetryLockTest, NonRetryableErrorEndsTheWaitAtOnce) {
   EXPECT_EQ(lock.waiting(), 0u);
 }
 
+// An inner lock whose every attempt fails with a given status (answered on
+// the next loop turn).
+class FailingLock : public Lock {
+ public:
+  FailingLock(EventLoop* loop, absl::Status status) : loop_(loop), status_(status) {}
+  absl::StatusOr<AcquireHandle> Acquire(absl::string_view, const AcquireOptions&,
+                                        LeaseCallback callback) override {
+    auto cb = std::make_shared<LeaseCallback>(std::move(callback));
+    loop_->RunAfter(absl::ZeroDuration(), [cb, s = status_] { std::move(*cb)(s); });
+    return AcquireHandle();
+  }
+  absl::Status Release(const Lease&, StatusCallback) override {
+    return absl::UnimplementedError("not used");
+  }
+  absl::Status Extend(const Lease&, absl::Duration, LeaseCallback) override {
+    return absl::UnimplementedError("not used");
+  }
+
+ private:
+  EventLoop* loop_;
+  absl::Status status_;
+};
+
+TEST_F(RetryLockTest, OnlyBusyAndTransientErrorsAreRetried) {
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(10);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  for (absl::StatusCode code :
+       {absl::StatusCode::kPermissionDenied, absl::StatusCode::kInternal,
+        absl::StatusCode::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+        absl::StatusCode::kUnauthenticated, absl::StatusCode::kResourceExhausted,
+        absl::StatusCode::kCancelled}) {
+    SCOPED_TRACE(absl::StatusCodeToString(code));
+    FailingLock failing(&loop_, absl::Status(code, "permanent"));
+    RetryLock lock(&loop_, &failing, nullptr, o);
+    auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+    loop_.AdvanceTime(absl::Seconds(1));
+    EXPECT_THAT(*r, StatusIs(code));
+    EXPECT_EQ(lock.attempts(), 1);
+  }
+  for (absl::StatusCode code : {absl::StatusCode::kAborted, absl::StatusCode::kUnavailable,
+                                absl::StatusCode::kDeadlineExceeded}) {
+    SCOPED_TRACE(absl::StatusCodeToString(code));
+    FailingLock failing(&loop_, absl::Status(code, "transient"));
+    RetryLock lock(&loop_, &failing, nullptr, o);
+    auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(1)));
+    loop_.AdvanceTime(absl::Milliseconds(500));
+    EXPECT_TRUE(Pending(r));
+    EXPECT_GT(lock.attempts(), 3);
+    loop_.AdvanceTime(absl::Milliseconds(500));
+    EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  }
+}
+
 TEST_F(RetryLockTest, CancelWhileAnAttemptIsInFlightReleasesWhatItTook) {
   conn_.SetLatency(absl::Milliseconds(10));
   RetryLock lock(&loop_, &inner_, &conn_);
