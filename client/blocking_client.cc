@@ -1,6 +1,7 @@
 #include "dlock/client/blocking_client.h"
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -222,21 +223,79 @@ absl::Status BlockingClient::Start(const std::vector<HiredisTransportOptions>& s
   return absl::OkStatus();
 }
 
+namespace {
+
+// Loop thread: calls `done` once `t` has no command waiting for a reply
+// (cleanups such as the release of a cancelled attempt's token are answered)
+// or at `deadline`, whichever comes first. Each PING goes behind everything
+// sent before it on the connection, so its reply comes after theirs.
+void WhenDrained(HiredisTransport* t, EventLoop* loop, absl::Time deadline,
+                 std::function<void()> done) {
+  const absl::Duration left = deadline - loop->Now();
+  if (t->pending_commands() == 0 || left <= absl::ZeroDuration()) {
+    done();
+    return;
+  }
+  absl::Status s = t->Send({"PING"}, left, [t, loop, deadline, done](absl::StatusOr<Reply>) {
+    WhenDrained(t, loop, deadline, done);
+  });
+  if (!s.ok()) done();
+}
+
+}  // namespace
+
 BlockingClient::~BlockingClient() {
-  // The watchdog (if any) is torn down on the loop thread, which still runs.
-  facade_.reset();
-  // Policies first (they stop their timers and background cleanups), then
-  // the connections: close them all before destroying any, so a callback
-  // that Close() runs never meets a destroyed transport.
-  RunOnLoop(*thread_, [this]() {
-    retry_.reset();
-    inner_.reset();
+  // 1. The facade: calls that begin from now on get kCancelled; acquires in
+  //    flight are cancelled (their callers get kCancelled); leases still
+  //    held by guards are released (answered before it returns); every call
+  //    that had begun has returned. The watchdog is gone.
+  if (facade_ != nullptr) facade_->Shutdown();
+  // 2. Policies (they stop their timers and background cleanups), then let
+  //    the connections answer what is still in flight (bounded by
+  //    command_timeout), then close them all before destroying any, so a
+  //    callback that Close() runs never meets a destroyed transport.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool closed = false;
+  auto close_all = [this, &mu, &cv, &closed] {
     for (auto& t : transports_) t->Close();
     transports_.clear();
+    std::lock_guard<std::mutex> lock(mu);
+    closed = true;
+    cv.notify_all();
+  };
+  const bool posted = thread_->Post([this, &close_all] {
+    retry_.reset();
+    inner_.reset();
+    EventLoop* loop = thread_->loop();
+    // Started: give what is in flight its answer. Never started (Connect
+    // failed): close at once.
+    const absl::Time deadline =
+        loop->Now() + (facade_ != nullptr ? options_.command_timeout : absl::ZeroDuration());
+    auto left = std::make_shared<size_t>(transports_.size());
+    if (*left == 0) {
+      close_all();
+      return;
+    }
+    // Copies of the raw pointers: close_all clears transports_.
+    std::vector<HiredisTransport*> ts;
+    for (auto& t : transports_) ts.push_back(t.get());
+    for (HiredisTransport* t : ts) {
+      WhenDrained(t, loop, deadline, [left, &close_all] {
+        if (--*left == 0) close_all();
+      });
+    }
   });
+  if (posted) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return closed; });
+  }
   // Runs what is still posted, lets libuv deliver the close callbacks and
   // joins the thread.
   thread_.reset();
+  // Inert since Shutdown: touches neither the loop nor the lock. Guards
+  // that outlive it only keep its gate.
+  facade_.reset();
 }
 
 absl::StatusOr<LockGuard> BlockingClient::TryLock(absl::string_view resource,

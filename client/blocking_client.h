@@ -39,11 +39,26 @@
 // threads at once, but never from the client's loop thread (e.g. inside an
 // on_lost hook): that returns kFailedPrecondition.
 //
-// Lifetime: destroy every LockGuard (or Unlock/Release it) and finish every
-// call before destroying the client. The destructor stops the watchdog,
-// destroys the policies and closes the connections on the loop thread, then
-// joins the thread. Leases still held at that point are not released; their
-// keys expire by their TTL.
+// Lifetime and destruction. The destructor may run while other threads
+// are inside TryLock/Lock/facade() calls or a guard's Unlock: every call
+// that began before the destructor did returns its real result or
+// kCancelled ("the client is being destroyed"); none crashes or hangs.
+// Calls that begin after the destructor began return kCancelled for as long
+// as the object exists; beginning a call after it returned is a
+// use-after-destroy bug, as with any object (e.g. join your threads, or make
+// them stop on kCancelled, before freeing the memory they use). Guards may
+// outlive the client: their Unlock()/destructor returns kCancelled and
+// touches nothing. The destructor, in order:
+//   1. cancels every Lock/TryLock in flight (callers get kCancelled; a
+//      token an attempt in flight may have taken is released);
+//   2. stops renewing and RELEASES every lease still held by a guard (the
+//      guard's IsValid() turns false: stop using the resource), and waits
+//      for those releases and for every call that had begun to return;
+//   3. destroys the policies, lets the connections answer what is still in
+//      flight (at most `command_timeout`), closes them and joins the loop
+//      thread.
+// A release or cleanup that gets no answer within that bound (server
+// unreachable) leaves its key to expire by its TTL.
 #ifndef DLOCK_CLIENT_BLOCKING_CLIENT_H_
 #define DLOCK_CLIENT_BLOCKING_CLIENT_H_
 
@@ -114,7 +129,7 @@ class BlockingClient {
 
   BlockingClient(const BlockingClient&) = delete;
   BlockingClient& operator=(const BlockingClient&) = delete;
-  // See "Lifetime" above: every guard must be gone already.
+  // See "Lifetime and destruction" above.
   ~BlockingClient();
 
   // One attempt: a guard, or kAborted when another owner holds `resource`.

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dlock/lock/observer.h"
@@ -316,6 +317,95 @@ TEST_F(BlockingClientTest, BadInputIsInvalidArgument) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(client->TryLock("x", absl::ZeroDuration()).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Destroys the client while 16 threads hammer 2 resources with Lock and
+// Unlock: every call that began before the destructor returns kCancelled or
+// its real result (no crash, no hang), and no lock is left behind.
+void HammerWhileDestroying(RedisServer& server, BlockingClientOptions options) {
+  absl::StatusOr<std::unique_ptr<BlockingClient>> connected =
+      BlockingClient::Connect(std::move(options));
+  ASSERT_THAT(connected.status(), IsOk());
+  std::unique_ptr<BlockingClient> client = *std::move(connected);
+  // The threads' own copy: the main thread resets `client`.
+  BlockingClient* const raw = client.get();
+  constexpr int kThreads = 16;
+  const std::string kKeys[2] = {"hammer/a", "hammer/b"};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool destroying = false;  // guarded by mu
+  int locked = 0;           // guarded by mu: successful Locks so far
+  int cancelled = 0;        // guarded by mu
+  std::vector<std::string> unexpected;  // guarded by mu
+  // A call may begin only before the destructor does (see the header).
+  auto may_call = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    return !destroying;
+  };
+  auto note = [&](const absl::Status& s, const char* what, bool lock_call) {
+    std::lock_guard<std::mutex> l(mu);
+    if (s.ok()) {
+      if (lock_call) ++locked;
+      cv.notify_all();
+    } else if (absl::IsCancelled(s)) {
+      ++cancelled;
+    } else if (!(lock_call && absl::IsDeadlineExceeded(s))) {
+      unexpected.push_back(absl::StrCat(what, ": ", s.ToString()));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, raw, t] {
+      for (int i = 0;; ++i) {
+        if (!may_call()) return;
+        absl::StatusOr<LockGuard> guard =
+            raw->Lock(kKeys[(t + i) % 2], absl::Seconds(10), absl::Seconds(10));
+        note(guard.status(), "Lock", true);
+        if (!guard.ok()) {
+          if (absl::IsCancelled(guard.status())) return;
+          continue;
+        }
+        // A guard may outlive the client: Unlock then says kCancelled.
+        absl::Status unlocked = guard->Unlock();
+        note(unlocked, "Unlock", false);
+        if (absl::IsCancelled(unlocked)) return;
+      }
+    });
+  }
+  {
+    // Destroy in the thick of it: after a few hand-overs, with most
+    // threads waiting inside Lock.
+    std::unique_lock<std::mutex> l(mu);
+    ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(60), [&] { return locked >= 40; }));
+    destroying = true;
+  }
+  client.reset();
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(unexpected.empty()) << absl::StrJoin(unexpected, "\n");
+  EXPECT_GT(cancelled, 0);
+  // Held leases were released and cancelled attempts gave back what they
+  // took: no key is left behind.
+  for (const std::string& key : kKeys) {
+    absl::StatusOr<Reply> exists = server.Command({"EXISTS", absl::StrCat("dlock:{", key, "}")});
+    ASSERT_THAT(exists.status(), IsOk());
+    EXPECT_EQ(exists->integer, 0) << key;
+  }
+}
+
+TEST_F(BlockingClientTest, DestroyedWhileThreadsLockAndUnlockWithRenewal) {
+  HammerWhileDestroying(*server_, Options());
+}
+
+TEST_F(BlockingClientTest, DestroyedWhileThreadsLockAndUnlockWithoutRenewal) {
+  BlockingClientOptions options = Options();
+  options.auto_renew = false;
+  HammerWhileDestroying(*server_, options);
+}
+
+TEST_F(BlockingClientTest, ReentrantDestroyedWhileThreadsLockAndUnlock) {
+  BlockingClientOptions options = Options();
+  options.reentrant = true;
+  HammerWhileDestroying(*server_, options);
 }
 
 class BlockingClientRedLockTest : public ::testing::Test {

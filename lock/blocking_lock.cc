@@ -73,6 +73,11 @@ absl::Status LoopStopped() {
   return absl::CancelledError("the loop thread is stopping");
 }
 
+absl::Status ShuttingDown() {
+  return absl::CancelledError(
+      "the blocking lock is shutting down (its client is being destroyed)");
+}
+
 // A counted reference to a Call held on the loop side. Destroyed while
 // still holding: completes the call with kCancelled (if `cancel_on_drop()`
 // says so) and drops the reference.
@@ -128,6 +133,49 @@ T RunBlocking(LoopThread* thread, Fn fn) {
 
 }  // namespace
 
+// std::mutex (not absl::Mutex): TSan-clean with Debian's uninstrumented absl.
+struct BlockingLockGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool closed = false;     // Shutdown() began: no call enters any more
+  bool loop_done = false;  // ShutdownOnLoop() ran
+  bool done = false;       // Shutdown() finished
+  int active = 0;          // calls inside
+  int releasing = 0;       // releases sent by ShutdownOnLoop, unanswered
+
+  bool Enter() {
+    std::lock_guard<std::mutex> l(mu);
+    if (closed) return false;
+    ++active;
+    return true;
+  }
+  void Leave() {
+    std::lock_guard<std::mutex> l(mu);
+    --active;
+    cv.notify_all();
+  }
+};
+
+namespace {
+
+// One call through the gate: entered (counted until destroyed) or refused.
+class GateCall {
+ public:
+  explicit GateCall(BlockingLockGate* gate)
+      : gate_(gate != nullptr && gate->Enter() ? gate : nullptr) {}
+  ~GateCall() {
+    if (gate_ != nullptr) gate_->Leave();
+  }
+  GateCall(const GateCall&) = delete;
+  GateCall& operator=(const GateCall&) = delete;
+  explicit operator bool() const { return gate_ != nullptr; }
+
+ private:
+  BlockingLockGate* gate_;
+};
+
+}  // namespace
+
 std::string CurrentThreadTaskId() {
   static std::atomic<uint64_t> next{1};
   thread_local const std::string id = absl::StrCat("thread-", next.fetch_add(1));
@@ -137,7 +185,7 @@ std::string CurrentThreadTaskId() {
 // ---- LockGuard ---------------------------------------------------------
 
 LockGuard::LockGuard(LockGuard&& other) noexcept
-    : owner_(other.owner_), state_(std::move(other.state_)) {
+    : owner_(other.owner_), gate_(std::move(other.gate_)), state_(std::move(other.state_)) {
   other.owner_ = nullptr;
 }
 
@@ -145,6 +193,7 @@ LockGuard& LockGuard::operator=(LockGuard&& other) noexcept {
   if (this != &other) {
     if (owns_lock()) (void)Unlock();
     owner_ = other.owner_;
+    gate_ = std::move(other.gate_);
     state_ = std::move(other.state_);
     other.owner_ = nullptr;
   }
@@ -164,26 +213,38 @@ absl::Status LockGuard::Unlock() {
     return absl::FailedPreconditionError("the guard owns no lock");
   }
   std::shared_ptr<GuardState> state = std::move(state_);
+  std::shared_ptr<BlockingLockGate> gate = std::move(gate_);
   BlockingLock* owner = owner_;
   owner_ = nullptr;
+  GateCall entered(gate.get());
+  // The BlockingLock shut down (and released the lease), or is gone.
+  if (!entered) return ShuttingDown();
   return owner->ReleaseState(std::move(state));
 }
 
 Lease LockGuard::Release() {
   std::shared_ptr<GuardState> state = std::move(state_);
+  std::shared_ptr<BlockingLockGate> gate = std::move(gate_);
   BlockingLock* owner = owner_;
   owner_ = nullptr;
   if (state == nullptr) return Lease();
-  if (state->before_release) {
-    // Stop any renewal hook on the loop thread; the caller owns the lease.
-    if (owner->thread()->InLoopThread()) {
-      std::move(state->before_release)();
-    } else {
-      (void)RunBlocking<absl::Status>(owner->thread(), [&state](Call<absl::Status>* call) {
-        if (state->before_release) std::move(state->before_release)();
-        CallRef<absl::Status>(call, /*callback=*/false).Complete(absl::OkStatus());
-      });
-    }
+  GateCall entered(gate.get());
+  // Shut down: renewal already stopped (and the lease released).
+  if (!entered) return state->lease;
+  // On the loop thread: stop any renewal hook and forget the lease (the
+  // caller owns it now; Shutdown() must not release it).
+  auto detach = [owner, &state] {
+    if (owner->shut_down_) return;
+    owner->held_.erase(state.get());
+    if (state->before_release) std::move(state->before_release)();
+  };
+  if (owner->thread()->InLoopThread()) {
+    detach();
+  } else {
+    (void)RunBlocking<absl::Status>(owner->thread(), [&detach](Call<absl::Status>* call) {
+      detach();
+      CallRef<absl::Status>(call, /*callback=*/false).Complete(absl::OkStatus());
+    });
   }
   return state->lease;
 }
@@ -191,7 +252,85 @@ Lease LockGuard::Release() {
 // ---- BlockingLock ------------------------------------------------------
 
 BlockingLock::BlockingLock(LoopThread* thread, dlock::Lock* lock)
-    : thread_(thread), lock_(lock) {}
+    : thread_(thread), lock_(lock), gate_(std::make_shared<BlockingLockGate>()) {}
+
+BlockingLock::~BlockingLock() { Shutdown(); }
+
+void BlockingLock::Shutdown() {
+  BlockingLockGate& g = *gate_;
+  {
+    std::unique_lock<std::mutex> l(g.mu);
+    // Done: touch nothing else (the thread may be gone by now).
+    if (g.done) return;
+  }
+  const bool on_loop = thread_->InLoopThread();
+  {
+    std::unique_lock<std::mutex> l(g.mu);
+    if (g.closed) {
+      if (!on_loop) g.cv.wait(l, [&] { return g.done; });
+      return;
+    }
+    g.closed = true;
+  }
+  if (on_loop) {
+    // Cannot wait for our own thread: do the loop-side part and return.
+    ShutdownOnLoop();
+    std::lock_guard<std::mutex> l(g.mu);
+    g.done = true;
+    g.cv.notify_all();
+    return;
+  }
+  if (!thread_->Post([this] { ShutdownOnLoop(); })) {
+    // The loop thread is stopping and runs nothing more of ours.
+    ShutdownOnLoop();
+  }
+  std::unique_lock<std::mutex> l(g.mu);
+  g.cv.wait(l, [&] { return g.loop_done && g.active == 0 && g.releasing == 0; });
+  g.done = true;
+  g.cv.notify_all();
+}
+
+void BlockingLock::ShutdownOnLoop() {
+  shut_down_ = true;
+  // Every Acquire in flight: its callback is destroyed without running,
+  // which completes the waiting call with kCancelled; the wrapped lock gives
+  // back whatever the attempt took.
+  std::unordered_map<const void*, AcquireHandle> acquiring = std::move(acquiring_);
+  acquiring_.clear();
+  for (auto& [call, handle] : acquiring) handle.Cancel();
+  // Every lease a guard still holds: stop renewing it and release it.
+  // Only on the loop thread (the wrapped lock lives there); otherwise (the
+  // loop is stopping) the keys expire by their TTL.
+  const bool can_send = thread_->InLoopThread();
+  // (Including those whose guard's Unlock was refused by the closed gate:
+  // held_ keeps them alive for this.)
+  std::unordered_map<const GuardState*, std::shared_ptr<GuardState>> held = std::move(held_);
+  held_.clear();
+  std::shared_ptr<BlockingLockGate> gate = gate_;
+  for (auto& [raw, state] : held) {
+    state->released_at_shutdown.store(true, std::memory_order_release);
+    state->lost.store(true, std::memory_order_release);
+    if (state->before_release) std::move(state->before_release)();
+    if (!can_send) continue;
+    {
+      std::lock_guard<std::mutex> l(gate->mu);
+      ++gate->releasing;
+    }
+    absl::Status s = lock_->Release(state->lease, [gate](absl::Status) {
+      std::lock_guard<std::mutex> l(gate->mu);
+      --gate->releasing;
+      gate->cv.notify_all();
+    });
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> l(gate->mu);
+      --gate->releasing;
+    }
+  }
+  OnShutdown();
+  std::lock_guard<std::mutex> l(gate->mu);
+  gate->loop_done = true;
+  gate->cv.notify_all();
+}
 
 absl::StatusOr<LockGuard> BlockingLock::TryLock(absl::string_view resource,
                                                 absl::Duration ttl) {
@@ -212,22 +351,37 @@ absl::StatusOr<LockGuard> BlockingLock::Lock(absl::string_view resource,
 
 absl::StatusOr<LockGuard> BlockingLock::Acquire(absl::string_view resource,
                                                 AcquireOptions options) {
+  GateCall entered(gate_.get());
+  if (!entered) return ShuttingDown();
   if (options.task_id.empty()) options.task_id = CurrentThreadTaskId();
   using Result = absl::StatusOr<std::shared_ptr<GuardState>>;
   Result result = RunBlocking<Result>(
       thread_, [this, resource = std::string(resource),
                 options = std::move(options)](Call<Result>* call) {
+        if (shut_down_) {
+          CallRef<Result>(call, /*callback=*/false).Complete(ShuttingDown());
+          return;
+        }
         absl::StatusOr<AcquireHandle> handle = lock_->Acquire(
             resource, options,
-            [this, done = CallRef<Result>(call, /*callback=*/true)](
+            [this, call, done = CallRef<Result>(call, /*callback=*/true)](
                 absl::StatusOr<Lease> lease) mutable {
+              acquiring_.erase(call);
               if (!lease.ok()) {
                 done.Complete(lease.status());
+                return;
+              }
+              if (shut_down_) {
+                // Not reachable (Shutdown cancels every acquire in flight);
+                // should it be, give the lease back.
+                (void)lock_->Release(*lease, [](absl::Status) {});
+                done.Complete(ShuttingDown());
                 return;
               }
               auto state = std::make_shared<GuardState>();
               state->lease = *std::move(lease);
               OnAcquired(state);
+              held_[state.get()] = state;
               done.Complete(std::move(state));
             });
         if (!handle.ok()) {
@@ -235,18 +389,27 @@ absl::StatusOr<LockGuard> BlockingLock::Acquire(absl::string_view resource,
           return;
         }
         call->accepted = true;
+        acquiring_[call] = *handle;
       });
   if (!result.ok()) return result.status();
-  return LockGuard(this, *std::move(result));
+  // Shutdown released it before we got here.
+  if ((*result)->released_at_shutdown.load(std::memory_order_acquire)) return ShuttingDown();
+  return LockGuard(this, gate_, *std::move(result));
 }
 
 absl::StatusOr<Lease> BlockingLock::Extend(const LockGuard& guard, absl::Duration ttl) {
   if (!guard.owns_lock()) {
     return absl::FailedPreconditionError("the guard owns no lock");
   }
+  GateCall entered(gate_.get());
+  if (!entered) return ShuttingDown();
   using Result = absl::StatusOr<Lease>;
   return RunBlocking<Result>(
       thread_, [this, lease = guard.lease(), ttl](Call<Result>* call) {
+        if (shut_down_) {
+          CallRef<Result>(call, /*callback=*/false).Complete(ShuttingDown());
+          return;
+        }
         absl::Status s = lock_->Extend(
             lease, ttl,
             [done = CallRef<Result>(call, /*callback=*/true)](absl::StatusOr<Lease> r) mutable {
@@ -261,9 +424,12 @@ absl::StatusOr<Lease> BlockingLock::Extend(const LockGuard& guard, absl::Duratio
 }
 
 absl::Status BlockingLock::ReleaseState(std::shared_ptr<GuardState> state) {
+  // Called with the gate entered.
   if (thread_->InLoopThread()) {
     // Cannot wait for our own loop: send the release and report that its
     // outcome is unknown to us.
+    if (shut_down_) return ShuttingDown();  // released by Shutdown
+    held_.erase(state.get());
     if (state->before_release) std::move(state->before_release)();
     absl::Status s = lock_->Release(state->lease, [](absl::Status) {});
     if (!s.ok()) return s;
@@ -272,6 +438,12 @@ absl::Status BlockingLock::ReleaseState(std::shared_ptr<GuardState> state) {
   }
   return RunBlocking<absl::Status>(
       thread_, [this, state = std::move(state)](Call<absl::Status>* call) {
+        if (shut_down_) {
+          // Shutdown released it already.
+          CallRef<absl::Status>(call, /*callback=*/false).Complete(ShuttingDown());
+          return;
+        }
+        held_.erase(state.get());
         if (state->before_release) std::move(state->before_release)();
         absl::Status s = lock_->Release(
             state->lease, [done = CallRef<absl::Status>(call, /*callback=*/true)](

@@ -33,8 +33,27 @@
 // call it at once. A LockGuard is thread-compatible (like
 // std::unique_lock): one thread at a time; it may be moved to another thread.
 //
-// Lifetime: `thread` and `lock` must outlive the BlockingLock, and the
-// BlockingLock must outlive every guard it returned.
+// Shutdown (and destruction): `Shutdown()` -- run by the destructor --
+// may start while other threads are inside TryLock/Lock/Acquire/Extend or a
+// guard's Unlock/Release. Each such call returns its real result or
+// kCancelled; none crashes or hangs. Shutdown:
+//   1. closes the door: calls that begin from now on return kCancelled at
+//      once, without touching the loop;
+//   2. on the loop thread: cancels every Acquire in flight (its caller gets
+//      kCancelled; the wrapped lock gives back whatever the attempt took, as
+//      Cancel() promises), stops the renewal of every lease still held by a
+//      guard and releases it (the guard's IsValid() turns false; a later
+//      Unlock() returns kCancelled), and runs OnShutdown();
+//   3. waits until every call that had begun has returned and every release
+//      it sent was answered (bounded by the wrapped lock's timeouts).
+// Guards may outlive the BlockingLock: their Unlock()/destructor then return
+// kCancelled without touching it. A call that *begins* after the destructor
+// returned is a use-after-destroy bug, as with any object.
+//
+// Lifetime: `thread` and `lock` must outlive the BlockingLock (or at least
+// its Shutdown()); the loop thread must still run posted functions when
+// Shutdown() runs. Never destroy it on the loop thread while blocking calls
+// are in flight.
 //
 // Auto-renewal hook: every guard shares a `GuardState` with the loop thread.
 // A subclass (e.g. the watchdog integration) overrides `OnAcquired()` to
@@ -46,6 +65,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -58,6 +78,10 @@
 namespace dlock {
 
 class BlockingLock;
+
+// Shared by a BlockingLock and every guard it returned, so a guard may
+// outlive the BlockingLock (see "Shutdown" above). Defined in the .cc.
+struct BlockingLockGate;
 
 // What a guard shares with the loop thread. Owned jointly by the guard
 // (caller thread) and whatever a hook keeps on the loop thread; fields other
@@ -73,6 +97,9 @@ struct GuardState {
   // the guard is detached). Hooks use it to stop renewing. May be empty.
   // Set only on the loop thread.
   absl::AnyInvocable<void() &&> before_release;
+  // Set when the facade's Shutdown() released this lease (then `lost` is
+  // set too).
+  std::atomic<bool> released_at_shutdown{false};
 };
 
 // Owns one acquired lease; releases it when destroyed (like std::unique_lock).
@@ -104,7 +131,8 @@ class LockGuard {
   // lease no longer owned the key (it expired and maybe someone else holds
   // it: whatever was protected may have been touched concurrently), or when
   // the guard owns nothing; kUnavailable / kDeadlineExceeded when unknown
-  // (the key expires by its TTL); kCancelled when the loop is stopping.
+  // (the key expires by its TTL); kCancelled when the loop is stopping or
+  // the BlockingLock shut down (which released the lease).
   // Afterwards the guard owns nothing, whatever the outcome.
   absl::Status Unlock();
 
@@ -114,10 +142,13 @@ class LockGuard {
 
  private:
   friend class BlockingLock;
-  LockGuard(BlockingLock* owner, std::shared_ptr<GuardState> state)
-      : owner_(owner), state_(std::move(state)) {}
+  LockGuard(BlockingLock* owner, std::shared_ptr<BlockingLockGate> gate,
+            std::shared_ptr<GuardState> state)
+      : owner_(owner), gate_(std::move(gate)), state_(std::move(state)) {}
 
+  // Valid only while the gate lets calls in.
   BlockingLock* owner_ = nullptr;
+  std::shared_ptr<BlockingLockGate> gate_;
   std::shared_ptr<GuardState> state_;
 };
 
@@ -126,7 +157,8 @@ class BlockingLock {
   // `lock` must have been built for `thread->loop()` (its loop and
   // transport live on that thread).
   BlockingLock(LoopThread* thread, Lock* lock);
-  virtual ~BlockingLock() = default;
+  // Runs Shutdown().
+  virtual ~BlockingLock();
 
   BlockingLock(const BlockingLock&) = delete;
   BlockingLock& operator=(const BlockingLock&) = delete;
@@ -146,6 +178,12 @@ class BlockingLock {
   // the guard's lease keeps its old fields; the new lease is returned.
   absl::StatusOr<Lease> Extend(const LockGuard& guard, absl::Duration ttl);
 
+  // See "Shutdown" above. Thread-safe and idempotent: a second call waits
+  // for the first to finish. Must not be called on the loop thread (it
+  // would have to wait for that thread): there it does the loop-side part
+  // and returns without waiting.
+  void Shutdown();
+
   LoopThread* thread() const { return thread_; }
   dlock::Lock* lock() const { return lock_; }
 
@@ -155,12 +193,28 @@ class BlockingLock {
   // renewal and set `state->before_release`.
   virtual void OnAcquired(const std::shared_ptr<GuardState>& state) {}
 
+  // Runs on the loop thread during Shutdown(), after every held lease was
+  // released; OnAcquired never runs afterwards. The default does nothing.
+  // A subclass whose destructor needs it must call Shutdown() itself first.
+  virtual void OnShutdown() {}
+
  private:
   friend class LockGuard;
   absl::Status ReleaseState(std::shared_ptr<GuardState> state);
+  // Loop thread: the loop-side part of Shutdown().
+  void ShutdownOnLoop();
 
   LoopThread* thread_;
   dlock::Lock* lock_;
+  std::shared_ptr<BlockingLockGate> gate_;
+  // Loop thread only.
+  bool shut_down_ = false;
+  // Acquires accepted by the wrapped lock and not answered yet, by call.
+  std::unordered_map<const void*, AcquireHandle> acquiring_;
+  // Leases held by guards (acquired, not yet released or detached). Strong
+  // references: a guard whose Unlock the closed gate refused drops its own,
+  // and Shutdown still releases the lease.
+  std::unordered_map<const GuardState*, std::shared_ptr<GuardState>> held_;
 };
 
 // A process-unique id of the calling thread ("thread-<n>"), used as the

@@ -49,6 +49,10 @@ struct RetryLock::Waiter : public Cancellable {
   absl::Duration waited;
   absl::Time sleep_start;
   TimerId timer = 0;
+  // Fires at `deadline` (waits only): the wait's hard bound.
+  TimerId deadline_timer = 0;
+  // The error of the last attempt that failed (for the final message).
+  absl::Status last_error;
   AcquireHandle inner;
   bool in_flight = false;
   // The attempt in flight was sent while the subscription was ready.
@@ -119,16 +123,32 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
   }
   w->group = g;
   w->pos = g->fifo.insert(g->fifo.end(), w.get());
+  if (!w->single) {
+    // The wait's hard bound: whatever is in flight then, the caller hears
+    // kDeadlineExceeded at the deadline (see OnDeadline).
+    std::weak_ptr<Waiter> weak = w;
+    w->deadline_timer = loop_->RunAfter(options.wait, [this, weak] {
+      std::shared_ptr<Waiter> w = weak.lock();
+      if (w == nullptr || w->state != Waiter::State::kPending) return;
+      w->deadline_timer = 0;
+      OnDeadline(w);
+    });
+  }
 
-  if (!w->single && g->ready && g->fifo.size() > 1) {
-    // Older local waiters are queued for this resource and the release
-    // channel is live: it is held, and a release wakes the oldest first.
-    // Queue behind them without an attempt that could only fail (or barge
-    // ahead of them); a release -- or the backoff timer, should its
-    // notification be lost -- wakes this one in turn.
+  size_t older = 0;  // older local waiters that wait (not one-shot TryLocks)
+  for (Waiter* o : g->fifo) older += o != w.get() && !o->single;
+  if (!w->single && older > 0) {
+    // Older local waiters wait for this resource: queue behind them without
+    // an attempt, whatever the state of the release channel (an attempt
+    // could only fail, or barge ahead of them: e.g. go out right behind a
+    // release whose hand-off found the oldest waiter's attempt in flight).
+    // Local arrival order is known here, so it never depends on when the
+    // SUBSCRIBE is confirmed. A release (local hand-off or notification)
+    // wakes the oldest first; the backoff timer covers a lost notification.
     w->sleep_start = w->start;
+    if (subscriber_ != nullptr) EnsureSubscribed(g);
     ScheduleBackoff(w, absl::AbortedError(absl::StrCat(
-                           "queued behind ", g->fifo.size() - 1, " local waiter(s)")));
+                           "queued behind ", older, " local waiter(s)")));
     return AcquireHandle(std::weak_ptr<Cancellable>(w));
   }
 
@@ -199,20 +219,24 @@ void RetryLock::OnAttemptResult(const std::shared_ptr<Waiter>& w,
     return;
   }
   const absl::Status& error = result.status();
-  const bool retryable = absl::IsAborted(error) || absl::IsUnavailable(error) ||
-                         absl::IsDeadlineExceeded(error);
-  if (!retryable) {
+  if (!IsRetried(error)) {
     Finish(w, error);
     return;
   }
+  w->last_error = error;
   const absl::Time now = loop_->Now();
   if (now >= w->deadline) {
-    Finish(w, absl::DeadlineExceededError(absl::StrCat(
-                  "lock not acquired within ", absl::FormatDuration(now - w->start),
-                  " (", w->attempts, " attempts); last attempt: ", error.ToString())));
+    FinishAtDeadline(w, /*in_flight=*/false);
     return;
   }
   w->sleep_start = now;
+  if (absl::IsAborted(error) && w->notified) {
+    // Released while our attempt was in flight (a notification, or a local
+    // hand-off that found it in flight): it may have lost the race to the
+    // release itself. Whether or not the channel is live yet.
+    StartAttempt(w);
+    return;
+  }
   if (absl::IsAborted(error) && subscriber_ != nullptr) {
     const std::shared_ptr<Group>& g = w->group;
     if (!w->sent_ready) {
@@ -223,11 +247,6 @@ void RetryLock::OnAttemptResult(const std::shared_ptr<Waiter>& w,
       }
       w->pending_ready = true;
       EnsureSubscribed(g);
-    } else if (w->notified) {
-      // Released while our attempt was in flight: it may have lost the race
-      // to the release itself.
-      StartAttempt(w);
-      return;
     }
   }
   ScheduleBackoff(w, error);
@@ -242,6 +261,9 @@ void RetryLock::ScheduleBackoff(const std::shared_ptr<Waiter>& w,
   absl::Duration delay = std::max(Jitter(cap), absl::ZeroDuration());
   const absl::Duration left = w->deadline - loop_->Now();
   delay = std::min(delay, left);
+  // A wait ends at its deadline (the deadline timer) without one more
+  // attempt there: an attempt sent then could not be answered in time.
+  const bool last = delay >= left;
 
   AcquireWaitEvent event;
   event.policy = "retry";
@@ -252,6 +274,8 @@ void RetryLock::ScheduleBackoff(const std::shared_ptr<Waiter>& w,
   event.wait_left = left;
   observer_->OnAcquireWait(event);
 
+  if (w->last_error.ok()) w->last_error = last_error;
+  if (last) return;
   std::weak_ptr<Waiter> weak = w;
   w->timer = loop_->RunAfter(delay, [this, weak] {
     std::shared_ptr<Waiter> w = weak.lock();
@@ -259,6 +283,44 @@ void RetryLock::ScheduleBackoff(const std::shared_ptr<Waiter>& w,
     w->timer = 0;
     StartAttempt(w);
   });
+}
+
+bool RetryLock::IsRetried(const absl::Status& error) {
+  // Contention and transient failures (the inner lock already released
+  // anything such an attempt may have taken). Everything else -- e.g.
+  // kPermissionDenied, kInternal, kInvalidArgument, kFailedPrecondition --
+  // ends the wait at once.
+  return absl::IsAborted(error) || absl::IsUnavailable(error) ||
+         absl::IsDeadlineExceeded(error);
+}
+
+void RetryLock::OnDeadline(const std::shared_ptr<Waiter>& w) {
+  bool in_flight = false;
+  if (w->in_flight) {
+    // Let the attempt finish in the background: its callback will not run,
+    // and the inner lock releases the token should it turn out granted.
+    // (False only if its callback is running, which it is not: we are in a
+    // timer.)
+    in_flight = w->inner.Cancel();
+    w->in_flight = false;
+    w->inner = AcquireHandle();
+  }
+  FinishAtDeadline(w, in_flight);
+}
+
+void RetryLock::FinishAtDeadline(const std::shared_ptr<Waiter>& w, bool in_flight) {
+  std::string message = absl::StrCat(
+      "lock not acquired within the wait of ", absl::FormatDuration(w->deadline - w->start),
+      " (", w->attempts, w->attempts == 1 ? " attempt" : " attempts", ")");
+  if (in_flight) {
+    absl::StrAppend(&message,
+                    "; the attempt still in flight was abandoned (its token is "
+                    "released should it have been granted)");
+  }
+  if (!w->last_error.ok()) {
+    absl::StrAppend(&message, "; last attempt: ", w->last_error.ToString());
+  }
+  Finish(w, absl::DeadlineExceededError(message));
 }
 
 void RetryLock::EnsureSubscribed(const std::shared_ptr<Group>& g) {
@@ -332,6 +394,10 @@ void RetryLock::Detach(Waiter* w) {
   if (w->timer != 0) {
     loop_->Cancel(w->timer);
     w->timer = 0;
+  }
+  if (w->deadline_timer != 0) {
+    loop_->Cancel(w->deadline_timer);
+    w->deadline_timer = 0;
   }
   std::shared_ptr<Group> g = std::move(w->group);
   if (g != nullptr) {

@@ -20,29 +20,40 @@
 //     notification arrives; that notification (it carries the released
 //     token) then wakes nobody else. Should the hand-off attempt still meet
 //     the lock, it tries once more at once.
-//   - An Acquire (wait > 0) that finds older local waiters of its resource
-//     with the release channel live queues behind them without an attempt
-//     (it could only fail, or barge ahead of them): tasks of one process
-//     get the lock in the order they asked, one attempt per hand-over.
+//   - An Acquire (wait > 0) that finds older local waiters (wait > 0) of
+//     its resource queues behind them without an attempt (it could only
+//     fail, or barge ahead of them), whether or not the release channel is
+//     live yet: tasks of one process get the lock in the order they asked,
+//     one attempt per hand-over once the channel is live. (TryLocks, wait
+//     == 0, always make their one attempt.)
 //     Waiters in other processes compete on equal terms at each release;
 //     the lock is not fair across processes.
 //   - A backoff timer still runs in case a notification is lost (or the
 //     holder crashed and the key simply expired): capped exponential
 //     backoff, initial_backoff * multiplier^(n-1) up to max_backoff, with
 //     full jitter (uniform in [0, cap], absl::BitGen), never past the wait
-//     deadline. A last attempt is made at the deadline.
+//     deadline.
+//   - The wait is a hard upper bound: at `start + wait` (give or take one
+//     loop timer tick) the callback gets kDeadlineExceeded ("lock not
+//     acquired within the wait of ..."), even with an attempt in flight
+//     (e.g. a frozen server): that attempt is cancelled, i.e. left to
+//     finish in the background, and the inner lock releases its token
+//     should it turn out granted -- no lock is left behind. No attempt is
+//     started at the deadline itself.
 //   - One subscription per resource is shared by all waiters of this
 //     RetryLock and dropped when the last of them finishes. Use one RetryLock
 //     per process and resource space to get the FIFO behaviour across all
 //     local waiters.
 //
-// Retried errors: kAborted (busy), kUnavailable and kDeadlineExceeded (the
-// inner lock already released anything such an attempt may have taken).
-// Any other error ends the wait with that error.
+// Retried errors: only kAborted (busy), kUnavailable and kDeadlineExceeded
+// (the inner lock already released anything such an attempt may have
+// taken). Any other error (kPermissionDenied, kInternal, kInvalidArgument,
+// kFailedPrecondition, ...) ends the wait at once with that error.
 //
 // Outcomes of Acquire: the Lease; with `wait == 0` exactly the inner lock's
-// single result; when the wait deadline passes: kDeadlineExceeded (message
-// names the last attempt's error); a non-retried error as is.
+// single result; when the wait deadline passes: kDeadlineExceeded at the
+// deadline (message names the last failed attempt's error); a non-retried
+// error as is.
 //
 // Cancel() on the handle: the callback never runs, the timer is cancelled,
 // an attempt in flight is cancelled (the inner lock releases whatever it
@@ -135,6 +146,10 @@ class RetryLock : public Lock {
                        absl::StatusOr<Lease> result);
   void ScheduleBackoff(const std::shared_ptr<Waiter>& w,
                        const absl::Status& last_error);
+  // The wait's deadline came: abandon any attempt in flight, finish.
+  void OnDeadline(const std::shared_ptr<Waiter>& w);
+  void FinishAtDeadline(const std::shared_ptr<Waiter>& w, bool in_flight);
+  static bool IsRetried(const absl::Status& error);
   void EnsureSubscribed(const std::shared_ptr<Group>& g);
   void OnSubscribed(const std::shared_ptr<Group>& g, absl::Status status);
   void OnReleased(Group* g, absl::string_view message);

@@ -3,11 +3,13 @@
 // destruction with waits pending.
 #include "dlock/lock/retry_lock.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "dlock/lock/scripts.h"
@@ -77,7 +79,7 @@ class RetryLockTest : public ::testing::Test {
   KeyScheme keys_;
 };
 
-TEST_F(RetryLockTest, BackoffGrowsExponentiallyToTheCapAndLastAttemptIsAtTheDeadline) {
+TEST_F(RetryLockTest, BackoffGrowsExponentiallyToTheCapAndTheWaitEndsAtTheDeadline) {
   RetryLockOptions o;
   o.initial_backoff = absl::Milliseconds(10);
   o.max_backoff = absl::Milliseconds(80);
@@ -95,14 +97,77 @@ TEST_F(RetryLockTest, BackoffGrowsExponentiallyToTheCapAndLastAttemptIsAtTheDead
   loop_.AdvanceTime(absl::Milliseconds(1));
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_EQ(loop_.Now() - start, absl::Milliseconds(500));
-  // 10+20+40+80*4 = 390 ms, then the last gap is clipped to the deadline.
+  // 10+20+40+80*4 = 390 ms, then the last gap is clipped to the deadline,
+  // where the wait ends without another attempt.
   ASSERT_GE(caps.size(), 5u);
   EXPECT_EQ(caps[0], absl::Milliseconds(10));
   EXPECT_EQ(caps[1], absl::Milliseconds(20));
   EXPECT_EQ(caps[2], absl::Milliseconds(40));
   EXPECT_EQ(caps[3], absl::Milliseconds(80));
   EXPECT_EQ(caps.back(), absl::Milliseconds(80));
-  EXPECT_EQ(lock.attempts(), static_cast<int64_t>(caps.size()) + 1);
+  EXPECT_EQ(lock.attempts(), static_cast<int64_t>(caps.size()));
+}
+
+// --wait against a frozen server: every command vanishes (only the
+// per-command timeout answers). The callback still fires at start + wait,
+// with the attempt in flight abandoned.
+TEST_F(RetryLockTest, TheWaitIsAHardBoundAgainstAFrozenServer) {
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(50);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &inner_, &conn_, o);  // inner_: 2 s per command
+  conn_.DropNextRequests(1000);
+  const absl::Time start = loop_.Now();
+  absl::Time done_at;
+  absl::StatusOr<Lease> got = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Acquire("r", Wait(absl::Seconds(10), absl::Seconds(3)),
+                           [&](absl::StatusOr<Lease> l) {
+                             got = std::move(l);
+                             done_at = loop_.Now();
+                           }),
+              IsOk());
+  // Attempt 1 times out at 2 s, attempt 2 goes out at 2.05 s and would be
+  // answered at 4.05 s.
+  loop_.AdvanceTime(absl::Seconds(10));
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(done_at - start, absl::Seconds(3));
+  EXPECT_NE(got.status().message().find("lock not acquired within the wait of 3s"),
+            std::string::npos)
+      << got.status();
+  EXPECT_EQ(lock.attempts(), 2);
+  EXPECT_EQ(lock.waiting(), 0u);
+}
+
+// The server is slow to answer, and the attempt in flight at the deadline
+// was in fact granted: the caller hears kDeadlineExceeded at the deadline,
+// and the late grant is released in the background (no lock left behind).
+TEST_F(RetryLockTest, ALateGrantAfterTheDeadlineIsReleased) {
+  SimpleLockOptions so;
+  so.command_timeout = absl::Seconds(30);
+  SimpleLock slow_inner(&loop_, &conn_, so);
+  RetryLock lock(&loop_, &slow_inner, &conn_);
+  conn_.SetLatency(absl::Milliseconds(100), absl::Seconds(5));  // replies lag
+  const absl::Time start = loop_.Now();
+  absl::Time done_at;
+  absl::StatusOr<Lease> got = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Acquire("r", Wait(absl::Seconds(10), absl::Seconds(3)),
+                           [&](absl::StatusOr<Lease> l) {
+                             got = std::move(l);
+                             done_at = loop_.Now();
+                           }),
+              IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));  // granted on the server
+  loop_.AdvanceTime(absl::Milliseconds(2900));
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(done_at - start, absl::Seconds(3));
+  EXPECT_NE(got.status().message().find("in flight"), std::string::npos) << got.status();
+  // The grant's reply comes at 5.1 s; its release is applied 100 ms later.
+  loop_.AdvanceTime(absl::Milliseconds(2199));
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  EXPECT_EQ(lock.attempts(), 1);
 }
 
 class WaitRecorder : public LockObserver {
@@ -215,6 +280,60 @@ TEST_F(RetryLockTest, NonRetryableErrorEndsTheWaitAtOnce) {
   EXPECT_EQ(lock.waiting(), 0u);
 }
 
+// An inner lock whose every attempt fails with a given status (answered on
+// the next loop turn).
+class FailingLock : public Lock {
+ public:
+  FailingLock(EventLoop* loop, absl::Status status) : loop_(loop), status_(status) {}
+  absl::StatusOr<AcquireHandle> Acquire(absl::string_view, const AcquireOptions&,
+                                        LeaseCallback callback) override {
+    auto cb = std::make_shared<LeaseCallback>(std::move(callback));
+    loop_->RunAfter(absl::ZeroDuration(), [cb, s = status_] { std::move(*cb)(s); });
+    return AcquireHandle();
+  }
+  absl::Status Release(const Lease&, StatusCallback) override {
+    return absl::UnimplementedError("not used");
+  }
+  absl::Status Extend(const Lease&, absl::Duration, LeaseCallback) override {
+    return absl::UnimplementedError("not used");
+  }
+
+ private:
+  EventLoop* loop_;
+  absl::Status status_;
+};
+
+TEST_F(RetryLockTest, OnlyBusyAndTransientErrorsAreRetried) {
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(10);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  for (absl::StatusCode code :
+       {absl::StatusCode::kPermissionDenied, absl::StatusCode::kInternal,
+        absl::StatusCode::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+        absl::StatusCode::kUnauthenticated, absl::StatusCode::kResourceExhausted,
+        absl::StatusCode::kCancelled}) {
+    SCOPED_TRACE(absl::StatusCodeToString(code));
+    FailingLock failing(&loop_, absl::Status(code, "permanent"));
+    RetryLock lock(&loop_, &failing, nullptr, o);
+    auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+    loop_.AdvanceTime(absl::Seconds(1));
+    EXPECT_THAT(*r, StatusIs(code));
+    EXPECT_EQ(lock.attempts(), 1);
+  }
+  for (absl::StatusCode code : {absl::StatusCode::kAborted, absl::StatusCode::kUnavailable,
+                                absl::StatusCode::kDeadlineExceeded}) {
+    SCOPED_TRACE(absl::StatusCodeToString(code));
+    FailingLock failing(&loop_, absl::Status(code, "transient"));
+    RetryLock lock(&loop_, &failing, nullptr, o);
+    auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(1)));
+    loop_.AdvanceTime(absl::Milliseconds(500));
+    EXPECT_TRUE(Pending(r));
+    EXPECT_GT(lock.attempts(), 3);
+    loop_.AdvanceTime(absl::Milliseconds(500));
+    EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  }
+}
+
 TEST_F(RetryLockTest, CancelWhileAnAttemptIsInFlightReleasesWhatItTook) {
   conn_.SetLatency(absl::Milliseconds(10));
   RetryLock lock(&loop_, &inner_, &conn_);
@@ -317,6 +436,112 @@ TEST_F(RetryLockTest, NewWaitersQueueBehindLocalWaitersInArrivalOrderWithoutAtte
   ASSERT_THAT(lock.Release(**third, [](absl::Status) {}), IsOk());
   loop_.AdvanceTime(rtt);
   EXPECT_EQ(lock.subscriptions(), 0u);
+}
+
+// The race behind a lost turn: B's attempt is in flight when the holder A
+// releases (so the hand-off cannot start a new one for B), the release
+// channel's SUBSCRIBE is not confirmed yet, and C asks next. C must queue
+// behind B, not attempt at once (its attempt would go out right behind the
+// release and win ahead of B).
+TEST_F(RetryLockTest, ANewWaiterNeverOvertakesAnOlderOneWhileTheSubscriptionIsPending) {
+  const absl::Duration rtt = absl::Milliseconds(10);
+  conn_.SetLatency(rtt);
+  conn_.SetSubscribeDelay(absl::Seconds(30));
+  RetryLockOptions o;
+  o.initial_backoff = absl::Seconds(100);  // only wake-ups move it on
+  o.max_backoff = absl::Seconds(100);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &inner_, &conn_, o);
+  auto a = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  loop_.AdvanceTime(rtt);
+  ASSERT_THAT(*a, IsOk());
+  // In one turn: B asks (its attempt goes out), A releases (B's attempt is
+  // in flight, so the hand-off cannot start another), C asks.
+  auto b = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  ASSERT_THAT(lock.Release(**a, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
+  const int64_t before = lock.attempts();
+  auto c = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  EXPECT_EQ(lock.attempts(), before) << "C queues behind B without an attempt";
+  loop_.AdvanceTime(3 * rtt);
+  ASSERT_THAT(*b, IsOk()) << "B asked first";
+  EXPECT_TRUE(Pending(c));
+  EXPECT_EQ(lock.subscriptions(), 1u);  // subscribing, not confirmed yet
+  ASSERT_THAT(lock.Release(**b, [](absl::Status) {}), IsOk());
+  loop_.AdvanceTime(3 * rtt);
+  ASSERT_THAT(*c, IsOk());
+  ASSERT_THAT(lock.Release(**c, [](absl::Status) {}), IsOk());
+  loop_.AdvanceTime(rtt);
+}
+
+// Local arrival order does not depend on when the release channel's
+// SUBSCRIBE is confirmed: 4 local tasks take 5 turns each (a critical
+// section of one round trip, release, queue again), with the confirmation
+// late by 0 to many round trips. Each turn goes to the next task in arrival
+// order; once the channel is live, each hand-over costs one attempt.
+TEST_F(RetryLockTest, LocalTurnsKeepArrivalOrderWhateverTheSubscriptionDelay) {
+  const absl::Duration rtt = absl::Milliseconds(10);
+  // Every arrival of the confirmation relative to the replies, in steps of
+  // a tenth of a round trip, then much later.
+  std::vector<absl::Duration> delays;
+  for (int i = 0; i <= 80; ++i) delays.push_back(i * rtt / 10);
+  delays.push_back(absl::Seconds(1));
+  delays.push_back(absl::Seconds(10));
+  for (absl::Duration delay : delays) {
+    SCOPED_TRACE(absl::StrCat("subscribe delay ", absl::FormatDuration(delay)));
+    // A fresh server, as in the real-server suite: no script is cached yet,
+    // so the first run of each goes through the NOSCRIPT fallback.
+    FakeRedis server(&loop_);
+    FakeTransport conn(&loop_, &server);
+    conn.SetLatency(rtt);
+    conn.SetSubscribeDelay(delay);
+    SimpleLock inner(&loop_, &conn);
+    RetryLockOptions o;
+    // Backoff timers never fire within this test: only releases move it on.
+    o.initial_backoff = absl::Seconds(100);
+    o.max_backoff = absl::Seconds(100);
+    o.jitter = [](absl::Duration cap) { return cap; };
+    RetryLock retry(&loop_, &inner, &conn, o);
+    constexpr int kTasks = 4;
+    constexpr int kRounds = 5;
+    std::vector<int> holders;
+    int done = 0;
+    int errors = 0;
+    std::function<void(int, int)> take = [&](int task, int left) {
+      absl::StatusOr<AcquireHandle> h = retry.Acquire(
+          "turns", Wait(absl::Seconds(10), absl::Seconds(60)),
+          [&, task, left](absl::StatusOr<Lease> lease) {
+            if (!lease.ok()) {
+              ++errors;
+              ++done;
+              return;
+            }
+            holders.push_back(task);
+            Lease l = *lease;
+            ASSERT_THAT(conn.Send({"INCR", "turns:count"}, absl::Seconds(5),
+                                  [&, task, left, l](absl::StatusOr<Reply>) {
+                                    ASSERT_THAT(retry.Release(l, [&](absl::Status s) {
+                                      if (!s.ok()) ++errors;
+                                    }), IsOk());
+                                    if (left > 1) {
+                                      take(task, left - 1);
+                                    } else {
+                                      ++done;
+                                    }
+                                  }),
+                        IsOk());
+          });
+      ASSERT_THAT(h, IsOk());
+    };
+    for (int i = 0; i < kTasks; ++i) take(i, kRounds);
+    for (int step = 0; step < 400000 && done < kTasks; ++step) loop_.AdvanceTime(rtt / 10);
+    loop_.AdvanceTime(rtt);
+    EXPECT_EQ(done, kTasks);
+    EXPECT_EQ(errors, 0);
+    ASSERT_EQ(holders.size(), static_cast<size_t>(kTasks * kRounds));
+    for (size_t i = 0; i < holders.size(); ++i) {
+      EXPECT_EQ(holders[i], static_cast<int>(i % kTasks)) << "turn " << i;
+    }
+  }
 }
 
 TEST_F(RetryLockTest, AQueuedWaiterStillHasItsBackoffTimer) {

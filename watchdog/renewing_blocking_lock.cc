@@ -1,7 +1,5 @@
 #include "dlock/watchdog/renewing_blocking_lock.h"
 
-#include <condition_variable>
-#include <mutex>
 #include <utility>
 
 namespace dlock {
@@ -11,32 +9,15 @@ RenewingBlockingLock::RenewingBlockingLock(LoopThread* thread, dlock::Lock* lock
     : BlockingLock(thread, lock), options_(std::move(options)) {}
 
 RenewingBlockingLock::~RenewingBlockingLock() {
-  if (thread()->InLoopThread()) {
-    watchdog_.reset();
-    return;
-  }
-  // std::mutex (not absl::Mutex): TSan-clean with Debian's absl.
-  struct Done {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-  };
-  auto done = std::make_shared<Done>();
-  const bool posted = thread()->Post([this, done]() {
-    watchdog_.reset();
-    std::lock_guard<std::mutex> l(done->mu);
-    done->done = true;
-    done->cv.notify_all();
-  });
-  if (!posted) {
-    // The loop thread is stopping and runs nothing more of ours: nothing
-    // can race with tearing the watchdog down here.
-    watchdog_.reset();
-    return;
-  }
-  std::unique_lock<std::mutex> l(done->mu);
-  done->cv.wait(l, [&] { return done->done; });
+  // Releases what guards still hold and tears the watchdog down on the loop
+  // thread (OnShutdown), while this object is still whole.
+  Shutdown();
+  // Shutdown could not reach the loop thread (it is stopping and runs
+  // nothing more of ours): nothing can race with this.
+  watchdog_.reset();
 }
+
+void RenewingBlockingLock::OnShutdown() { watchdog_.reset(); }
 
 void RenewingBlockingLock::OnAcquired(const std::shared_ptr<GuardState>& state) {
   if (watchdog_ == nullptr) {

@@ -26,9 +26,10 @@
 // very late reply) is handed out already invalid (`IsValid()` false).
 //
 // Thread-safety: as BlockingLock (thread-safe). Lifetime: `thread` and
-// `lock` must outlive this object, this object must outlive every guard it
-// returned, and it must be destroyed while the loop thread still runs (the
-// destructor tears the watchdog down on that thread and waits for it).
+// `lock` must outlive this object (or at least its Shutdown()), and it must
+// be destroyed while the loop thread still runs (the destructor releases
+// held leases and tears the watchdog down on that thread, and waits for
+// it). Guards may outlive it (see BlockingLock's "Shutdown").
 #ifndef DLOCK_WATCHDOG_RENEWING_BLOCKING_LOCK_H_
 #define DLOCK_WATCHDOG_RENEWING_BLOCKING_LOCK_H_
 
@@ -60,13 +61,16 @@ class RenewingBlockingLock : public BlockingLock {
  public:
   RenewingBlockingLock(LoopThread* thread, dlock::Lock* lock,
                        RenewingBlockingLockOptions options = {});
-  // Destroys the watchdog on the loop thread (waits for it).
+  // Runs Shutdown() (see BlockingLock): held leases are released and the
+  // watchdog is destroyed on the loop thread (waits for it).
   ~RenewingBlockingLock() override;
 
  protected:
   // Loop thread: starts watching the lease, wires on_lost to the guard's
   // `lost` flag and `before_release` to stopping the watch.
   void OnAcquired(const std::shared_ptr<GuardState>& state) override;
+  // Loop thread: destroys the watchdog.
+  void OnShutdown() override;
 
  private:
   RenewingBlockingLockOptions options_;

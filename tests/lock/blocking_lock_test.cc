@@ -217,6 +217,46 @@ TEST_F(BlockingLockTest, ManyThreadsNeverHoldTheLockTogether) {
   EXPECT_EQ(Server({"EXISTS", keys_.LockKey("counter")}), Reply::Integer(0));
 }
 
+TEST_F(BlockingLockTest, ShutdownReleasesHeldLeasesAndGuardsMayOutliveTheFacade) {
+  absl::StatusOr<LockGuard> guard = retry_locks_->TryLock("r", absl::Seconds(30));
+  ASSERT_THAT(guard, IsOk());
+  absl::StatusOr<LockGuard> detached = retry_locks_->TryLock("d", absl::Seconds(30));
+  ASSERT_THAT(detached, IsOk());
+  const Lease lease = detached->Release();
+  retry_locks_.reset();
+  // Released by the shutdown; a detached lease is the caller's own.
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(0));
+  EXPECT_EQ(Server({"GET", keys_.LockKey("d")}), Reply::String(lease.token));
+  EXPECT_TRUE(guard->owns_lock());
+  EXPECT_FALSE(guard->IsValid());
+  EXPECT_THAT(guard->Unlock(), StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_FALSE(guard->owns_lock());
+}
+
+TEST_F(BlockingLockTest, ShutdownCancelsAWaitingLockAndRefusesNewCalls) {
+  absl::StatusOr<LockGuard> held = simple_locks_->TryLock("r", absl::Seconds(30));
+  ASSERT_THAT(held, IsOk());
+  std::promise<absl::Status> waited;
+  std::thread waiter([&] {
+    waited.set_value(retry_locks_->Lock("r", absl::Seconds(30), absl::Seconds(60)).status());
+  });
+  // Until the Lock is waiting inside the RetryLock.
+  size_t waiting = 0;
+  while (waiting == 0) RunOnLoop(*thread_, [&] { waiting = retry_->waiting(); });
+  retry_locks_->Shutdown();
+  EXPECT_THAT(waited.get_future().get(), StatusIs(absl::StatusCode::kCancelled));
+  waiter.join();
+  RunOnLoop(*thread_, [&] { waiting = retry_->waiting(); });
+  EXPECT_EQ(waiting, 0u);
+  EXPECT_THAT(retry_locks_->TryLock("x", absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_THAT(retry_locks_->Lock("x", absl::Seconds(1), absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("x")}), Reply::Integer(0));
+  // The holder of another facade is untouched.
+  EXPECT_EQ(Server({"GET", keys_.LockKey("r")}), Reply::String(held->lease().token));
+}
+
 TEST_F(BlockingLockTest, ReentrantFacadeNestsPerThread) {
   absl::StatusOr<LockGuard> outer = reentrant_locks_->TryLock("r", absl::Seconds(10));
   ASSERT_THAT(outer, IsOk());

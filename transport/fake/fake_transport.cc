@@ -210,6 +210,10 @@ void FakeTransport::SetLatency(absl::Duration request, absl::Duration reply) {
   reply_latency_ = std::max(reply, absl::ZeroDuration());
 }
 
+void FakeTransport::SetSubscribeDelay(absl::Duration delay) {
+  subscribe_delay_ = std::max(delay, absl::ZeroDuration());
+}
+
 void FakeTransport::DropNextRequests(int n) { drop_requests_ = std::max(n, 0); }
 void FakeTransport::DropNextReplies(int n) { drop_replies_ = std::max(n, 0); }
 
@@ -311,7 +315,8 @@ absl::StatusOr<std::unique_ptr<Subscription>> FakeTransport::Subscribe(
     });
   } else {
     s.activating = true;
-    s.activate_task = Schedule(request_latency_, [this, id] { ActivateSub(id); });
+    s.activate_task =
+        Schedule(request_latency_ + subscribe_delay_, [this, id] { ActivateSub(id); });
   }
   return std::unique_ptr<Subscription>(new SubscriptionImpl(alive_, id));
 }

@@ -50,6 +50,11 @@
 //   FailNextWithReply(n, reply)  same, with a server reply (e.g. an error)
 //   Partition() / Heal()  while partitioned every command fails with
 //                         kUnavailable and no message is delivered
+//   SetSubscribeDelay(d)  a slow pub/sub connection: each later Subscribe's
+//                         SUBSCRIBE reaches the server `d` after the request
+//                         latency, so its confirmation (on_ready) comes that
+//                         much later too, and messages published before it
+//                         arrived are not delivered (as on a real server)
 // Server-wide faults (restart, clock jump, eviction) are on `FakeRedis`.
 //
 // Lifetime: `loop` and `server` must outlive the transport. The transport
@@ -129,6 +134,8 @@ class FakeTransport : public Transport {
   void FailNextWithReply(int n, Reply reply);
   void Partition();
   void Heal();
+  // See "Faults" above. Negative values count as zero.
+  void SetSubscribeDelay(absl::Duration delay);
   bool partitioned() const { return partitioned_; }
 
   // ---- Observation --------------------------------------------------------
@@ -195,6 +202,7 @@ class FakeTransport : public Transport {
 
   absl::Duration request_latency_ = absl::ZeroDuration();
   absl::Duration reply_latency_ = absl::ZeroDuration();
+  absl::Duration subscribe_delay_ = absl::ZeroDuration();
   int drop_requests_ = 0;
   int drop_replies_ = 0;
   int fail_remaining_ = 0;

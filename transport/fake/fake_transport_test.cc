@@ -479,6 +479,31 @@ TEST_F(FakeTransportPubSubTest, MessagesWaitForTheReplyLatency) {
   ASSERT_EQ(ready.size(), 1u);
 }
 
+TEST_F(FakeTransportPubSubTest, SubscribeDelayPostponesTheSubscriptionAndItsConfirmation) {
+  conn_.SetLatency(absl::Milliseconds(10), absl::Milliseconds(30));
+  conn_.SetSubscribeDelay(absl::Milliseconds(100));
+  std::vector<std::string> got;
+  std::vector<absl::Status> ready;
+  auto sub = Sub(conn_, "c", &got, &ready);
+  loop_.AdvanceTime(absl::Milliseconds(109));
+  EXPECT_EQ(Publish("c", "early"), 0);  // SUBSCRIBE not there yet
+  // Commands are not delayed.
+  Outcome out;
+  SendTo(conn_, {"PING"}, &out);
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  EXPECT_EQ(Publish("c", "m"), 1);
+  loop_.AdvanceTime(absl::Milliseconds(29));
+  EXPECT_THAT(ready, IsEmpty());
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_THAT(ready[0], IsOk());
+  EXPECT_THAT(got, ElementsAre("c:m"));
+  // The PING sent at 109 ms took one ordinary round trip.
+  EXPECT_FALSE(out.result.has_value());
+  loop_.AdvanceTime(absl::Milliseconds(9));
+  EXPECT_TRUE(out.result.has_value());
+}
+
 TEST_F(FakeTransportPubSubTest, PartitionLosesMessagesAndHealResubscribes) {
   std::vector<std::string> got;
   std::vector<absl::Status> ready;
