@@ -4,9 +4,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -319,36 +322,74 @@ TEST_F(BlockingClientTest, BadInputIsInvalidArgument) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-// Destroys the client while 16 threads hammer 2 resources with Lock and
-// Unlock: every call that began before the destructor returns kCancelled or
-// its real result (no crash, no hang), and no lock is left behind.
-void HammerWhileDestroying(RedisServer& server, BlockingClientOptions options) {
+// Records the resources a RetryLock reported waiting for (observer calls
+// come from the client's loop thread).
+class WaitRecorder : public LockObserver {
+ public:
+  void OnAcquireWait(const AcquireWaitEvent& e) override {
+    std::lock_guard<std::mutex> l(mu_);
+    waiting_.insert(std::string(e.resource));
+    cv_.notify_all();
+  }
+  // True once every resource in `rs` has had a waiting Lock.
+  bool WaitForAll(const std::vector<std::string>& rs, std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, limit, [&] {
+      for (const std::string& r : rs) {
+        if (waiting_.count(r) == 0) return false;
+      }
+      return true;
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> waiting_;  // guarded by mu_
+};
+
+// Destroys the client while 16 threads are inside Lock: first they hammer 2
+// resources with Lock and Unlock, then each makes a last Lock on a resource
+// of its own that a rival client holds, and the client is destroyed once all
+// 16 are seen waiting inside Lock (the observer's wait events name each
+// thread's resource). Every one of those calls began before the destructor,
+// so each must return kCancelled: no crash, no hang, no lock left behind.
+// (A call may only begin before the destructor does: that is why the test
+// waits for the 16 to be inside rather than racing them.)
+void HammerWhileDestroying(RedisServer& server, BlockingClientOptions options,
+                           BlockingClientOptions rival_options) {
+  WaitRecorder waits;
+  options.observer = &waits;
   absl::StatusOr<std::unique_ptr<BlockingClient>> connected =
       BlockingClient::Connect(std::move(options));
   ASSERT_THAT(connected.status(), IsOk());
   std::unique_ptr<BlockingClient> client = *std::move(connected);
+  absl::StatusOr<std::unique_ptr<BlockingClient>> rival =
+      BlockingClient::Connect(std::move(rival_options));
+  ASSERT_THAT(rival.status(), IsOk());
   // The threads' own copy: the main thread resets `client`.
   BlockingClient* const raw = client.get();
   constexpr int kThreads = 16;
   const std::string kKeys[2] = {"hammer/a", "hammer/b"};
+  std::vector<std::string> held;
+  std::vector<LockGuard> rival_guards;
+  for (int t = 0; t < kThreads; ++t) {
+    held.push_back(absl::StrCat("hammer/held/", t));
+    absl::StatusOr<LockGuard> g = (*rival)->TryLock(held.back(), absl::Seconds(60));
+    ASSERT_THAT(g.status(), IsOk());
+    rival_guards.push_back(*std::move(g));
+  }
   std::mutex mu;
   std::condition_variable cv;
-  bool destroying = false;  // guarded by mu
-  int locked = 0;           // guarded by mu: successful Locks so far
-  int cancelled = 0;        // guarded by mu
+  std::atomic<bool> hammer_done{false};
+  int locked = 0;                       // guarded by mu: successful Locks so far
   std::vector<std::string> unexpected;  // guarded by mu
-  // A call may begin only before the destructor does (see the header).
-  auto may_call = [&] {
-    std::lock_guard<std::mutex> l(mu);
-    return !destroying;
-  };
+  std::vector<absl::Status> last(kThreads);
   auto note = [&](const absl::Status& s, const char* what, bool lock_call) {
     std::lock_guard<std::mutex> l(mu);
     if (s.ok()) {
       if (lock_call) ++locked;
       cv.notify_all();
-    } else if (absl::IsCancelled(s)) {
-      ++cancelled;
     } else if (!(lock_call && absl::IsDeadlineExceeded(s))) {
       unexpected.push_back(absl::StrCat(what, ": ", s.ToString()));
     }
@@ -356,56 +397,57 @@ void HammerWhileDestroying(RedisServer& server, BlockingClientOptions options) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, raw, t] {
-      for (int i = 0;; ++i) {
-        if (!may_call()) return;
+      for (int i = 0; !hammer_done.load(); ++i) {
         absl::StatusOr<LockGuard> guard =
             raw->Lock(kKeys[(t + i) % 2], absl::Seconds(10), absl::Seconds(10));
         note(guard.status(), "Lock", true);
-        if (!guard.ok()) {
-          if (absl::IsCancelled(guard.status())) return;
-          continue;
-        }
-        // A guard may outlive the client: Unlock then says kCancelled.
-        absl::Status unlocked = guard->Unlock();
-        note(unlocked, "Unlock", false);
-        if (absl::IsCancelled(unlocked)) return;
+        if (guard.ok()) note(guard->Unlock(), "Unlock", false);
       }
+      // The last call: waits until the client is destroyed.
+      last[t] = raw->Lock(held[t], absl::Seconds(10), absl::Seconds(600)).status();
     });
   }
   {
-    // Destroy in the thick of it: after a few hand-overs, with most
-    // threads waiting inside Lock.
     std::unique_lock<std::mutex> l(mu);
     ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(60), [&] { return locked >= 40; }));
-    destroying = true;
   }
+  hammer_done = true;
+  ASSERT_TRUE(waits.WaitForAll(held, std::chrono::seconds(60)))
+      << "not every thread is waiting inside Lock";
   client.reset();
   for (std::thread& t : threads) t.join();
   EXPECT_TRUE(unexpected.empty()) << absl::StrJoin(unexpected, "\n");
-  EXPECT_GT(cancelled, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_THAT(last[t], StatusIs(absl::StatusCode::kCancelled)) << "thread " << t;
+  }
   // Held leases were released and cancelled attempts gave back what they
-  // took: no key is left behind.
+  // took: nothing of the destroyed client's is left behind, and the rival
+  // still holds its locks.
   for (const std::string& key : kKeys) {
     absl::StatusOr<Reply> exists = server.Command({"EXISTS", absl::StrCat("dlock:{", key, "}")});
     ASSERT_THAT(exists.status(), IsOk());
     EXPECT_EQ(exists->integer, 0) << key;
   }
+  for (LockGuard& g : rival_guards) {
+    EXPECT_TRUE(g.IsValid());
+    EXPECT_THAT(g.Unlock(), IsOk());
+  }
 }
 
 TEST_F(BlockingClientTest, DestroyedWhileThreadsLockAndUnlockWithRenewal) {
-  HammerWhileDestroying(*server_, Options());
+  HammerWhileDestroying(*server_, Options(), Options());
 }
 
 TEST_F(BlockingClientTest, DestroyedWhileThreadsLockAndUnlockWithoutRenewal) {
   BlockingClientOptions options = Options();
   options.auto_renew = false;
-  HammerWhileDestroying(*server_, options);
+  HammerWhileDestroying(*server_, options, Options());
 }
 
 TEST_F(BlockingClientTest, ReentrantDestroyedWhileThreadsLockAndUnlock) {
   BlockingClientOptions options = Options();
   options.reentrant = true;
-  HammerWhileDestroying(*server_, options);
+  HammerWhileDestroying(*server_, options, options);
 }
 
 class BlockingClientRedLockTest : public ::testing::Test {
