@@ -28,6 +28,7 @@ class ReentrantLockTest : public ::testing::Test {
     for (const NamedScript& s : AllScripts()) {
       server_.Execute({"SCRIPT", "LOAD", s.script->source()});
     }
+    server_.Execute(TrustDataSetCommand(KeyScheme{}));
     options_.client_id = "client";
     options_.command_timeout = absl::Milliseconds(200);
   }
@@ -109,8 +110,10 @@ TEST_F(ReentrantLockTest, DroppedReplyOnFirstAcquireLeavesNoKeyBehind) {
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
   loop_.RunUntilIdle();
   EXPECT_EQ(Count(), "none");
-  // Nothing but the fence counter remains (no marker either).
-  EXPECT_EQ(server_.Keys(), std::vector<std::string>{keys_.FenceKey("r")});
+  // Nothing but the fence counter (and the data-set marker) remains (no
+  // acquire marker either).
+  EXPECT_EQ(server_.Keys(),
+            (std::vector<std::string>{keys_.DataSetKey(), keys_.FenceKey("r")}));
 }
 
 TEST_F(ReentrantLockTest, CancelAfterSendUndoesTheAcquisition) {

@@ -27,6 +27,7 @@ namespace {
 
 using ::dlock::testing::IsOk;
 using ::dlock::testing::StatusIs;
+using ::testing::HasSubstr;
 
 AcquireOptions Ttl(absl::Duration ttl) {
   AcquireOptions o;
@@ -43,6 +44,8 @@ class SimpleLockTest : public ::testing::Test {
     for (const NamedScript& s : AllScripts()) {
       server_.Execute({"SCRIPT", "LOAD", s.script->source()});
     }
+    // A never-used server declared trusted: fences start at 1.
+    server_.Execute(TrustDataSetCommand(KeyScheme{}));
   }
 
   // Starts an acquire and returns a pointer to where its result lands.
@@ -146,7 +149,7 @@ TEST_F(SimpleLockTest, DroppedAcquireRequestTimesOutAndTouchesNothing) {
   loop_.AdvanceTime(absl::Milliseconds(500));
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
   loop_.AdvanceTime(absl::Seconds(1));
-  EXPECT_EQ(server_.DbSize(), 0u);
+  EXPECT_EQ(server_.Keys(), std::vector<std::string>{keys_.DataSetKey()});
 }
 
 TEST_F(SimpleLockTest, ReplyArrivingAfterTheLeaseDeadlineIsRefusedAndReleased) {
@@ -232,7 +235,7 @@ TEST_F(SimpleLockTest, ConnectionDownIsUnavailable) {
   auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_EQ(server_.DbSize(), 0u);
+  EXPECT_EQ(server_.Keys(), std::vector<std::string>{keys_.DataSetKey()});
 }
 
 TEST_F(SimpleLockTest, ErrorRepliesMapToUnavailableAndForeignDataToInternal) {
@@ -261,13 +264,34 @@ TEST_F(SimpleLockTest, ErrorRepliesMapToUnavailableAndForeignDataToInternal) {
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
 }
 
-TEST_F(SimpleLockTest, ForeignValueUnderTheLockKeyIsHeldByAnother) {
+// A string with a TTL is another holder's lock (kAborted); a string with no
+// TTL or another type is foreign data (kInternal, DESIGN.md's error table),
+// left untouched either way.
+TEST_F(SimpleLockTest, ForeignDataUnderTheLockKeyIsInternalAndLeftAlone) {
   SimpleLock lock(&loop_, &conn_);
-  server_.Execute({"SET", keys_.LockKey("r"), "not-ours"});
+  server_.Execute({"SET", keys_.LockKey("r"), "not-ours", "PX", "60000"});
   auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kAborted));
   EXPECT_EQ(server_.GetString(keys_.LockKey("r")), "not-ours");
+
+  server_.Execute({"SET", keys_.LockKey("r"), "not-ours"});
+  r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
+                           HasSubstr("foreign data under the lock key dlock:{r}: a string "
+                                     "with no TTL")));
+  EXPECT_EQ(server_.GetString(keys_.LockKey("r")), "not-ours");
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), -1);
+
+  server_.Execute({"DEL", keys_.LockKey("r")});
+  server_.Execute({"HSET", keys_.LockKey("r"), "f", "v"});
+  server_.Execute({"PEXPIRE", keys_.LockKey("r"), "60000"});
+  r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
+                           HasSubstr("foreign data under the lock key dlock:{r}: a hash")));
+  EXPECT_TRUE(server_.GetHash(keys_.LockKey("r")).has_value());
 }
 
 TEST_F(SimpleLockTest, WorksAfterAServerRestartEmptiedTheScriptCache) {
@@ -292,7 +316,10 @@ TEST_F(SimpleLockTest, KeyPrefixIsConfigurable) {
   auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
-  EXPECT_EQ(server_.Keys(), (std::vector<std::string>{"app:locks:{r}", "app:locks:{r}:fence"}));
+  // The data-set marker is per prefix (the fixture trusted "dlock:"'s).
+  EXPECT_EQ(server_.Keys(), (std::vector<std::string>{"app:locks:data-set-began",
+                                                      "app:locks:{r}", "app:locks:{r}:fence",
+                                                      "dlock:data-set-began"}));
   EXPECT_EQ(lock.keys().prefix, "app:locks:");
 }
 

@@ -94,7 +94,12 @@ class RedLockTest : public ::testing::Test {
   }
 
   void MakeServers(int n) {
-    for (int i = 0; i < n; ++i) servers_.push_back(std::make_unique<FakeRedis>(&loop_));
+    for (int i = 0; i < n; ++i) {
+      servers_.push_back(std::make_unique<FakeRedis>(&loop_));
+      // Never used: declared trusted, so they vote at once (fences from 1).
+      servers_.back()->Execute(TrustDataSetCommand(KeyScheme{}));
+      servers_.back()->ClearLog();
+    }
   }
 
   // With `fixed_epoch`, the RedLock talks through ProxiedTransports that
