@@ -15,6 +15,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/transport/reply.h"
@@ -164,6 +165,15 @@ bool IsYoungDataSet(const absl::Status& status) {
   return status.GetPayload(kYoungPayload).has_value();
 }
 
+absl::Duration YoungDataSetTimeLeft(const absl::Status& status) {
+  absl::optional<absl::Cord> left = status.GetPayload(kYoungPayload);
+  int64_t ms = 0;
+  if (!left.has_value() || !absl::SimpleAtoi(std::string(*left), &ms)) {
+    return absl::ZeroDuration();
+  }
+  return absl::Milliseconds(ms);
+}
+
 std::vector<std::string> TrustDataSetCommand(const KeyScheme& keys) {
   return {"SET", keys.DataSetKey(), "0"};
 }
@@ -182,7 +192,7 @@ std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
         "): young, ", e[1].integer,
         " ms left of the restart window; a server that may have lost data "
         "does not grant until every lease it could have granted has expired"));
-    s.SetPayload(kYoungPayload, absl::Cord("1"));
+    s.SetPayload(kYoungPayload, absl::Cord(absl::StrCat(e[1].integer)));
     return s;
   }
   if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[1].str == "marker") {

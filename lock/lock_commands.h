@@ -81,6 +81,9 @@ struct KeyScheme {
 // that refusal from other failures. The window must be >= the largest TTL
 // any client of the deployment uses.
 bool IsYoungDataSet(const absl::Status& status);
+// For such a refusal: how long until the server's data set is old enough
+// (zero for any other status).
+absl::Duration YoungDataSetTimeLeft(const absl::Status& status);
 
 // The command that declares a server's data set trusted: SET
 // P"data-set-began" 0. Then the restart window never refuses it and fences

@@ -180,5 +180,41 @@ TEST_F(ReentrantLockTest, ExpiredHoldCannotBeExtendedOrReleased) {
   EXPECT_EQ(Count(), "none");
 }
 
+// The reentrant acquire script shares the data-set rules (issue 11).
+TEST_F(ReentrantLockTest, DataSetRulesForeignDataAndExhaustedFences) {
+  ReentrantLockOptions options = options_;
+  options.restart_window = absl::Seconds(10);
+  ReentrantLock lock(&loop_, &conn_, options);
+  server_.Execute({"FLUSHALL"});
+  auto r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(IsYoungDataSet(r->status())) << r->status();
+  loop_.AdvanceTime(absl::Seconds(10));
+  r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_EQ((*r)->fence, server_.NowMs() * 1000 - 10000000 + 1)
+      << "fences start at when the data set began x 1000";
+  server_.Execute({"DEL", keys_.LockKey("r")});
+
+  server_.Execute({"SET", keys_.LockKey("r"), "a-string-lock", "PX", "60000"});
+  r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(r->status().message(), ::testing::HasSubstr("foreign data under the lock key"));
+  server_.Execute({"DEL", keys_.LockKey("r")});
+  server_.Execute({"HSET", keys_.LockKey("r"), "someone", "1"});  // no TTL
+  r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(r->status().message(), ::testing::HasSubstr("a hash with no TTL"));
+  server_.Execute({"DEL", keys_.LockKey("r")});
+
+  server_.Execute({"SET", keys_.FenceKey("r"), "9223372036854775807"});
+  r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(r->status().message(), ::testing::HasSubstr("is exhausted"));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+}
+
 }  // namespace
 }  // namespace dlock

@@ -524,5 +524,85 @@ TEST(NewTokenTest, ThreadsNeverShareTokens) {
   EXPECT_EQ(seen.size(), static_cast<size_t>(kThreads * kPerThread));
 }
 
+// ------------------------------------------------- data-set marker (issue 11)
+
+// SimpleLockOptions::restart_window: a single server whose data set began
+// less than the window ago refuses; it grants exactly when the window ends.
+TEST_F(SimpleLockTest, RestartWindowRefusesAYoungServerUntilItEnds) {
+  SimpleLockOptions options;
+  options.restart_window = absl::Seconds(30);
+  SimpleLock guarded(&loop_, &conn_, options);
+  SimpleLock plain(&loop_, &other_);
+  server_.Execute({"FLUSHALL"});  // data lost: the marker is gone
+  const absl::Time first_contact = loop_.Now();
+  auto r = Start(guarded, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable,
+                           HasSubstr("data set began 0 ms ago")));
+  EXPECT_TRUE(IsYoungDataSet(r->status()));
+  EXPECT_EQ(YoungDataSetTimeLeft(r->status()), absl::Seconds(30));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  loop_.AdvanceTo(first_contact + absl::Seconds(30) - absl::Milliseconds(1));
+  r = Start(guarded, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("young, 1 ms left")));
+  loop_.AdvanceTo(first_contact + absl::Seconds(30));
+  r = Start(guarded, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  server_.Execute({"DEL", keys_.LockKey("r")});
+
+  // Off by default: a young server grants at once.
+  server_.Execute({"FLUSHALL"});
+  r = Start(plain, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, IsOk());
+}
+
+// Fences never go backwards across a restart that lost the data: the fence
+// key starts at (when the new data set began, ms) x 1000.
+TEST_F(SimpleLockTest, FenceAfterADataLossRestartIsAboveTheOldOne) {
+  SimpleLock lock(&loop_, &conn_);
+  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_EQ((*r)->fence, 1);
+  const int64_t old_fence = (*r)->fence;
+  server_.Restart();
+  loop_.AdvanceTime(absl::Milliseconds(5));
+  r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_GT((*r)->fence, old_fence);
+  EXPECT_EQ((*r)->fence, server_.NowMs() * 1000 + 1);
+}
+
+TEST_F(SimpleLockTest, AnExhaustedFenceCounterIsInternalAndTakesNothing) {
+  SimpleLock lock(&loop_, &conn_);
+  for (const char* value : {"9223372036854775807", "9007199254740991"}) {
+    server_.Execute({"SET", keys_.FenceKey("r"), value});
+    auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+    loop_.RunUntilIdle();
+    EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
+                             HasSubstr("fencing counter dlock:{r}:fence is exhausted")));
+    EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+    EXPECT_EQ(server_.GetString(keys_.FenceKey("r")), value);
+  }
+  // One below the last exact integer still works.
+  server_.Execute({"SET", keys_.FenceKey("r"), "9007199254740989"});
+  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, ::dlock::testing::IsOkAndHolds(::testing::Field(&Lease::fence, 9007199254740990)));
+}
+
+TEST_F(SimpleLockTest, AMarkerThatIsNotATimeIsForeignData) {
+  SimpleLock lock(&loop_, &conn_);
+  server_.Execute({"SET", keys_.DataSetKey(), "yesterday"});
+  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
+                           HasSubstr("foreign data under the data-set marker key")));
+}
+
 }  // namespace
 }  // namespace dlock

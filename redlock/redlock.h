@@ -209,15 +209,29 @@ struct RedLockOptions {
 
   // The delayed-restart rule (see RESTART SAFETY). Default on.
   bool delayed_restart = true;
-  // Send `INFO server` with every Acquire and Extend instead of once per
-  // connection (see RESTART SAFETY). Default off; turn it on when a proxy
-  // (twemproxy, Envoy, a Sentinel-aware load balancer) stands between the
-  // client and the servers. Costs about 7% of RedLock throughput.
+  // Send `INFO server` with every Extend instead of once per connection
+  // (see RESTART SAFETY). Default off; turn it on when a proxy (twemproxy,
+  // Envoy, a Sentinel-aware load balancer) stands between the client and the
+  // servers. Acquire does not need it (the data-set marker is checked by the
+  // server inside the acquire script).
   bool check_run_id_every_command = false;
-  // The largest ttl Acquire and Extend accept, and how long a restarted
-  // server's votes are ignored when delayed_restart is on. Default 60 s.
-  // Must be in [kMinTtl, kMaxTtl].
+  // The largest ttl Acquire and Extend accept. Default 60 s. Must be in
+  // [kMinTtl, kMaxTtl].
   absl::Duration max_ttl = absl::Seconds(60);
+  // The restart window of the delayed-restart rule: a server whose data set
+  // began (KeyScheme::DataSetKey) less than this long ago grants no acquire,
+  // and a restart seen through its run_id keeps its extend votes out this
+  // long. Zero (default): max_ttl. Must be 0 or >= max_ttl. EVERY client of
+  // a deployment must use a window >= the largest ttl ANY client uses (the
+  // rule is enforced by each server for the window the acquiring client
+  // sends, so a client with a short window could take a lock a long-ttl
+  // holder lost in a restart).
+  absl::Duration restart_window = absl::ZeroDuration();
+  // The deadline of each per-server command of Release. Zero (default): the
+  // larger of the per-server timeout and 1 s. A release protects no
+  // validity, so it waits for a loaded server rather than report keys that
+  // are in fact gone as not released. Must be >= 0.
+  absl::Duration release_timeout = absl::ZeroDuration();
 
   // Key names on every server (prefix "dlock:" by default).
   KeyScheme keys;
