@@ -42,7 +42,7 @@ namespace {
 
 // SET NX PX and INCR of the fence in one script, after the data-set marker
 // check. Anything under the lock key but a string with a TTL is foreign data
-// ({'foreign', type, pttl}); a string with a TTL is another holder (nil).
+// ({'foreign', type, -1 with no TTL else 0}); a string with a TTL is another holder (nil).
 // The INCR comes before the SET, so a fence key of the wrong type fails the
 // script before the lock key was written (Redis scripts do not roll back).
 constexpr char kAcquire[] = DLOCK_DATA_SET_PRELUDE(3, 3) R"lua(
@@ -52,7 +52,7 @@ if kind ~= 'none' then
   if kind == 'string' and pttl >= 0 then
     return false
   end
-  return {'foreign', kind, pttl}
+  return {'foreign', kind, pttl < 0 and -1 or 0}
 end
 )lua" DLOCK_FENCE_BASE R"lua(
 local fence = redis.call('incr', KEYS[2])
@@ -105,7 +105,7 @@ return 0
 // its marker key (KEYS[3], unique per request, PX ttl) so that an acquire
 // whose reply was lost can be undone exactly once (ReentrantUndo) without
 // ever decrementing a hold it did not add. Anything under the lock key but
-// a hash with a TTL is foreign data ({'foreign', type, pttl}).
+// a hash with a TTL is foreign data ({'foreign', type, -1 with no TTL else 0}).
 constexpr char kReentrantAcquire[] = DLOCK_DATA_SET_PRELUDE(4, 3) R"lua(
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
@@ -118,7 +118,7 @@ if kind == 'none' then
 end
 local pttl = redis.call('pttl', KEYS[1])
 if kind ~= 'hash' or pttl < 0 then
-  return {'foreign', kind, pttl}
+  return {'foreign', kind, pttl < 0 and -1 or 0}
 end
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return false

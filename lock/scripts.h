@@ -33,8 +33,8 @@
 // create it with the server's TIME (Redis >= 7: TIME before a write needs
 // script effects replication). Refusals, as arrays (AcquireRefusalStatus):
 //   {'young', ms_left, age_ms}   window_ms > 0 and the marker is younger
-//   {'foreign', type, pttl}      the lock key holds another type, or a
-//                                lock-type key with no TTL (pttl -1)
+//   {'foreign', type, -1|0}      the lock key holds another type, or a
+//                                lock-type key with no TTL (-1: no TTL)
 //   {'foreign', 'marker', value} the marker is not a time in ms
 //   {'exhausted', value}         the fence counter is at 2^53 - 1 or above
 //                                (the last integer a Lua reply carries exactly)
