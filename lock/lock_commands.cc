@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/random/random.h"
-#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -158,19 +157,25 @@ std::string KeyScheme::DataSetKey() const {
 }
 
 namespace {
-constexpr char kYoungPayload[] = "dlock.dev/young-data-set";
+// The refusal's message: "data set began <age> ms ago (<key>): young, <left>
+// ms left of the restart window; ..." (a message rather than a payload, so
+// Status::ToString() stays readable).
+constexpr absl::string_view kYoungPrefix = "data set began ";
+constexpr absl::string_view kYoungLeft = "): young, ";
 }  // namespace
 
 bool IsYoungDataSet(const absl::Status& status) {
-  return status.GetPayload(kYoungPayload).has_value();
+  return absl::IsUnavailable(status) &&
+         absl::StartsWith(status.message(), kYoungPrefix) &&
+         absl::StrContains(status.message(), kYoungLeft);
 }
 
 absl::Duration YoungDataSetTimeLeft(const absl::Status& status) {
-  absl::optional<absl::Cord> left = status.GetPayload(kYoungPayload);
+  if (!IsYoungDataSet(status)) return absl::ZeroDuration();
+  absl::string_view m = status.message();
+  m.remove_prefix(m.find(kYoungLeft) + kYoungLeft.size());
   int64_t ms = 0;
-  if (!left.has_value() || !absl::SimpleAtoi(std::string(*left), &ms)) {
-    return absl::ZeroDuration();
-  }
+  if (!absl::SimpleAtoi(m.substr(0, m.find(' ')), &ms)) return absl::ZeroDuration();
   return absl::Milliseconds(ms);
 }
 
@@ -187,13 +192,11 @@ std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
   const std::vector<Reply>& e = reply.elements;
   const std::string& kind = e[0].str;
   if (kind == "young" && e.size() == 3 && e[1].is_integer() && e[2].is_integer()) {
-    absl::Status s = absl::UnavailableError(absl::StrCat(
-        "data set began ", e[2].integer, " ms ago (", keys.DataSetKey(),
-        "): young, ", e[1].integer,
+    return absl::UnavailableError(absl::StrCat(
+        kYoungPrefix, e[2].integer, " ms ago (", keys.DataSetKey(), kYoungLeft,
+        e[1].integer,
         " ms left of the restart window; a server that may have lost data "
         "does not grant until every lease it could have granted has expired"));
-    s.SetPayload(kYoungPayload, absl::Cord(absl::StrCat(e[1].integer)));
-    return s;
   }
   if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[1].str == "marker") {
     return absl::InternalError(absl::StrCat(
