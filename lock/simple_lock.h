@@ -18,7 +18,16 @@
 //   no reply within command_timeout          | kDeadlineExceeded  (*)
 //   connection down / lost                   | kUnavailable       (*)
 //   reply arrived after the lease's deadline | kDeadlineExceeded  (*)
-//   foreign data under the keys              | kInternal
+//   data set younger than restart_window     | kUnavailable "data set began
+//     (option, off by default)               |   N ms ago ...: young, M ms left"
+//   foreign data under the keys (another     | kInternal "foreign data under
+//     type, or a string with no TTL)         |   the lock key ..."
+//   fence counter at 2^53 - 1 or above       | kInternal "... is exhausted"
+//
+// Fences: a missing fence key starts at (when the server's data set began,
+// ms) x 1000, so after a restart that lost the data fences still grow (see
+// scripts.h); on a data set declared trusted (TrustDataSetCommand) they
+// start at 1.
 //
 // (*) Unknown or useless outcome: the script may have run and set the key.
 // SimpleLock then releases the token it sent, in the background (the token

@@ -203,14 +203,20 @@ class Core : public std::enable_shared_from_this<Core> {
   // on first use, after a failure, on every new connection, and -- with
   // the delayed-restart rule -- whenever the transport cannot name its
   // connection or `check_run_id_every_command` is set.
-  Probe BeforeLockCommand(size_t i, absl::Duration timeout) {
+  //
+  // An acquire (`gates_votes` false) needs the run_id only to tell one
+  // instance listed twice: it probes on first use, after a failure and on a
+  // new connection, never per command.
+  Probe BeforeLockCommand(size_t i, absl::Duration timeout, bool gates_votes) {
     Server& s = servers_[i];
     Probe probe;
     probe.epoch = s.transport->connection_epoch();
     if (!s.probe_supported) return probe;
     const bool same_connection = probe.epoch != 0 && probe.epoch == s.verified_epoch;
     if (!s.probe_needed) {
-      if (options_.delayed_restart) {
+      if (!gates_votes) {
+        if (probe.epoch == 0 || same_connection) return probe;
+      } else if (options_.delayed_restart) {
         if (same_connection && !options_.check_run_id_every_command) return probe;
       } else if (probe.epoch == 0 || same_connection) {
         return probe;
@@ -427,7 +433,7 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       for (const std::string& token : leftovers) {
         if (MayStillExist(token)) SendRelease(i, token);
       }
-      const Probe probe = core_->BeforeLockCommand(i, timeout);
+      const Probe probe = core_->BeforeLockCommand(i, timeout, /*gates_votes=*/false);
       std::shared_ptr<AcquireOp> self = shared_from_this();
       absl::Status sent = core_->server(i).commands->TryAcquire(
           resource_, token_, ttl_, core_->RestartWindow(), timeout,
@@ -838,6 +844,10 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
 
   void Finish(absl::StatusOr<Lease> result) {
     CancelTimer();
+    // Decided before both listings of one instance had answered INFO (the
+    // final release waited for every server): the configuration error is
+    // the real cause.
+    if (!result.ok() && !core_->misconfigured().ok()) result = core_->misconfigured();
     phase_ = Phase::kDone;
     std::shared_ptr<AcquireOp> self = shared_from_this();
     LeaseCallback callback = std::move(callback_);
@@ -905,7 +915,7 @@ class ExtendOp final : public Op, public std::enable_shared_from_this<ExtendOp> 
     const absl::Duration timeout = core_->Timeout(ttl_);
     bool rejected = false;
     for (size_t i = 0; i < n; ++i) {
-      const Probe probe = core_->BeforeLockCommand(i, timeout);
+      const Probe probe = core_->BeforeLockCommand(i, timeout, /*gates_votes=*/true);
       std::shared_ptr<ExtendOp> self = shared_from_this();
       absl::Status sent = core_->server(i).commands->ExtendOrReacquire(
           lease_.resource, lease_.token, ttl_, timeout,
