@@ -342,6 +342,24 @@ absl::Status LockCommands::ExtendOrReacquire(
       });
 }
 
+absl::Status LockCommands::TrustDataSet(absl::Duration timeout,
+                                        absl::AnyInvocable<void(absl::Status) &&> cb) {
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout must be positive");
+  }
+  return transport_->Send(
+      TrustDataSetCommand(keys_), timeout,
+      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+        if (!reply.ok()) {
+          std::move(cb)(reply.status());
+        } else if (reply->is_status() && reply->str == "OK") {
+          std::move(cb)(absl::OkStatus());
+        } else {
+          std::move(cb)(UnexpectedReplyStatus("trust data set", *reply));
+        }
+      });
+}
+
 void BackgroundRetries::RunLater(absl::Duration delay, absl::AnyInvocable<void() &&> fn) {
   if (stopped_) return;
   auto id = std::make_shared<TimerId>(0);

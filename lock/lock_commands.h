@@ -194,6 +194,13 @@ class LockCommands {
   // RedLock's extend on a server that lost the key: if P{R} == token,
   // PEXPIRE; if P{R} does not exist, SET it to token PX ttl (never touches a
   // key holding another value). OK, or kFailedPrecondition.
+  // Declares this server's data set trusted: TrustDataSetCommand(keys()).
+  // OK once the server stored it; the transport's failure or kUnavailable
+  // for an error reply otherwise. UNSAFE after a restart that lost data
+  // (see TrustDataSetCommand); meant for a never-used server.
+  absl::Status TrustDataSet(absl::Duration timeout,
+                            absl::AnyInvocable<void(absl::Status) &&> cb);
+
   absl::Status ExtendOrReacquire(absl::string_view resource,
                                  absl::string_view token, absl::Duration ttl,
                                  absl::Duration timeout,

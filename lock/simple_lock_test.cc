@@ -604,5 +604,23 @@ TEST_F(SimpleLockTest, AMarkerThatIsNotATimeIsForeignData) {
                            HasSubstr("foreign data under the data-set marker key")));
 }
 
+TEST_F(LockCommandsTest, TrustDataSetMakesAYoungServerGrantAtOnceWithFencesFromOne) {
+  server_.Execute({"FLUSHALL"});
+  absl::StatusOr<int64_t> young = Run<absl::StatusOr<int64_t>>([&](auto cb) {
+    return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(30),
+                                absl::Seconds(1), std::move(cb));
+  });
+  EXPECT_TRUE(IsYoungDataSet(young.status())) << young.status();
+  absl::Status trusted = Run<absl::Status>(
+      [&](auto cb) { return commands_.TrustDataSet(absl::Seconds(1), std::move(cb)); });
+  EXPECT_THAT(trusted, IsOk());
+  EXPECT_EQ(server_.GetString(keys_.DataSetKey()), "0");
+  absl::StatusOr<int64_t> granted = Run<absl::StatusOr<int64_t>>([&](auto cb) {
+    return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(30),
+                                absl::Seconds(1), std::move(cb));
+  });
+  EXPECT_THAT(granted, ::dlock::testing::IsOkAndHolds(1));
+}
+
 }  // namespace
 }  // namespace dlock
