@@ -9,7 +9,15 @@
 //   P{R}:fence     the fencing counter (no TTL; INCR by every acquire)
 //   P{R}:released  the pub/sub channel a release publishes on
 // ReentrantLock uses P{R} as a hash {owner -> count} instead of a string; a
-// key of the other kind is "held by another" to both (never overwritten).
+// key of the other kind is foreign data to the acquire of both (kInternal,
+// never overwritten).
+// One more key per prefix and server, read by both acquire scripts:
+//   P"data-set-began"  when the server's data set began (Unix ms; "0" when
+//                      declared trusted) -- see scripts.h and RedLock's
+//                      RESTART SAFETY.
+// It has no hash tag, so it is not in the resource's Redis Cluster slot: the
+// acquire scripts need a standalone server (or a Cluster routing the marker
+// with the resource, not supported yet).
 //
 // Not thread-safe: call only on the loop's thread. The transport must
 // outlive this object and every command it sent.
