@@ -15,6 +15,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/transport/reply.h"
@@ -179,7 +180,8 @@ absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
       result = std::move(lease);
     }
   } else {
-    if (!absl::IsAborted(fence.status())) undo();
+    // A refusal (held, young data set) set nothing: nothing to undo.
+    if (!absl::IsAborted(fence.status()) && !IsYoungDataSet(fence.status())) undo();
     result = fence.status();
   }
   AcquireEvent event;
@@ -204,6 +206,71 @@ std::string KeyScheme::FenceKey(absl::string_view resource) const {
 }
 std::string KeyScheme::ChannelKey(absl::string_view resource) const {
   return absl::StrCat(prefix, "{", resource, "}:released");
+}
+
+std::string KeyScheme::DataSetKey() const {
+  return absl::StrCat(prefix, "data-set-began");
+}
+
+namespace {
+// The refusal's message: "data set began <age> ms ago (<key>): young, <left>
+// ms left of the restart window; ..." (a message rather than a payload, so
+// Status::ToString() stays readable).
+constexpr absl::string_view kYoungPrefix = "data set began ";
+constexpr absl::string_view kYoungLeft = "): young, ";
+}  // namespace
+
+bool IsYoungDataSet(const absl::Status& status) {
+  return absl::IsUnavailable(status) &&
+         absl::StartsWith(status.message(), kYoungPrefix) &&
+         absl::StrContains(status.message(), kYoungLeft);
+}
+
+absl::Duration YoungDataSetTimeLeft(const absl::Status& status) {
+  if (!IsYoungDataSet(status)) return absl::ZeroDuration();
+  absl::string_view m = status.message();
+  m.remove_prefix(m.find(kYoungLeft) + kYoungLeft.size());
+  int64_t ms = 0;
+  if (!absl::SimpleAtoi(m.substr(0, m.find(' ')), &ms)) return absl::ZeroDuration();
+  return absl::Milliseconds(ms);
+}
+
+std::vector<std::string> TrustDataSetCommand(const KeyScheme& keys) {
+  return {"SET", keys.DataSetKey(), "0"};
+}
+
+std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
+                                                 absl::string_view resource,
+                                                 const Reply& reply) {
+  if (!reply.is_array() || reply.elements.empty() || !reply.elements[0].is_string()) {
+    return std::nullopt;
+  }
+  const std::vector<Reply>& e = reply.elements;
+  const std::string& kind = e[0].str;
+  if (kind == "young" && e.size() == 3 && e[1].is_integer() && e[2].is_integer()) {
+    return absl::UnavailableError(absl::StrCat(
+        kYoungPrefix, e[2].integer, " ms ago (", keys.DataSetKey(), kYoungLeft,
+        e[1].integer,
+        " ms left of the restart window; a server that may have lost data "
+        "does not grant until every lease it could have granted has expired"));
+  }
+  if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[1].str == "marker") {
+    return absl::InternalError(absl::StrCat(
+        "foreign data under the data-set marker key ", keys.DataSetKey(), ": ",
+        e[2].DebugString(), " is not a time in ms"));
+  }
+  if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[2].is_integer()) {
+    return absl::InternalError(absl::StrCat(
+        "foreign data under the lock key ", keys.LockKey(resource), ": a ", e[1].str,
+        e[2].integer < 0 ? " with no TTL" : " with a TTL",
+        ", not a dlock lock of this kind; left untouched"));
+  }
+  if (kind == "exhausted" && e.size() == 2) {
+    return absl::InternalError(absl::StrCat(
+        "the fencing counter ", keys.FenceKey(resource), " is exhausted (",
+        e[1].str, "): no larger fence can be issued exactly"));
+  }
+  return std::nullopt;
 }
 
 absl::Status ErrorReplyStatus(const Reply& reply) {
@@ -279,17 +346,29 @@ absl::Status OwnedReplyStatus(absl::string_view what,
 
 absl::Status LockCommands::TryAcquire(
     absl::string_view resource, absl::string_view token, absl::Duration ttl,
-    absl::Duration timeout, absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb) {
+    absl::Duration restart_window, absl::Duration timeout,
+    absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb) {
   absl::Status s = ValidateCommon(resource, token, timeout);
   if (!s.ok()) return s;
   s = ValidateTtl(ttl);
   if (!s.ok()) return s;
+  if (restart_window < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("restart window must be >= 0");
+  }
   return AcquireScript().Run(
-      *transport_, {keys_.LockKey(resource), keys_.FenceKey(resource)},
-      {std::string(token), absl::StrCat(TtlMillis(ttl))}, timeout,
-      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+      *transport_,
+      {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey()},
+      {std::string(token), absl::StrCat(TtlMillis(ttl)),
+       absl::StrCat(absl::ToInt64Milliseconds(restart_window))},
+      timeout,
+      [cb = std::move(cb), keys = keys_,
+       resource = std::string(resource)](absl::StatusOr<Reply> reply) mutable {
+        std::optional<absl::Status> refusal;
+        if (reply.ok()) refusal = AcquireRefusalStatus(keys, resource, *reply);
         if (!reply.ok()) {
           std::move(cb)(reply.status());
+        } else if (refusal.has_value()) {
+          std::move(cb)(*std::move(refusal));
         } else if (reply->is_nil()) {
           std::move(cb)(absl::AbortedError("lock is held by another owner"));
         } else if (reply->is_integer() && reply->integer >= 1) {
@@ -371,6 +450,24 @@ absl::Status LockCommands::ExtendOrReacquire(
       {std::string(token), absl::StrCat(TtlMillis(ttl))}, timeout,
       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
         std::move(cb)(OwnedReplyStatus("extend", reply));
+      });
+}
+
+absl::Status LockCommands::TrustDataSet(absl::Duration timeout,
+                                        absl::AnyInvocable<void(absl::Status) &&> cb) {
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout must be positive");
+  }
+  return transport_->Send(
+      TrustDataSetCommand(keys_), timeout,
+      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+        if (!reply.ok()) {
+          std::move(cb)(reply.status());
+        } else if (reply->is_status() && reply->str == "OK") {
+          std::move(cb)(absl::OkStatus());
+        } else {
+          std::move(cb)(UnexpectedReplyStatus("trust data set", *reply));
+        }
       });
 }
 

@@ -9,7 +9,15 @@
 //   P{R}:fence     the fencing counter (no TTL; INCR by every acquire)
 //   P{R}:released  the pub/sub channel a release publishes on
 // ReentrantLock uses P{R} as a hash {owner -> count} instead of a string; a
-// key of the other kind is "held by another" to both (never overwritten).
+// key of the other kind is foreign data to the acquire of both (kInternal,
+// never overwritten).
+// One more key per prefix and server, read by both acquire scripts:
+//   P"data-set-began"  when the server's data set began (Unix ms; "0" when
+//                      declared trusted) -- see scripts.h and RedLock's
+//                      RESTART SAFETY.
+// It has no hash tag, so it is not in the resource's Redis Cluster slot: the
+// acquire scripts need a standalone server (or a Cluster routing the marker
+// with the resource, not supported yet).
 //
 // Not thread-safe: call only on the loop's thread. The transport must
 // outlive this object and every command it sent.
@@ -17,7 +25,9 @@
 #define DLOCK_LOCK_LOCK_COMMANDS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
@@ -103,7 +113,40 @@ struct KeyScheme {
   std::string LockKey(absl::string_view resource) const;      // P{R}
   std::string FenceKey(absl::string_view resource) const;     // P{R}:fence
   std::string ChannelKey(absl::string_view resource) const;   // P{R}:released
+  // The data-set marker: when this server's data set began, as Unix ms,
+  // set by the first acquire script that meets the server without it (the
+  // server's TIME), "0" once declared trusted (TrustDataSetCommand). One per
+  // prefix and server, never a lock key (it has no '{').
+  std::string DataSetKey() const;                              // P + "data-set-began"
 };
+
+// The restart rule (RedLock always, SimpleLock/ReentrantLock as an option):
+// a server whose data-set marker is younger than the restart window refuses
+// every acquire with kUnavailable "data set began N ms ago ..."; this tells
+// that refusal from other failures. The window must be >= the largest TTL
+// any client of the deployment uses.
+bool IsYoungDataSet(const absl::Status& status);
+// For such a refusal: how long until the server's data set is old enough
+// (zero for any other status).
+absl::Duration YoungDataSetTimeLeft(const absl::Status& status);
+
+// The command that declares a server's data set trusted: SET
+// P"data-set-began" 0. Then the restart window never refuses it and fences
+// of resources without a fence key start at 1. Only for a server whose data
+// set is known to be complete: a never-used server, or one whose data
+// survived (persistence). UNSAFE right after a restart that lost data:
+// leases granted before it may still be live elsewhere, and fences would
+// start again at 1. Used by test fixtures, examples and benchmarks so they
+// need not wait the window. An admin does the same with
+// `redis-cli SET dlock:data-set-began 0`.
+std::vector<std::string> TrustDataSetCommand(const KeyScheme& keys);
+
+// Interprets the refusals the acquire scripts return as arrays (young data
+// set, foreign data under the lock or marker key, exhausted fence counter).
+// nullopt when `reply` is not one of them.
+std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
+                                                 absl::string_view resource,
+                                                 const Reply& reply);
 
 // Reply mapping shared by the policies (lock.h's error table), by the
 // error's code (its first word; inside a script Redis 7 keeps the failing
@@ -187,13 +230,23 @@ class LockCommands {
   const KeyScheme& keys() const { return keys_; }
   Transport* transport() const { return transport_; }
 
-  // SET P{R} token NX PX ttl; on success INCR P{R}:fence, all in one script.
-  // Callback: the new fence value; kAborted if the key is held (by anyone,
-  // this token included); kUnavailable / kDeadlineExceeded / kCancelled from
-  // the transport; ErrorReplyStatus() for an error reply; kInternal for a
-  // reply of an unexpected shape.
+  // SET P{R} token NX PX ttl; on success INCR P{R}:fence, all in one script,
+  // after reading (or creating) the data-set marker. Callback: the new fence
+  // value; kAborted if the key is held (a string with a TTL, this token
+  // included); kUnavailable with IsYoungDataSet() when `restart_window` > 0
+  // and the marker is younger than it; kInternal for foreign data under the
+  // lock key (another type, or a string with no TTL) or the marker, and for
+  // an exhausted fence counter; kUnavailable / kDeadlineExceeded /
+  // kCancelled from the transport; ErrorReplyStatus() for an error reply.
+  // A missing fence key starts at marker x 1000 (see scripts.h).
   absl::Status TryAcquire(absl::string_view resource, absl::string_view token,
                           absl::Duration ttl, absl::Duration timeout,
+                          absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb) {
+    return TryAcquire(resource, token, ttl, absl::ZeroDuration(), timeout, std::move(cb));
+  }
+  absl::Status TryAcquire(absl::string_view resource, absl::string_view token,
+                          absl::Duration ttl, absl::Duration restart_window,
+                          absl::Duration timeout,
                           absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb);
 
   // If P{R} == token: DEL it and PUBLISH on P{R}:released. OK (also when
@@ -215,6 +268,13 @@ class LockCommands {
   // RedLock's extend on a server that lost the key: if P{R} == token,
   // PEXPIRE; if P{R} does not exist, SET it to token PX ttl (never touches a
   // key holding another value). OK, or kFailedPrecondition.
+  // Declares this server's data set trusted: TrustDataSetCommand(keys()).
+  // OK once the server stored it; the transport's failure or kUnavailable
+  // for an error reply otherwise. UNSAFE after a restart that lost data
+  // (see TrustDataSetCommand); meant for a never-used server.
+  absl::Status TrustDataSet(absl::Duration timeout,
+                            absl::AnyInvocable<void(absl::Status) &&> cb);
+
   absl::Status ExtendOrReacquire(absl::string_view resource,
                                  absl::string_view token, absl::Duration ttl,
                                  absl::Duration timeout,

@@ -1,6 +1,7 @@
 #include "dlock/lock/reentrant_lock.h"
 
 #include <memory>
+#include <optional>
 
 #include <string>
 #include <utility>
@@ -93,8 +94,10 @@ class ReentrantAcquireOp : public Cancellable {
     return ReentrantAcquireScript().Run(
         *c->transport,
         {c->keys.LockKey(resource_), c->keys.FenceKey(resource_),
-         c->MarkerKey(resource_, request_)},
-        {owner_, absl::StrCat(TtlMillis(ttl_))}, c->options.command_timeout,
+         c->MarkerKey(resource_, request_), c->keys.DataSetKey()},
+        {owner_, absl::StrCat(TtlMillis(ttl_)),
+         absl::StrCat(absl::ToInt64Milliseconds(c->options.restart_window))},
+        c->options.command_timeout,
         [self = std::move(self)](absl::StatusOr<Reply> reply) {
           self->OnReply(std::move(reply));
         });
@@ -112,8 +115,11 @@ class ReentrantAcquireOp : public Cancellable {
   enum class State { kPending, kCancelled, kDone };
 
   // The reply as {count, fence}, kAborted, or an error.
-  static absl::StatusOr<int64_t> ParseFence(const absl::StatusOr<Reply>& reply) {
+  absl::StatusOr<int64_t> ParseFence(const absl::StatusOr<Reply>& reply) const {
     if (!reply.ok()) return reply.status();
+    std::optional<absl::Status> refusal =
+        AcquireRefusalStatus(core_->keys, resource_, *reply);
+    if (refusal.has_value()) return *std::move(refusal);
     if (reply->is_nil()) return absl::AbortedError("lock is held by another owner");
     if (reply->is_array() && reply->elements.size() == 2 &&
         reply->elements[0].is_integer() && reply->elements[0].integer >= 1 &&
@@ -174,6 +180,9 @@ absl::StatusOr<AcquireHandle> ReentrantLock::Acquire(absl::string_view resource,
   if (!s.ok()) return s;
   s = core_->ValidateLeaseTtl(options.ttl);
   if (!s.ok()) return s;
+  if (core_->options.restart_window < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("restart_window must be >= 0");
+  }
   auto op = std::make_shared<ReentrantAcquireOp>(
       core_, std::string(resource), OwnerId(options.task_id),
       WholeMillis(options.ttl), core_->loop->Now(), std::move(callback));

@@ -75,6 +75,15 @@ struct ReentrantLockOptions {
   double drift_factor = kDefaultDriftFactor;
   absl::Duration drift_constant = kDefaultDriftConstant;
   // Receives OnAcquire / OnRelease / OnExtend (policy "reentrant").
+  // The restart rule for a single server (off by default): when > 0, a
+  // server whose data-set marker (KeyScheme::DataSetKey) began less than
+  // this long ago refuses every acquire with kUnavailable "data set began N
+  // ms ago ..." (IsYoungDataSet), so a server restarted without persistence
+  // grants nothing until every lease it may have lost has expired. Set it to
+  // at least the largest TTL any client of the resource uses. A brand-new
+  // server is then refused for this long after first contact, unless it is
+  // declared trusted (TrustDataSetCommand). Must be >= 0.
+  absl::Duration restart_window = absl::ZeroDuration();
   LockObserver* observer = nullptr;
 };
 

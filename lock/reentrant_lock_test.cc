@@ -28,6 +28,7 @@ class ReentrantLockTest : public ::testing::Test {
     for (const NamedScript& s : AllScripts()) {
       server_.Execute({"SCRIPT", "LOAD", s.script->source()});
     }
+    server_.Execute(TrustDataSetCommand(KeyScheme{}));
     options_.client_id = "client";
     options_.command_timeout = absl::Milliseconds(200);
   }
@@ -109,8 +110,10 @@ TEST_F(ReentrantLockTest, DroppedReplyOnFirstAcquireLeavesNoKeyBehind) {
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
   loop_.RunUntilIdle();
   EXPECT_EQ(Count(), "none");
-  // Nothing but the fence counter remains (no marker either).
-  EXPECT_EQ(server_.Keys(), std::vector<std::string>{keys_.FenceKey("r")});
+  // Nothing but the fence counter (and the data-set marker) remains (no
+  // acquire marker either).
+  EXPECT_EQ(server_.Keys(),
+            (std::vector<std::string>{keys_.DataSetKey(), keys_.FenceKey("r")}));
 }
 
 TEST_F(ReentrantLockTest, CancelAfterSendUndoesTheAcquisition) {
@@ -215,6 +218,42 @@ TEST_F(ReentrantLockTest, InnerExtendNeverShortensTheOuterHold) {
   loop_.RunUntilIdle();
   ASSERT_THAT(longer, IsOk());
   EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), 60000);
+}
+
+// The reentrant acquire script shares the data-set rules (issue 11).
+TEST_F(ReentrantLockTest, DataSetRulesForeignDataAndExhaustedFences) {
+  ReentrantLockOptions options = options_;
+  options.restart_window = absl::Seconds(10);
+  ReentrantLock lock(&loop_, &conn_, options);
+  server_.Execute({"FLUSHALL"});
+  auto r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(IsYoungDataSet(r->status())) << r->status();
+  loop_.AdvanceTime(absl::Seconds(10));
+  r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_EQ((*r)->fence, server_.NowMs() * 1000 - 10000000 + 1)
+      << "fences start at when the data set began x 1000";
+  server_.Execute({"DEL", keys_.LockKey("r")});
+
+  server_.Execute({"SET", keys_.LockKey("r"), "a-string-lock", "PX", "60000"});
+  r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(r->status().message(), ::testing::HasSubstr("foreign data under the lock key"));
+  server_.Execute({"DEL", keys_.LockKey("r")});
+  server_.Execute({"HSET", keys_.LockKey("r"), "someone", "1"});  // no TTL
+  r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(r->status().message(), ::testing::HasSubstr("a hash with no TTL"));
+  server_.Execute({"DEL", keys_.LockKey("r")});
+
+  server_.Execute({"SET", keys_.FenceKey("r"), "9223372036854775807"});
+  r = Start(lock, Task("t"));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(r->status().message(), ::testing::HasSubstr("is exhausted"));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
 }
 
 }  // namespace

@@ -3,13 +3,58 @@
 namespace dlock {
 namespace {
 
-// SET NX PX and INCR of the fence in one script. The existence check comes
-// first and the INCR before the SET, so a fence key of the wrong type fails
-// the script before anything was written (Redis scripts do not roll back).
-constexpr char kAcquire[] = R"lua(
-if redis.call('exists', KEYS[1]) == 1 then
-  return false
+// The data-set marker (KEYS[M], ARGV[W] the restart window in ms), shared by
+// both acquire scripts: read it, or create it with the server's TIME on first
+// contact (Redis 7 replicates a script's effects, so TIME before a write is
+// allowed). A marker younger than the window refuses the acquire:
+// {'young', ms left, age ms}. A marker that is not a whole number of ms in
+// [0, 9e12] is foreign data. Sets `began` (ms) for the fence base.
+#define DLOCK_DATA_SET_PRELUDE(M, W) \
+  "local t = redis.call('time')\n" \
+  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+  "local began = redis.call('get', KEYS[" #M "])\n" \
+  "if began == false then\n" \
+  "  redis.call('set', KEYS[" #M "], string.format('%.0f', now))\n" \
+  "  began = now\n" \
+  "else\n" \
+  "  local b = tonumber(began)\n" \
+  "  if b == nil or b < 0 or b > 9000000000000 or b ~= math.floor(b) then\n" \
+  "    return {'foreign', 'marker', began}\n" \
+  "  end\n" \
+  "  began = b\n" \
+  "end\n" \
+  "local window = tonumber(ARGV[" #W "]) or 0\n" \
+  "if window > 0 and now - began < window then\n" \
+  "  return {'young', window - (now - began), now - began}\n" \
+  "end\n"
+
+// Makes sure the fence counter KEYS[2] exists, starting it at began * 1000
+// (0 for a trusted data set), so fences after a data-loss restart start
+// above the old ones; refuses a counter with no exact successor left (Lua
+// numbers are doubles: 2^53 - 1 is the last exact one): {'exhausted', value}.
+#define DLOCK_FENCE_BASE \
+  "local f = redis.call('get', KEYS[2])\n" \
+  "if f == false then\n" \
+  "  redis.call('set', KEYS[2], string.format('%.0f', began * 1000))\n" \
+  "elseif tonumber(f) ~= nil and tonumber(f) >= 9007199254740991 then\n" \
+  "  return {'exhausted', f}\n" \
+  "end\n"
+
+// SET NX PX and INCR of the fence in one script, after the data-set marker
+// check. Anything under the lock key but a string with a TTL is foreign data
+// ({'foreign', type, -1 with no TTL else 0}); a string with a TTL is another holder (nil).
+// The INCR comes before the SET, so a fence key of the wrong type fails the
+// script before the lock key was written (Redis scripts do not roll back).
+constexpr char kAcquire[] = DLOCK_DATA_SET_PRELUDE(3, 3) R"lua(
+local kind = redis.call('type', KEYS[1])['ok']
+if kind ~= 'none' then
+  local pttl = redis.call('pttl', KEYS[1])
+  if kind == 'string' and pttl >= 0 then
+    return false
+  end
+  return {'foreign', kind, pttl < 0 and -1 or 0}
 end
+)lua" DLOCK_FENCE_BASE R"lua(
 local fence = redis.call('incr', KEYS[2])
 redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
 return fence
@@ -60,36 +105,47 @@ end
 return 0
 )lua";
 
-// Owner-counted hash. A fresh acquire increments the fence; a re-acquire by
-// the same owner increments its count and raises the TTL to ttl_ms if that
-// is longer than what is left (never shortens an outer holder's lease).
-// A re-acquire reports the fence of the current holding. Every counted
-// acquire also sets its marker key (KEYS[3], unique per request, PX ttl) so
-// that an acquire whose reply was lost can be undone exactly once
-// (ReentrantUndo) without ever decrementing a hold it did not add.
-constexpr char kReentrantAcquire[] = R"lua(
-if redis.call('exists', KEYS[1]) == 0 then
+// Owner-counted hash, after the data-set marker check (KEYS[4], ARGV[3]).
+// A fresh acquire increments the fence; a re-acquire by the same owner
+// increments its count and raises the TTL to ttl_ms if that is longer than
+// what is left (never shortens an outer holder's lease). A re-acquire
+// reports the fence of the current holding. Every counted acquire also sets
+// its marker key (KEYS[3], unique per request, PX ttl) so that an acquire
+// whose reply was lost can be undone exactly once (ReentrantUndo) without
+// ever decrementing a hold it did not add. Anything under the lock key but
+// a hash with a TTL is foreign data ({'foreign', type, -1 with no TTL else 0}).
+constexpr char kReentrantAcquire[] = DLOCK_DATA_SET_PRELUDE(4, 3) R"lua(
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+)lua" DLOCK_FENCE_BASE R"lua(
   local fence = redis.call('incr', KEYS[2])
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   redis.call('set', KEYS[3], 1, 'px', ARGV[2])
   return {1, fence}
 end
-local n = redis.pcall('hget', KEYS[1], ARGV[1])
-if type(n) ~= 'string' then
+local pttl = redis.call('pttl', KEYS[1])
+if kind ~= 'hash' or pttl < 0 then
+  return {'foreign', kind, pttl < 0 and -1 or 0}
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return false
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[1], 1)
-if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+if pttl < tonumber(ARGV[2]) then
   redis.call('pexpire', KEYS[1], ARGV[2])
 end
 redis.call('set', KEYS[3], 1, 'px', ARGV[2])
 local fence = redis.call('get', KEYS[2])
 if not fence then
+  redis.call('set', KEYS[2], string.format('%.0f', began * 1000))
   fence = redis.call('incr', KEYS[2])
 end
 return {count, tonumber(fence)}
 )lua";
+
+#undef DLOCK_FENCE_BASE
+#undef DLOCK_DATA_SET_PRELUDE
 
 // Undoes one ReentrantAcquire whose outcome is unknown: only if its marker
 // exists (the acquire ran and was not undone yet) and the owner still holds.
@@ -165,11 +221,11 @@ DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo)
 
 std::vector<NamedScript> AllScripts() {
   return {
-      {"acquire", &AcquireScript(), 2},
+      {"acquire", &AcquireScript(), 3},
       {"release", &ReleaseScript(), 1},
       {"extend", &ExtendScript(), 1},
       {"extend_or_reacquire", &ExtendOrReacquireScript(), 1},
-      {"reentrant_acquire", &ReentrantAcquireScript(), 3},
+      {"reentrant_acquire", &ReentrantAcquireScript(), 4},
       {"reentrant_release", &ReentrantReleaseScript(), 1},
       {"reentrant_extend", &ReentrantExtendScript(), 1},
       {"reentrant_undo", &ReentrantUndoScript(), 2},

@@ -16,14 +16,15 @@
 //
 //   script                   | KEYS          | ARGV                  | reply
 //   -------------------------+---------------+-----------------------+-------------------------
-//   AcquireScript            | lock, fence   | token, ttl_ms         | fence (integer >= 1), or
-//                            |               |                       | nil when the key exists
+//   AcquireScript            | lock, fence,  | token, ttl_ms,        | fence (integer >= 1), nil
+//                            | data-set      | window_ms             | when held, or a refusal
 //   ReleaseScript            | lock          | token, channel        | 1 deleted (+PUBLISH), 0 not owner,
 //                            |               |                       | or a string (*)
 //   ExtendScript             | lock          | token, ttl_ms         | 1 PEXPIREd to ttl, 0 not owner
 //   ExtendOrReacquireScript  | lock          | token, ttl_ms         | 1 extended or re-set, 0 other
-//   ReentrantAcquireScript   | lock, fence,  | owner, ttl_ms         | {count, fence}, or nil when
-//                            | marker        |                       | another owner / other kind
+//   ReentrantAcquireScript   | lock, fence,  | owner, ttl_ms,        | {count, fence}, nil when
+//                            | marker,       | window_ms             | another owner holds, or a
+//                            | data-set      |                       | refusal
 //   ReentrantReleaseScript   | lock          | owner, channel        | count left (0: deleted and
 //                            |               |                       | published), -1 not owner,
 //                            |               |                       | or a string (*)
@@ -39,11 +40,28 @@
 // can't publish to the channel mentioned in the command". Waiters are not
 // woken by a notification (they retry on their backoff timers).
 //
+// Both acquire scripts first read the data-set marker (P"data-set-began",
+// KeyScheme::DataSetKey: when this server's data set began, Unix ms), or
+// create it with the server's TIME (Redis >= 7: TIME before a write needs
+// script effects replication). Refusals, as arrays (AcquireRefusalStatus):
+//   {'young', ms_left, age_ms}   window_ms > 0 and the marker is younger
+//   {'foreign', type, -1|0}      the lock key holds another type, or a
+//                                lock-type key with no TTL (-1: no TTL)
+//   {'foreign', 'marker', value} the marker is not a time in ms
+//   {'exhausted', value}         the fence counter is at 2^53 - 1 or above
+//                                (the last integer a Lua reply carries exactly)
+// A missing fence key starts at marker x 1000, so fences issued after a
+// restart that lost data start above every fence of the lost data set (as
+// long as that data set issued fewer than 1000 fences per ms of its life for
+// the resource and the server clock did not go back); a trusted marker (0)
+// keeps fences starting at 1.
+//
 // The reentrant marker (P{R}:acquire:<request id>, PX ttl) is set by every
 // counted ReentrantAcquire so an acquire whose reply was lost can be undone
 // at most once and only if it really ran (see reentrant_lock.h).
 // A key of the other kind (a hash where a string is expected or vice versa)
-// counts as "held by another": never overwritten, never deleted.
+// is foreign data to the acquire scripts (never overwritten, never deleted)
+// and "not owner" to the others.
 //
 // Thread-safe: the Script objects are immutable and live forever.
 #ifndef DLOCK_LOCK_SCRIPTS_H_

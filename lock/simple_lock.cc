@@ -145,7 +145,8 @@ absl::StatusOr<AcquireHandle> SimpleLock::Acquire(absl::string_view resource,
                                         std::move(callback));
   std::weak_ptr<Cancellable> weak = op;
   s = core_->commands.TryAcquire(
-      resource, op->token(), ttl, core_->options.command_timeout,
+      resource, op->token(), ttl, core_->options.restart_window,
+      core_->options.command_timeout,
       [op](absl::StatusOr<int64_t> fence) { op->OnReply(std::move(fence)); });
   if (!s.ok()) return s;
   return AcquireHandle(weak);

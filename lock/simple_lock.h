@@ -20,7 +20,16 @@
 //   no reply within command_timeout          | kDeadlineExceeded  (*)
 //   connection down / lost                   | kUnavailable       (*)
 //   reply arrived after the lease's deadline | kDeadlineExceeded  (*)
-//   foreign data under the keys              | kInternal          (*)
+//   data set younger than restart_window     | kUnavailable "data set began
+//     (option, off by default)               |   N ms ago ...: young, M ms left"
+//   foreign data under the keys (another     | kInternal "foreign data under
+//     type, or a string with no TTL)         |   the lock key ..."
+//   fence counter at 2^53 - 1 or above       | kInternal "... is exhausted"
+//
+// Fences: a missing fence key starts at (when the server's data set began,
+// ms) x 1000, so after a restart that lost the data fences still grow (see
+// scripts.h); on a data set declared trusted (TrustDataSetCommand) they
+// start at 1.
 //
 // (*) Unknown or useless outcome: the script may have run and set the key.
 // SimpleLock then releases the token it sent, in the background (the token
@@ -75,6 +84,15 @@ struct SimpleLockOptions {
   absl::Duration drift_constant = kDefaultDriftConstant;
   // Receives OnAcquire / OnRelease / OnExtend (policy "simple"). nullptr:
   // none. Must outlive this object's operations.
+  // The restart rule for a single server (off by default): when > 0, a
+  // server whose data-set marker (KeyScheme::DataSetKey) began less than
+  // this long ago refuses every acquire with kUnavailable "data set began N
+  // ms ago ..." (IsYoungDataSet), so a server restarted without persistence
+  // grants nothing until every lease it may have lost has expired. Set it to
+  // at least the largest TTL any client of the resource uses. A brand-new
+  // server is then refused for this long after first contact, unless it is
+  // declared trusted (TrustDataSetCommand). Must be >= 0.
+  absl::Duration restart_window = absl::ZeroDuration();
   LockObserver* observer = nullptr;
 };
 

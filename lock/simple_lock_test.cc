@@ -27,6 +27,7 @@ namespace {
 
 using ::dlock::testing::IsOk;
 using ::dlock::testing::StatusIs;
+using ::testing::HasSubstr;
 
 AcquireOptions Ttl(absl::Duration ttl) {
   AcquireOptions o;
@@ -43,6 +44,8 @@ class SimpleLockTest : public ::testing::Test {
     for (const NamedScript& s : AllScripts()) {
       server_.Execute({"SCRIPT", "LOAD", s.script->source()});
     }
+    // A never-used server declared trusted: fences start at 1.
+    server_.Execute(TrustDataSetCommand(KeyScheme{}));
   }
 
   // Starts an acquire and returns a pointer to where its result lands.
@@ -146,7 +149,7 @@ TEST_F(SimpleLockTest, DroppedAcquireRequestTimesOutAndTouchesNothing) {
   loop_.AdvanceTime(absl::Milliseconds(500));
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
   loop_.AdvanceTime(absl::Seconds(1));
-  EXPECT_EQ(server_.DbSize(), 0u);
+  EXPECT_EQ(server_.Keys(), std::vector<std::string>{keys_.DataSetKey()});
 }
 
 TEST_F(SimpleLockTest, ReplyArrivingAfterTheLeaseDeadlineIsRefusedAndReleased) {
@@ -232,7 +235,7 @@ TEST_F(SimpleLockTest, ConnectionDownIsUnavailable) {
   auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_EQ(server_.DbSize(), 0u);
+  EXPECT_EQ(server_.Keys(), std::vector<std::string>{keys_.DataSetKey()});
 }
 
 TEST_F(SimpleLockTest, ErrorRepliesMapToUnavailableAndForeignDataToInternal) {
@@ -261,13 +264,34 @@ TEST_F(SimpleLockTest, ErrorRepliesMapToUnavailableAndForeignDataToInternal) {
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
 }
 
-TEST_F(SimpleLockTest, ForeignValueUnderTheLockKeyIsHeldByAnother) {
+// A string with a TTL is another holder's lock (kAborted); a string with no
+// TTL or another type is foreign data (kInternal, DESIGN.md's error table),
+// left untouched either way.
+TEST_F(SimpleLockTest, ForeignDataUnderTheLockKeyIsInternalAndLeftAlone) {
   SimpleLock lock(&loop_, &conn_);
-  server_.Execute({"SET", keys_.LockKey("r"), "not-ours"});
+  server_.Execute({"SET", keys_.LockKey("r"), "not-ours", "PX", "60000"});
   auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kAborted));
   EXPECT_EQ(server_.GetString(keys_.LockKey("r")), "not-ours");
+
+  server_.Execute({"SET", keys_.LockKey("r"), "not-ours"});
+  r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
+                           HasSubstr("foreign data under the lock key dlock:{r}: a string "
+                                     "with no TTL")));
+  EXPECT_EQ(server_.GetString(keys_.LockKey("r")), "not-ours");
+  EXPECT_EQ(server_.PTtl(keys_.LockKey("r")), -1);
+
+  server_.Execute({"DEL", keys_.LockKey("r")});
+  server_.Execute({"HSET", keys_.LockKey("r"), "f", "v"});
+  server_.Execute({"PEXPIRE", keys_.LockKey("r"), "60000"});
+  r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
+                           HasSubstr("foreign data under the lock key dlock:{r}: a hash")));
+  EXPECT_TRUE(server_.GetHash(keys_.LockKey("r")).has_value());
 }
 
 TEST_F(SimpleLockTest, WorksAfterAServerRestartEmptiedTheScriptCache) {
@@ -292,7 +316,10 @@ TEST_F(SimpleLockTest, KeyPrefixIsConfigurable) {
   auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
-  EXPECT_EQ(server_.Keys(), (std::vector<std::string>{"app:locks:{r}", "app:locks:{r}:fence"}));
+  // The data-set marker is per prefix (the fixture trusted "dlock:"'s).
+  EXPECT_EQ(server_.Keys(), (std::vector<std::string>{"app:locks:data-set-began",
+                                                      "app:locks:{r}", "app:locks:{r}:fence",
+                                                      "dlock:data-set-began"}));
   EXPECT_EQ(lock.keys().prefix, "app:locks:");
 }
 
@@ -495,6 +522,104 @@ TEST(NewTokenTest, ThreadsNeverShareTokens) {
   std::set<std::string> seen;
   for (const auto& v : out) seen.insert(v.begin(), v.end());
   EXPECT_EQ(seen.size(), static_cast<size_t>(kThreads * kPerThread));
+}
+
+// ------------------------------------------------- data-set marker (issue 11)
+
+// SimpleLockOptions::restart_window: a single server whose data set began
+// less than the window ago refuses; it grants exactly when the window ends.
+TEST_F(SimpleLockTest, RestartWindowRefusesAYoungServerUntilItEnds) {
+  SimpleLockOptions options;
+  options.restart_window = absl::Seconds(30);
+  SimpleLock guarded(&loop_, &conn_, options);
+  SimpleLock plain(&loop_, &other_);
+  server_.Execute({"FLUSHALL"});  // data lost: the marker is gone
+  const absl::Time first_contact = loop_.Now();
+  auto r = Start(guarded, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable,
+                           HasSubstr("data set began 0 ms ago")));
+  EXPECT_TRUE(IsYoungDataSet(r->status()));
+  EXPECT_EQ(YoungDataSetTimeLeft(r->status()), absl::Seconds(30));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  loop_.AdvanceTo(first_contact + absl::Seconds(30) - absl::Milliseconds(1));
+  r = Start(guarded, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("young, 1 ms left")));
+  loop_.AdvanceTo(first_contact + absl::Seconds(30));
+  r = Start(guarded, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  server_.Execute({"DEL", keys_.LockKey("r")});
+
+  // Off by default: a young server grants at once.
+  server_.Execute({"FLUSHALL"});
+  r = Start(plain, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, IsOk());
+}
+
+// Fences never go backwards across a restart that lost the data: the fence
+// key starts at (when the new data set began, ms) x 1000.
+TEST_F(SimpleLockTest, FenceAfterADataLossRestartIsAboveTheOldOne) {
+  SimpleLock lock(&loop_, &conn_);
+  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_EQ((*r)->fence, 1);
+  const int64_t old_fence = (*r)->fence;
+  server_.Restart();
+  loop_.AdvanceTime(absl::Milliseconds(5));
+  r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  EXPECT_GT((*r)->fence, old_fence);
+  EXPECT_EQ((*r)->fence, server_.NowMs() * 1000 + 1);
+}
+
+TEST_F(SimpleLockTest, AnExhaustedFenceCounterIsInternalAndTakesNothing) {
+  SimpleLock lock(&loop_, &conn_);
+  for (const char* value : {"9223372036854775807", "9007199254740991"}) {
+    server_.Execute({"SET", keys_.FenceKey("r"), value});
+    auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+    loop_.RunUntilIdle();
+    EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
+                             HasSubstr("fencing counter dlock:{r}:fence is exhausted")));
+    EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+    EXPECT_EQ(server_.GetString(keys_.FenceKey("r")), value);
+  }
+  // One below the last exact integer still works.
+  server_.Execute({"SET", keys_.FenceKey("r"), "9007199254740989"});
+  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, ::dlock::testing::IsOkAndHolds(::testing::Field(&Lease::fence, 9007199254740990)));
+}
+
+TEST_F(SimpleLockTest, AMarkerThatIsNotATimeIsForeignData) {
+  SimpleLock lock(&loop_, &conn_);
+  server_.Execute({"SET", keys_.DataSetKey(), "yesterday"});
+  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
+                           HasSubstr("foreign data under the data-set marker key")));
+}
+
+TEST_F(LockCommandsTest, TrustDataSetMakesAYoungServerGrantAtOnceWithFencesFromOne) {
+  server_.Execute({"FLUSHALL"});
+  absl::StatusOr<int64_t> young = Run<absl::StatusOr<int64_t>>([&](auto cb) {
+    return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(30),
+                                absl::Seconds(1), std::move(cb));
+  });
+  EXPECT_TRUE(IsYoungDataSet(young.status())) << young.status();
+  absl::Status trusted = Run<absl::Status>(
+      [&](auto cb) { return commands_.TrustDataSet(absl::Seconds(1), std::move(cb)); });
+  EXPECT_THAT(trusted, IsOk());
+  EXPECT_EQ(server_.GetString(keys_.DataSetKey()), "0");
+  absl::StatusOr<int64_t> granted = Run<absl::StatusOr<int64_t>>([&](auto cb) {
+    return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(30),
+                                absl::Seconds(1), std::move(cb));
+  });
+  EXPECT_THAT(granted, ::dlock::testing::IsOkAndHolds(1));
 }
 
 }  // namespace

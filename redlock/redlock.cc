@@ -23,6 +23,7 @@ namespace {
 constexpr absl::Duration kDriftConstant = absl::Milliseconds(2);
 constexpr absl::Duration kMinAutoServerTimeout = absl::Milliseconds(1);
 constexpr absl::Duration kMaxAutoServerTimeout = absl::Milliseconds(50);
+constexpr absl::Duration kMinAutoReleaseTimeout = absl::Seconds(1);
 constexpr char kPolicy[] = "redlock";
 
 // Raises the fencing counter KEYS[1] to ARGV[1] if it is lower; never lowers
@@ -48,7 +49,8 @@ return c
 // A failure of the server or of the way to it (as opposed to an answer
 // about the key): after one, the server's run_id is checked again.
 bool IsServerFailure(const absl::Status& s) {
-  return !s.ok() && !absl::IsAborted(s) && !absl::IsFailedPrecondition(s);
+  return !s.ok() && !absl::IsAborted(s) && !absl::IsFailedPrecondition(s) &&
+         !IsYoungDataSet(s);
 }
 
 // The value of the `run_id:` line of an INFO reply, or "".
@@ -90,6 +92,8 @@ struct Server {
   uint64_t verified_epoch = 0;
   int restarts = 0;
   absl::Time restart_seen = absl::InfinitePast();
+  // From the last "young data set" refusal: when it stops being young.
+  absl::Time young_until = absl::InfinitePast();
 };
 
 // What restart detection did for one lock command: the INFO probe queued
@@ -144,6 +148,28 @@ class Core : public std::enable_shared_from_this<Core> {
     return std::max(kMinAutoServerTimeout, std::min(ttl / 10, kMaxAutoServerTimeout));
   }
 
+  absl::Duration ReleaseTimeout(absl::Duration ttl) const {
+    if (options_.release_timeout > absl::ZeroDuration()) return options_.release_timeout;
+    return std::max(Timeout(ttl), kMinAutoReleaseTimeout);
+  }
+
+  // The delayed-restart window (0 when the rule is off).
+  absl::Duration RestartWindow() const {
+    if (!options_.delayed_restart) return absl::ZeroDuration();
+    return options_.restart_window > absl::ZeroDuration() ? options_.restart_window
+                                                          : options_.max_ttl;
+  }
+
+  // kInvalidArgument once two servers turned out to be one Redis instance
+  // (same run_id), else OK.
+  const absl::Status& misconfigured() const { return misconfigured_; }
+
+
+  void NoteYoung(size_t i, const absl::Status& status) {
+    servers_[i].young_until = std::max(servers_[i].young_until,
+                                       loop_->Now() + YoungDataSetTimeLeft(status));
+  }
+
   // Whether a vote of server i, arriving at `now`, counts, for a command
   // sent with `probe`. With the delayed-restart rule, a grant counts only
   // from a server whose run_id is confirmed for that command -- by the INFO
@@ -153,7 +179,7 @@ class Core : public std::enable_shared_from_this<Core> {
     if (!options_.delayed_restart) return true;
     const Server& s = servers_[i];
     if (s.probe_supported && !Confirmed(s, probe)) return false;
-    return now >= s.restart_seen + options_.max_ttl;
+    return now >= s.restart_seen + RestartWindow();
   }
 
   static bool Confirmed(const Server& s, const Probe& probe) {
@@ -177,14 +203,20 @@ class Core : public std::enable_shared_from_this<Core> {
   // on first use, after a failure, on every new connection, and -- with
   // the delayed-restart rule -- whenever the transport cannot name its
   // connection or `check_run_id_every_command` is set.
-  Probe BeforeLockCommand(size_t i, absl::Duration timeout) {
+  //
+  // An acquire (`gates_votes` false) needs the run_id only to tell one
+  // instance listed twice: it probes on first use, after a failure and on a
+  // new connection, never per command.
+  Probe BeforeLockCommand(size_t i, absl::Duration timeout, bool gates_votes) {
     Server& s = servers_[i];
     Probe probe;
     probe.epoch = s.transport->connection_epoch();
     if (!s.probe_supported) return probe;
     const bool same_connection = probe.epoch != 0 && probe.epoch == s.verified_epoch;
     if (!s.probe_needed) {
-      if (options_.delayed_restart) {
+      if (!gates_votes) {
+        if (probe.epoch == 0 || same_connection) return probe;
+      } else if (options_.delayed_restart) {
         if (same_connection && !options_.check_run_id_every_command) return probe;
       } else if (probe.epoch == 0 || same_connection) {
         return probe;
@@ -241,8 +273,11 @@ class Core : public std::enable_shared_from_this<Core> {
     RedLock::ServerStatus status;
     status.run_id = s.run_id;
     status.restarts_observed = s.restarts;
-    if (options_.delayed_restart && s.restart_seen != absl::InfinitePast()) {
-      absl::Time again = s.restart_seen + options_.max_ttl;
+    if (options_.delayed_restart) {
+      absl::Time again = s.young_until;
+      if (s.restart_seen != absl::InfinitePast()) {
+        again = std::max(again, s.restart_seen + RestartWindow());
+      }
       if (loop_->Now() < again) {
         status.quarantined = true;
         status.counted_again_at = again;
@@ -281,9 +316,32 @@ class Core : public std::enable_shared_from_this<Core> {
     }
     s.run_id = std::move(run_id);
     s.probe_needed = false;
+    CheckDistinct(i);
     s.last_ok_probe = std::max(s.last_ok_probe, id);
     // Sent and answered on one connection: its server is confirmed.
     if (epoch != 0 && s.transport->connection_epoch() == epoch) s.verified_epoch = epoch;
+  }
+
+  // Two listings of one Redis instance (same run_id: same host and port
+  // under two names, or two DB numbers of one server) would let one server
+  // vote twice. Once seen, every operation fails with kInvalidArgument.
+  void CheckDistinct(size_t i) {
+    if (!misconfigured_.ok()) return;
+    for (size_t j = 0; j < servers_.size(); ++j) {
+      if (j == i || servers_[j].run_id != servers_[i].run_id) continue;
+      const size_t a = std::min(i, j), b = std::max(i, j);
+      misconfigured_ = absl::InvalidArgumentError(absl::StrCat(
+          "RedLock: ", Name(a), " and ", Name(b),
+          " are the same Redis instance (run_id ", servers_[i].run_id,
+          "); RedLock needs independent servers, or one server's votes count "
+          "twice"));
+      return;
+    }
+  }
+
+  std::string Name(size_t i) const {
+    if (!servers_[i].name.empty()) return absl::StrCat("server ", i, " (", servers_[i].name, ")");
+    return absl::StrCat("server ", i);
   }
 
   EventLoop* const loop_;
@@ -297,6 +355,7 @@ class Core : public std::enable_shared_from_this<Core> {
   std::mt19937_64 rng_;
   absl::flat_hash_map<Op*, std::shared_ptr<Op>> active_;
   bool shut_down_ = false;
+  absl::Status misconfigured_;
 };
 
 namespace {
@@ -374,10 +433,10 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       for (const std::string& token : leftovers) {
         if (MayStillExist(token)) SendRelease(i, token);
       }
-      const Probe probe = core_->BeforeLockCommand(i, timeout);
+      const Probe probe = core_->BeforeLockCommand(i, timeout, /*gates_votes=*/false);
       std::shared_ptr<AcquireOp> self = shared_from_this();
       absl::Status sent = core_->server(i).commands->TryAcquire(
-          resource_, token_, ttl_, timeout,
+          resource_, token_, ttl_, core_->RestartWindow(), timeout,
           [self, attempt = attempt_, i, probe, token = token_,
            sent_at = t0_](absl::StatusOr<int64_t> fence) {
             self->OnAcquireReply(attempt, i, probe, token, sent_at, std::move(fence));
@@ -443,13 +502,17 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
       if (fence.ok() && kept && *fence < fence_) SendRaiseFence(i, nullptr);
       return;
     }
+    (void)probe;
     if (fence.ok()) {
-      if (core_->Counted(i, now, probe)) {
-        votes_[i] = Vote::kGranted;
-        fences_[i] = *fence;
-      } else {
-        votes_[i] = Vote::kUncounted;
-      }
+      // The delayed-restart rule for acquire is the server's: a young data
+      // set refuses inside the script, whoever asks. The run_id is not
+      // needed here.
+      votes_[i] = Vote::kGranted;
+      fences_[i] = *fence;
+    } else if (IsYoungDataSet(fence.status())) {
+      votes_[i] = Vote::kUncounted;
+      core_->NoteYoung(i, fence.status());
+      last_server_error_ = fence.status();
     } else if (absl::IsAborted(fence.status())) {
       votes_[i] = Vote::kHeld;
     } else {
@@ -464,6 +527,11 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
   // round's timer fired; servers still silent count as timed out.
   void Evaluate(bool round_over) {
     if (phase_ != Phase::kVoting) return;
+    if (!core_->misconfigured().ok()) {
+      final_ = true;
+      FailAttempt(core_->misconfigured());
+      return;
+    }
     const absl::Time now = core_->loop()->Now();
     const int quorum = core_->quorum();
     int granted = 0, pending = 0, held = 0, failed = 0, timed_out = 0,
@@ -500,7 +568,8 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     if (granted + pending >= quorum) return;  // still possible: keep waiting
     const std::string counts = absl::StrFormat(
         "%d of %d servers granted (need %d): %d held by another owner, "
-        "%d failed (%d timed out), %d not counted after a restart",
+        "%d failed (%d timed out), %d young (data set began less than the "
+        "restart window ago)",
         granted, static_cast<int>(votes_.size()), quorum, held, failed,
         timed_out, uncounted);
     absl::Status status;
@@ -633,7 +702,9 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
     const absl::Time now = core_->loop()->Now();
     const absl::Duration delay = core_->RetryDelay();
     bool retry;
-    if (wait_ > absl::ZeroDuration()) {
+    if (final_) {
+      retry = false;
+    } else if (wait_ > absl::ZeroDuration()) {
       retry = now + delay <= call_time_ + wait_;
     } else {
       retry = retries_ < core_->options().retry_count;
@@ -773,6 +844,10 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
 
   void Finish(absl::StatusOr<Lease> result) {
     CancelTimer();
+    // Decided before both listings of one instance had answered INFO (the
+    // final release waited for every server): the configuration error is
+    // the real cause.
+    if (!result.ok() && !core_->misconfigured().ok()) result = core_->misconfigured();
     phase_ = Phase::kDone;
     std::shared_ptr<AcquireOp> self = shared_from_this();
     LeaseCallback callback = std::move(callback_);
@@ -795,6 +870,8 @@ class AcquireOp final : public Op, public std::enable_shared_from_this<AcquireOp
   int attempt_ = 0;
   int retries_ = 0;
   int succeeded_attempt_ = 0;
+  // No more attempts (a configuration error).
+  bool final_ = false;
   absl::Duration waited_ = absl::ZeroDuration();
   TimerId timer_ = 0;
   // The outcome reported once the final release settled (kReleasing).
@@ -838,7 +915,7 @@ class ExtendOp final : public Op, public std::enable_shared_from_this<ExtendOp> 
     const absl::Duration timeout = core_->Timeout(ttl_);
     bool rejected = false;
     for (size_t i = 0; i < n; ++i) {
-      const Probe probe = core_->BeforeLockCommand(i, timeout);
+      const Probe probe = core_->BeforeLockCommand(i, timeout, /*gates_votes=*/true);
       std::shared_ptr<ExtendOp> self = shared_from_this();
       absl::Status sent = core_->server(i).commands->ExtendOrReacquire(
           lease_.resource, lease_.token, ttl_, timeout,
@@ -902,6 +979,10 @@ class ExtendOp final : public Op, public std::enable_shared_from_this<ExtendOp> 
 
   void Evaluate(bool round_over) {
     if (done_) return;
+    if (!core_->misconfigured().ok()) {
+      Finish(core_->misconfigured());
+      return;
+    }
     const absl::Time now = core_->loop()->Now();
     const int quorum = core_->quorum();
     const int n = static_cast<int>(votes_.size());
@@ -1024,7 +1105,7 @@ class ReleaseOp final : public Op, public std::enable_shared_from_this<ReleaseOp
     t0_ = core_->loop()->Now();
     const size_t n = core_->n();
     votes_.assign(n, Vote::kPending);
-    const absl::Duration timeout = core_->Timeout(ttl_);
+    const absl::Duration timeout = core_->ReleaseTimeout(ttl_);
     bool rejected = false;
     for (size_t i = 0; i < n; ++i) {
       std::shared_ptr<ReleaseOp> self = shared_from_this();
@@ -1207,10 +1288,23 @@ absl::StatusOr<std::unique_ptr<RedLock>> RedLock::Create(
   if (options.server_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("RedLock: server_timeout must be >= 0");
   }
+  if (options.release_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("RedLock: release_timeout must be >= 0");
+  }
   if (options.max_ttl < kMinTtl || options.max_ttl > kMaxTtl) {
     return absl::InvalidArgumentError(absl::StrCat(
         "RedLock: max_ttl must be in [", absl::FormatDuration(kMinTtl), ", ",
         absl::FormatDuration(kMaxTtl), "]"));
+  }
+  if (options.restart_window != absl::ZeroDuration() &&
+      options.restart_window < options.max_ttl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RedLock: restart_window ", absl::FormatDuration(options.restart_window),
+        " must be 0 (= max_ttl) or >= max_ttl ", absl::FormatDuration(options.max_ttl),
+        ": a lease must not outlive the window"));
+  }
+  if (options.restart_window > kMaxTtl) {
+    return absl::InvalidArgumentError("RedLock: restart_window must be <= 30 days");
   }
   if (!options.server_names.empty() &&
       options.server_names.size() != servers.size()) {
@@ -1251,6 +1345,7 @@ absl::StatusOr<AcquireHandle> RedLock::Acquire(absl::string_view resource,
     return absl::InvalidArgumentError("wait must be >= 0");
   }
   if (!callback) return absl::InvalidArgumentError("callback is empty");
+  if (!core_->misconfigured().ok()) return core_->misconfigured();
   auto op = std::make_shared<AcquireOp>(core_, resource, options, std::move(callback));
   core_->Register(op);
   op->Start();
@@ -1274,6 +1369,7 @@ absl::Status RedLock::Extend(const Lease& lease, absl::Duration ttl,
   s = ValidateLeaseTtl(*core_, ttl);
   if (!s.ok()) return s;
   if (!callback) return absl::InvalidArgumentError("callback is empty");
+  if (!core_->misconfigured().ok()) return core_->misconfigured();
   auto op = std::make_shared<ExtendOp>(core_, lease, ttl, std::move(callback));
   core_->Register(op);
   op->Start();

@@ -63,14 +63,16 @@
 //   kAborted          quorum impossible and at least one server was held
 //                     by another owner (contention)
 //   kUnavailable      quorum impossible without contention: servers down,
-//                     error replies, per-server timeouts, or votes not
-//                     counted because of a recent restart (below)
+//                     error replies, per-server timeouts, or servers whose
+//                     data set is young (RESTART SAFETY)
 //   kDeadlineExceeded quorum reached too late: validity <= 0
 //   kCancelled        the RedLock was destroyed (shutdown)
 //   kInvalidArgument  from the call: bad resource, ttl <= drift, ttl >
-//                     max_ttl, wait < 0
-// (Foreign data under a lock key -- kInternal from that server -- counts as
-// that server failing; it is never the overall result.)
+//                     max_ttl, wait < 0; from the call or the callback: two
+//                     listed servers are the same Redis instance
+// (Foreign data under a lock key, or an exhausted fence counter -- kInternal
+// from that server -- counts as that server failing; it is never the overall
+// result.)
 //
 // EXTEND (`Extend(lease, ttl)`) runs `LockCommands::ExtendOrReacquire` on
 // every server in parallel: PEXPIRE where the key still holds lease.token,
@@ -93,7 +95,9 @@
 // min(lease.deadline, T1 + ttl - drift).
 //
 // RELEASE sends the compare-and-delete to every server in parallel and
-// reports when every server answered or the per-server timeout passed:
+// reports when every server answered or `release_timeout` passed (default
+// the larger of the per-server timeout and 1 s; a release protects no
+// validity, so it is not held to acquire's short deadline):
 //   OK                   at least `quorum` servers confirmed the key no
 //                        longer holds the token (deleted or already gone)
 //                        and at least one of them deleted it
@@ -115,38 +119,60 @@
 // whose counter was >= L1.fence while L1 held its key there, and L2's grant
 // there incremented it. The maximum alone, without the write-back, would
 // not guarantee this: counters drift apart when attempts land on subsets of
-// servers. The guarantee holds only while no counter of such a shared server
-// went backwards: a server restarted without persistence (or whose fence key
-// was evicted or deleted) can regress its counter, and a majority of such
-// servers can make a later fence smaller than an earlier one. Fences of
+// servers. A counter that is lost (restart without persistence, FLUSHALL,
+// eviction) does not go backwards: a missing fence key starts at the
+// data-set marker x 1000 (scripts.h), above every fence the lost data set
+// issued as long as it issued fewer than 1000 fences per ms of its life for
+// the resource and the server clock did not go back; a trusted marker (0)
+// starts counters at 1, which is why trusting a data set after a data loss
+// is unsafe. Counters are exact up to 2^53 - 1; beyond, acquire is
+// kInternal "fencing counter ... exhausted" from that server. Fences of
 // different resources are unrelated. Two leases that overlap in time cannot
 // both exist (that is the lock's job), but a holder paused past its
 // deadline still holds its old fence: the protected resource must reject
 // fences smaller than the largest it has seen.
 //
-// RESTART SAFETY. RedLock learns each server's `run_id` (from `INFO
-// server`) on first use, after any failed command to that server, and on
-// every new connection to it (Transport::connection_epoch: a restart always
-// breaks the connection). The INFO goes in the same write as the lock
-// command, so it costs no extra round trip. With `delayed_restart` on, a
-// grant counts only if the run_id was confirmed for it: by the INFO queued
-// ahead of it, or because it went out and came back on a connection whose
-// run_id was already confirmed. A transport that cannot name its
-// connections (connection_epoch() == 0), or `check_run_id_every_command`,
-// puts an INFO before every Acquire and Extend instead (needed when a proxy
-// sits between dlock and the servers: a server behind it can restart under
-// an unbroken connection). A changed run_id means the server restarted and
-// may have lost keys it granted. With `delayed_restart`, that server's votes are not
-// counted (for Acquire or Extend) until `max_ttl` has passed since the
-// restart was observed: the "delayed restart" rule of the algorithm's
-// analysis, enforced by the client. Nor are votes of a server whose INFO
-// (queued ahead of the lock command) failed, since it may have restarted
-// unseen. (Keys such servers grant are still released or extended like any
-// other.) Acquire and Extend reject a ttl above `max_ttl`, so no lease can
-// outlive that window. A restart that happened before RedLock first saw the
-// server cannot be detected, nor one whose INFO is renamed or denied (then
-// restart detection is off for that server); run the servers with
-// persistence (appendfsync always) or really delay their restarts as well.
+// RESTART SAFETY (the "delayed restart" rule of the algorithm's analysis,
+// `delayed_restart`, default on). A server restarted without persistence (or
+// FLUSHALLed) may have lost keys it granted to leases still held; it must
+// not vote until every such lease has expired. Each server carries a DATA-SET
+// MARKER, KeyScheme::DataSetKey() (P"data-set-began"): the server's TIME in
+// ms when its current data set was first used by dlock. The acquire script
+// creates it on first contact and reads it atomically with the acquire. A
+// server whose marker is younger than the restart window (`restart_window`,
+// default max_ttl) refuses the acquire ("data set began N ms ago ...: young,
+// M ms left"): the vote is simply not granted, and the key is not set. The
+// server does this for EVERY client, however fresh (one that never saw the
+// server before the restart included), and through proxies. A persisted
+// server keeps its marker (and its keys); FLUSHALL, eviction of the marker,
+// or a restart without persistence start a new, young data set. Rules:
+//   - Every client of a deployment must use a window >= the largest ttl any
+//     client uses (the window is sent by the acquiring client). RedLock
+//     refuses restart_window < max_ttl.
+//   - A brand-new server is quarantined for the window after first contact.
+//     To use a never-used server at once, declare its data set trusted:
+//     `redis-cli SET dlock:data-set-began 0` (TrustDataSetCommand()); test
+//     fixtures, examples and benchmarks do this. UNSAFE after a restart that
+//     lost data: it lifts the quarantine that protects live leases, and
+//     fences of resources whose counter was lost would start again at 1.
+//   - Upgrading a deployment whose servers have no marker yet: they are
+//     young for the window after the upgrade, unless declared trusted (safe
+//     when their data is intact).
+// Extend's script does not read the marker; its votes are still gated by
+// the run_id: RedLock learns each server's `run_id` (`INFO server`, in the
+// same write as the first lock command) once per connection, after a failed
+// command, and -- with `check_run_id_every_command` or a transport that
+// cannot name its connections (connection_epoch() == 0) -- with every
+// Extend. An extend vote counts only if the run_id was confirmed for it and
+// no restart (changed run_id) was seen within the window. The run_id also
+// detects one Redis instance listed twice (same address under two names, or
+// two DB numbers): every later Acquire and Extend then fails with
+// kInvalidArgument ("... are the same Redis instance ..."), the attempt in
+// flight too, without retries. (Until both listings' INFO answered, a
+// quorum of other, distinct servers can still grant the first lease: that
+// lease is sound; and a server whose INFO is renamed or denied is not
+// checked.) With `delayed_restart` off, nothing is quarantined: the window
+// sent is 0, and run_ids only serve the duplicate check.
 //
 // OBSERVER (`options.observer`): OnAcquire, OnAcquireWait (before each
 // retry), OnRelease and OnExtend with policy "redlock", and OnServerVote
@@ -209,15 +235,29 @@ struct RedLockOptions {
 
   // The delayed-restart rule (see RESTART SAFETY). Default on.
   bool delayed_restart = true;
-  // Send `INFO server` with every Acquire and Extend instead of once per
-  // connection (see RESTART SAFETY). Default off; turn it on when a proxy
-  // (twemproxy, Envoy, a Sentinel-aware load balancer) stands between the
-  // client and the servers. Costs about 7% of RedLock throughput.
+  // Send `INFO server` with every Extend instead of once per connection
+  // (see RESTART SAFETY). Default off; turn it on when a proxy (twemproxy,
+  // Envoy, a Sentinel-aware load balancer) stands between the client and the
+  // servers. Acquire does not need it (the data-set marker is checked by the
+  // server inside the acquire script).
   bool check_run_id_every_command = false;
-  // The largest ttl Acquire and Extend accept, and how long a restarted
-  // server's votes are ignored when delayed_restart is on. Default 60 s.
-  // Must be in [kMinTtl, kMaxTtl].
+  // The largest ttl Acquire and Extend accept. Default 60 s. Must be in
+  // [kMinTtl, kMaxTtl].
   absl::Duration max_ttl = absl::Seconds(60);
+  // The restart window of the delayed-restart rule: a server whose data set
+  // began (KeyScheme::DataSetKey) less than this long ago grants no acquire,
+  // and a restart seen through its run_id keeps its extend votes out this
+  // long. Zero (default): max_ttl. Must be 0 or >= max_ttl. EVERY client of
+  // a deployment must use a window >= the largest ttl ANY client uses (the
+  // rule is enforced by each server for the window the acquiring client
+  // sends, so a client with a short window could take a lock a long-ttl
+  // holder lost in a restart).
+  absl::Duration restart_window = absl::ZeroDuration();
+  // The deadline of each per-server command of Release. Zero (default): the
+  // larger of the per-server timeout and 1 s. A release protects no
+  // validity, so it waits for a loaded server rather than report keys that
+  // are in fact gone as not released. Must be >= 0.
+  absl::Duration release_timeout = absl::ZeroDuration();
 
   // Key names on every server (prefix "dlock:" by default).
   KeyScheme keys;
@@ -276,7 +316,8 @@ class RedLock : public Lock {
     std::string run_id;
     // Restarts observed (run_id changes).
     int restarts_observed = 0;
-    // True while delayed_restart keeps this server's votes out.
+    // True while delayed_restart keeps this server's votes out: its data
+    // set was young at its last acquire reply, or a restart was seen.
     bool quarantined = false;
     // When its votes count again (InfinitePast when not quarantined).
     absl::Time counted_again_at = absl::InfinitePast();

@@ -33,6 +33,7 @@ namespace {
 
 using ::dlock::testing::IsOk;
 using ::dlock::testing::StatusIs;
+using ::testing::HasSubstr;
 
 constexpr char kResource[] = "orders/42";
 constexpr absl::Duration kTtl = absl::Seconds(10);
@@ -94,7 +95,12 @@ class RedLockTest : public ::testing::Test {
   }
 
   void MakeServers(int n) {
-    for (int i = 0; i < n; ++i) servers_.push_back(std::make_unique<FakeRedis>(&loop_));
+    for (int i = 0; i < n; ++i) {
+      servers_.push_back(std::make_unique<FakeRedis>(&loop_));
+      // Never used: declared trusted, so they vote at once (fences from 1).
+      servers_.back()->Execute(TrustDataSetCommand(KeyScheme{}));
+      servers_.back()->ClearLog();
+    }
   }
 
   // With `fixed_epoch`, the RedLock talks through ProxiedTransports that
@@ -859,20 +865,23 @@ TEST_F(RedLockTest, DelayedRestartRuleIgnoresARestartedServerUntilMaxTtlPassed) 
   EXPECT_THAT(later.lease, IsOk());
 }
 
-TEST_F(RedLockTest, AGrantWhoseRunIdCheckWasLostIsNotCountedUnderDelayedRestart) {
+// Acquire needs no run_id: the server itself refuses while its data set is
+// young. Extend (whose script does not read the marker) still counts a vote
+// only when the run_id was confirmed for it.
+TEST_F(RedLockTest, AcquireCountsAGrantWhoseRunIdCheckWasLostButExtendDoesNot) {
   MakeServers(3);
   Client& c = MakeClient();  // delayed_restart on by default
   c.conn(1).Partition();
-  // The INFO queued ahead of server 0's acquire loses its reply: server 0
-  // might have restarted unseen, so its grant does not count.
+  // The INFO queued ahead of server 0's acquire loses its reply.
   c.conn(0).DropNextReplies(1);
   Outcome out = Acquire(c);
-  EXPECT_THAT(out.lease, StatusIs(absl::StatusCode::kUnavailable));
-  Drain();
-  EXPECT_EQ(KeysHeld(), 0);
-  // Confirmed on the next attempt, it counts again.
-  Outcome again = Acquire(c);
-  EXPECT_THAT(again.lease, IsOk());
+  ASSERT_THAT(out.lease, IsOk());
+  // The INFO ahead of server 0's extend loses its reply too: server 0 might
+  // have restarted unseen, so its extend vote does not count.
+  c.conn(0).DropNextReplies(1);
+  EXPECT_THAT(Extend(c, *out.lease, kTtl), StatusIs(absl::StatusCode::kUnavailable));
+  // Confirmed on the next extend, it counts again.
+  EXPECT_THAT(Extend(c, *out.lease, kTtl), IsOk());
 }
 
 TEST_F(RedLockTest, RunIdIsCheckedOncePerConnectionUnderDelayedRestart) {
@@ -898,7 +907,9 @@ TEST_F(RedLockTest, RunIdIsCheckedOncePerConnectionUnderDelayedRestart) {
   EXPECT_EQ(KeysHeld(), 0);
 }
 
-TEST_F(RedLockTest, CheckRunIdEveryCommandSendsInfoWithEveryAcquireAndExtend) {
+// Acquire needs the run_id only once per connection (the marker gates its
+// votes); Extend's votes are gated by it, so Extend gets an INFO each time.
+TEST_F(RedLockTest, CheckRunIdEveryCommandSendsInfoWithEveryExtend) {
   MakeServers(3);
   RedLockOptions options = TestOptions();
   options.check_run_id_every_command = true;
@@ -909,10 +920,13 @@ TEST_F(RedLockTest, CheckRunIdEveryCommandSendsInfoWithEveryAcquireAndExtend) {
     ASSERT_THAT(Extend(c, *out.lease, kTtl), IsOk());
     ASSERT_THAT(Release(c, *out.lease), IsOk());
   }
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(c.conn(i).CountSent("INFO"), 6) << i;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(c.conn(i).CountSent("INFO"), 1 + 3) << i;
 }
 
-TEST_F(RedLockTest, BehindAProxyOnlyCheckingEveryCommandCatchesARestart) {
+// Behind a proxy the connection looks unbroken, so a restart goes unseen by
+// the run_id check unless it runs with every command; the data-set marker
+// refuses the acquire either way.
+TEST_F(RedLockTest, BehindAProxyTheDataSetMarkerCatchesARestartTheRunIdMisses) {
   for (bool every_command : {false, true}) {
     SCOPED_TRACE(every_command);
     clients_.clear();
@@ -930,18 +944,18 @@ TEST_F(RedLockTest, BehindAProxyOnlyCheckingEveryCommandCatchesARestart) {
     // Server 0 restarts and loses A's key; B's "connection" looks unbroken.
     servers_[0]->Restart();
     Outcome rival = Acquire(b);
-    if (every_command) {
-      EXPECT_THAT(rival.lease, StatusIs(absl::StatusCode::kAborted));
-      EXPECT_TRUE(b.lock->server_status(0).quarantined);
-    } else {
-      // The documented limitation: the restart went unseen.
-      EXPECT_THAT(rival.lease, IsOk());
-      EXPECT_EQ(b.lock->server_status(0).restarts_observed, 0);
-    }
+    EXPECT_THAT(rival.lease, StatusIs(absl::StatusCode::kAborted));
+    EXPECT_THAT(rival.lease.status().message(), HasSubstr("1 young"));
+    EXPECT_TRUE(b.lock->server_status(0).quarantined);
+    // Acquire sends no INFO per command (only Extend does with
+    // check_run_id_every_command): the restart itself went unseen.
+    EXPECT_EQ(b.lock->server_status(0).restarts_observed, 0);
   }
 }
 
-TEST_F(RedLockTest, ATransportThatCannotNameItsConnectionGetsAnInfoWithEveryAcquire) {
+// Without connection names an Extend needs an INFO each time; an Acquire
+// only on first use (the duplicate-instance check).
+TEST_F(RedLockTest, ATransportThatCannotNameItsConnectionGetsAnInfoOnlyOnFirstAcquire) {
   MakeServers(3);
   Client& c = MakeClient(TestOptions(), /*fixed_epoch=*/0);
   for (int i = 0; i < 3; ++i) {
@@ -949,7 +963,7 @@ TEST_F(RedLockTest, ATransportThatCannotNameItsConnectionGetsAnInfoWithEveryAcqu
     ASSERT_THAT(out.lease, IsOk());
     ASSERT_THAT(Release(c, *out.lease), IsOk());
   }
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(c.conn(i).CountSent("INFO"), 3) << i;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(c.conn(i).CountSent("INFO"), 1) << i;
 }
 
 TEST_F(RedLockTest, RestartIsDetectedAfterAFailedCommandWithoutDelayedRestart) {
@@ -1275,6 +1289,183 @@ INSTANTIATE_TEST_SUITE_P(Faults, RedLockRaceTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "WithRestarts" : "WithoutRestarts";
                          });
+
+// ------------------------------------------------- data-set marker (issue 11)
+
+// Defect 2 of issue 11: client A holds the lock on all three servers; two of
+// them restart without persistence (empty). A client that connects only now
+// never saw the old run_ids, yet must not get the quorum while A holds: the
+// restarted servers' data sets are young, and they refuse.
+TEST_F(RedLockTest, AFreshClientAfterRestartsCannotTakeALockStillHeld) {
+  MakeServers(3);
+  Client& a = MakeClient();
+  Outcome held = Acquire(a);
+  ASSERT_THAT(held.lease, IsOk());
+  servers_[1]->Restart();
+  servers_[2]->Restart();
+  Client& fresh = MakeClient();
+  Outcome rival = Acquire(fresh);
+  EXPECT_THAT(rival.lease, StatusIs(absl::StatusCode::kAborted));
+  // Decided as soon as a quorum is impossible (held + young).
+  EXPECT_THAT(rival.lease.status().message(), HasSubstr("young"));
+  EXPECT_LT(loop_.Now(), held.lease->deadline);
+  EXPECT_TRUE(fresh.lock->server_status(1).quarantined);
+  EXPECT_EQ(KeyOn(1), std::nullopt) << "a young server sets no key";
+}
+
+// The window is counted from the first contact after the data loss, in the
+// server's clock, for every client; at its end the server votes again.
+TEST_F(RedLockTest, AYoungServerVotesExactlyWhenTheRestartWindowHasPassed) {
+  MakeServers(1);
+  servers_[0]->Execute({"FLUSHALL"});  // a data set that began just now
+  RedLockOptions options = TestOptions();
+  options.max_ttl = absl::Seconds(20);
+  options.restart_window = absl::Seconds(30);
+  Client& c = MakeClient(options);
+  const absl::Time first_contact = loop_.Now();
+  Outcome young = Acquire(c);
+  EXPECT_THAT(young.lease, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(young.lease.status().message(), HasSubstr("data set began 0 ms ago"));
+  ASSERT_TRUE(servers_[0]->GetString(KeyScheme().DataSetKey()).has_value());
+  EXPECT_EQ(c.lock->server_status(0).counted_again_at, first_contact + absl::Seconds(30));
+
+  // A second, brand-new client sees the same marker.
+  Client& other = MakeClient(options);
+  loop_.AdvanceTo(first_contact + absl::Seconds(30) - absl::Milliseconds(1));
+  Outcome almost = Acquire(other);
+  EXPECT_THAT(almost.lease, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(almost.lease.status().message(), HasSubstr("young, 1 ms left"));
+  loop_.AdvanceTo(first_contact + absl::Seconds(30));
+  Outcome granted = Acquire(other);
+  ASSERT_THAT(granted.lease, IsOk());
+  // Fences of a data set that began at T start at T (ms) x 1000 + 1.
+  EXPECT_EQ(granted.lease->fence,
+            absl::ToUnixMillis(absl::FromUnixSeconds(1700000000) +
+                               (first_contact - ManualEventLoop::Origin())) *
+                    1000 +
+                1);
+}
+
+TEST_F(RedLockTest, WithoutTheDelayedRestartRuleAYoungServerVotes) {
+  MakeServers(1);
+  servers_[0]->Execute({"FLUSHALL"});
+  RedLockOptions options = TestOptions();
+  options.delayed_restart = false;
+  Client& c = MakeClient(options);
+  EXPECT_THAT(Acquire(c).lease, IsOk());
+}
+
+TEST_F(RedLockTest, RestartWindowShorterThanMaxTtlIsRejected) {
+  MakeServers(1);
+  std::vector<Transport*> none;
+  RedLockOptions options = TestOptions();
+  options.max_ttl = absl::Seconds(60);
+  options.restart_window = absl::Seconds(59);
+  FakeTransport t(&loop_, servers_[0].get());
+  EXPECT_THAT(RedLock::Create(&loop_, {&t}, options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  options.restart_window = absl::Seconds(60);
+  EXPECT_THAT(RedLock::Create(&loop_, {&t}, options).status(), IsOk());
+  options.release_timeout = absl::Seconds(-1);
+  EXPECT_THAT(RedLock::Create(&loop_, {&t}, options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Defect 3 of issue 11: after every server lost its data, the next holder's
+// fence is above the previous holder's (fences restart at began_ms x 1000).
+TEST_F(RedLockTest, FencesAfterADataLossRestartAreAboveEveryEarlierFence) {
+  MakeServers(3);
+  Client& c = MakeClient();
+  Outcome first = Acquire(c);
+  ASSERT_THAT(first.lease, IsOk());
+  EXPECT_EQ(first.lease->fence, 1);  // trusted servers: fences from 1
+  ASSERT_THAT(Release(c, *first.lease), IsOk());
+  for (auto& server : servers_) server->Restart();
+  Outcome young = Acquire(c);
+  EXPECT_THAT(young.lease, StatusIs(absl::StatusCode::kUnavailable));
+  loop_.AdvanceTime(RedLockOptions().max_ttl);
+  Outcome second = Acquire(c);
+  ASSERT_THAT(second.lease, IsOk());
+  EXPECT_GT(second.lease->fence, first.lease->fence);
+  EXPECT_GT(second.lease->fence, int64_t{1000});
+}
+
+// Item 4 of issue 11: one instance listed twice would vote twice.
+TEST_F(RedLockTest, TheSameInstanceListedTwiceIsRefusedAsAConfigurationError) {
+  MakeServers(2);
+  RedLockOptions options = TestOptions();
+  options.server_names = {"redis://a:6379", "redis://b:6379"};
+  auto c0 = std::make_unique<FakeTransport>(&loop_, servers_[0].get());
+  auto c1 = std::make_unique<FakeTransport>(&loop_, servers_[1].get());
+  auto c2 = std::make_unique<FakeTransport>(&loop_, servers_[0].get());  // again
+  options.server_names = {"redis://a:6379", "redis://b:6379", "redis://a-alias:6379"};
+  absl::StatusOr<std::unique_ptr<RedLock>> lock =
+      RedLock::Create(&loop_, {c0.get(), c1.get(), c2.get()}, options);
+  ASSERT_THAT(lock, IsOk());
+  std::optional<absl::StatusOr<Lease>> result;
+  ASSERT_THAT((*lock)->Acquire(kResource, {kTtl},
+                               [&](absl::StatusOr<Lease> l) { result = std::move(l); }),
+              IsOk());
+  ASSERT_TRUE(RunUntil([&] { return result.has_value(); }));
+  // Servers 0 and 1 may grant before server 2's identity is known (two
+  // distinct instances: a sound quorum); from then on, every call is refused.
+  if (!result->ok()) {
+    EXPECT_THAT(*result, StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  Drain();
+  absl::StatusOr<AcquireHandle> again =
+      (*lock)->Acquire("other", {kTtl}, [](absl::StatusOr<Lease>) {});
+  EXPECT_THAT(again, StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("same Redis instance")));
+  EXPECT_THAT(again.status().message(), HasSubstr("server 0 (redis://a:6379)"));
+  EXPECT_THAT(again.status().message(), HasSubstr("server 2 (redis://a-alias:6379)"));
+  lock->reset();
+  loop_.RunUntilIdle();
+}
+
+TEST_F(RedLockTest, TwoListingsOfOneInstanceAreRefusedOnTheFirstAcquire) {
+  MakeServers(1);
+  auto c0 = std::make_unique<FakeTransport>(&loop_, servers_[0].get());
+  auto c1 = std::make_unique<FakeTransport>(&loop_, servers_[0].get());
+  absl::StatusOr<std::unique_ptr<RedLock>> lock =
+      RedLock::Create(&loop_, {c0.get(), c1.get()}, TestOptions());
+  ASSERT_THAT(lock, IsOk());
+  std::optional<absl::StatusOr<Lease>> result;
+  ASSERT_THAT((*lock)->Acquire(kResource, {kTtl},
+                               [&](absl::StatusOr<Lease> l) { result = std::move(l); }),
+              IsOk());
+  ASSERT_TRUE(RunUntil([&] { return result.has_value(); }));
+  EXPECT_THAT(*result, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("server 0 and server 1 are the same Redis instance")));
+  Drain();
+  EXPECT_EQ(KeyOn(0), std::nullopt) << "nothing left behind";
+  lock->reset();
+  loop_.RunUntilIdle();
+}
+
+// Item 5 of issue 11: a release slower than the per-server timeout of
+// acquire (50 ms here) but within the release timeout is still confirmed.
+TEST_F(RedLockTest, ReleaseWaitsForTheReleaseTimeoutNotTheAcquireDeadline) {
+  MakeServers(3);
+  LoadScripts();
+  Client& c = MakeClient();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(120));
+  EXPECT_THAT(Release(c, *out.lease), IsOk());
+  EXPECT_EQ(KeysHeld(), 0);
+
+  // An explicit release_timeout bounds it.
+  RedLockOptions options = TestOptions();
+  options.release_timeout = absl::Milliseconds(100);
+  Client& d = MakeClient(options);
+  Outcome out2 = Acquire(d);
+  ASSERT_THAT(out2.lease, IsOk());
+  for (auto& conn : d.conns) conn->SetLatency(absl::Milliseconds(120));
+  absl::Status released = Release(d, *out2.lease);
+  EXPECT_THAT(released, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(released.message(), HasSubstr("0 of 3 servers released"));
+}
 
 }  // namespace
 }  // namespace dlock

@@ -36,6 +36,7 @@ class RedLockWatchdogTest : public ::testing::Test {
   RedLockWatchdogTest() {
     for (int i = 0; i < 3; ++i) {
       servers_.push_back(std::make_unique<FakeRedis>(&loop_));
+      servers_.back()->Execute(TrustDataSetCommand(KeyScheme{}));  // never used
       conns_.push_back(std::make_unique<FakeTransport>(&loop_, servers_.back().get()));
       conns_.back()->SetLatency(absl::Milliseconds(4));
     }

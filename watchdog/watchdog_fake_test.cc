@@ -415,6 +415,8 @@ class WatchdogRedLockTest : public WatchdogFakeTest {
     std::vector<Transport*> transports;
     for (int i = 0; i < 5; ++i) {
       servers_.push_back(std::make_unique<FakeRedis>(&loop_));
+      // Never used: declared trusted, so RedLock counts it at once.
+      servers_.back()->Execute(TrustDataSetCommand(KeyScheme{}));
       transports.push_back(NewClient(servers_.back().get()));
     }
     absl::StatusOr<std::unique_ptr<RedLock>> lock = RedLock::Create(&loop_, transports);

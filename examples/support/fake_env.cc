@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dlock/examples/support/example_env.h"
+#include "dlock/lock/lock_commands.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
 #include "dlock/transport/fake/manual_event_loop.h"
@@ -22,6 +23,9 @@ class FakeEnv : public ExampleEnv {
   explicit FakeEnv(int servers) {
     for (int i = 0; i < servers; ++i) {
       servers_.push_back(std::make_unique<FakeRedis>(&loop_));
+      // Never used: declared trusted, so RedLock counts it at once (see
+      // dlock::TrustDataSetCommand; unsafe after a restart that lost data).
+      servers_.back()->Execute(TrustDataSetCommand(KeyScheme{}));
       killed_.push_back(false);
       conns_.emplace_back();
     }

@@ -47,6 +47,13 @@ struct RedisProcessOptions {
   // destructor removes.
   std::string dir;
   absl::Duration start_timeout = absl::Seconds(10);
+  // On the FIRST start only (not on Restart), for each prefix P: SET
+  // P"data-set-began" 0 NX, which declares the never-used server's data set
+  // trusted (dlock::TrustDataSetCommand), so RedLock counts its votes at
+  // once and fences start at 1. Restart() never does this: a server
+  // restarted without persistence is then young, as in production. Clear it
+  // to test a brand-new, untrusted server.
+  std::vector<std::string> trusted_data_set_prefixes = {"dlock:"};
 };
 
 class RedisProcess {
@@ -92,6 +99,7 @@ class RedisProcess {
   explicit RedisProcess(RedisProcessOptions options);
   absl::Status Spawn();
   absl::Status WaitReady();
+  absl::Status TrustDataSet();
 
   RedisProcessOptions options_;
   int port_ = 0;

@@ -29,8 +29,10 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -193,6 +195,14 @@ const std::vector<ScriptCase>& ScriptPool() {
       {"return _VERSION", false},
       {"local t = redis.call('get', KEYS[1]) if t then return #t end return -1", false},
   };
+  return *v;
+}
+
+// The data-set markers the acquire scripts are given, with their values:
+// trusted, old (a fixed time, ~1e6 s before the test), and foreign.
+const std::vector<std::pair<std::string, std::string>>& DataSetMarkers() {
+  static const auto* const v = new std::vector<std::pair<std::string, std::string>>{
+      {"m:began-trusted", "0"}, {"m:began-old", "1690000000000"}, {"m:began-bad", "abc"}};
   return *v;
 }
 
@@ -472,19 +482,27 @@ class Generator {
     // an undo meets both its own marker and someone else's.
     const std::vector<std::string> marker_keys = {"{r}lock:acquire:1", "{r}lock:acquire:2"};
     const std::string name = s.name;
+    const bool acquire = name == "acquire" || name == "reentrant_acquire";
     argv.push_back(lock_keys[Pick(lock_keys.size())]);
     if (name == "reentrant_undo") {
       argv.push_back(marker_keys[Pick(marker_keys.size())]);
     } else if (s.num_keys >= 2) {
       argv.push_back(fence_keys[Pick(fence_keys.size())]);
     }
-    if (s.num_keys >= 3) argv.push_back(marker_keys[Pick(marker_keys.size())]);
+    if (name == "reentrant_acquire") argv.push_back(marker_keys[Pick(marker_keys.size())]);
+    // The data-set marker: only pre-set ones (DataSetMarkers(), re-set after
+    // every FLUSHALL), since one created from TIME differs by the clocks'
+    // skew (DataSetMarkerCreatedOnFirstContactAgrees covers creation).
+    if (acquire) argv.push_back(DataSetMarkers()[Pick(DataSetMarkers().size())].first);
     argv.push_back(One({"tokA", "tokB", "ownerX"}));
     if (name == "release" || name == "reentrant_release" || name == "reentrant_undo") {
       argv.push_back(One({"{r}lock:released", "ch"}));
     } else {
       argv.push_back(Pick(12) == 0 ? One({"abc", "0", "-5"}) : LongTtl(false));
     }
+    // The restart window: off, shorter than every marker's age, or longer
+    // (a young refusal, whose ms are compared with a tolerance).
+    if (acquire) argv.push_back(One({"0", "0", "60000", "99999999999999"}));
     return argv;
   }
 
@@ -548,6 +566,15 @@ bool Agree(const Argv& argv, const Reply& fake, const Reply& real) {
     return fake.is_array() && real.is_array() && fake.elements.size() == 2 &&
            real.elements.size() == 2;
   }
+  // A young data set's refusal: {'young', ms left, age ms}, time-dependent.
+  if ((name == "eval" || name == "evalsha") && fake.is_array() && real.is_array() &&
+      fake.elements.size() == 3 && real.elements.size() == 3 &&
+      fake.elements[0] == Reply::String("young") && real.elements[0] == fake.elements[0] &&
+      fake.elements[1].is_integer() && real.elements[1].is_integer() &&
+      fake.elements[2].is_integer() && real.elements[2].is_integer()) {
+    return std::llabs(fake.elements[1].integer - real.elements[1].integer) <= 50 &&
+           std::llabs(fake.elements[2].integer - real.elements[2].integer) <= 50;
+  }
   if ((name == "pttl" || name == "ttl") && argv.size() == 2 && fake.is_integer() &&
       real.is_integer() && fake.integer >= 0 && real.integer >= 0) {
     const int64_t tolerance = name == "pttl" ? 50 : 1;
@@ -563,7 +590,10 @@ struct RunResult {
 
 RunResult RunSeed(uint64_t seed, int64_t count) {
   RunResult result;
-  auto server = testing::RedisServer::Start();
+  // An untouched server: no trusted data-set marker (the fake has none).
+  testing::RedisServerOptions server_options;
+  server_options.trusted_data_set_prefixes.clear();
+  auto server = testing::RedisServer::Start(server_options);
   if (!server.ok()) {
     ADD_FAILURE() << "cannot start redis-server: " << server.status();
     result.ok = false;
@@ -581,6 +611,19 @@ RunResult RunSeed(uint64_t seed, int64_t count) {
   FakeRedis fake(&loop, options);
   Generator gen(seed);
   std::deque<std::string> recent;
+  auto set_markers = [&]() -> bool {
+    for (const auto& [key, value] : DataSetMarkers()) {
+      fake.Execute({"SET", key, value});
+      absl::StatusOr<Reply> r = (*server)->Command({"SET", key, value});
+      if (!r.ok()) return false;
+    }
+    return true;
+  };
+  if (!set_markers()) {
+    ADD_FAILURE() << "cannot set the data-set markers";
+    result.ok = false;
+    return result;
+  }
 
   for (int64_t i = 0; i < count; ++i) {
     Argv argv = gen.Next();
@@ -612,6 +655,11 @@ RunResult RunSeed(uint64_t seed, int64_t count) {
                     << "  previous commands:\n    " << absl::StrJoin(recent, "\n    ") << "\n"
                     << "  replay: DLOCK_DIFFERENTIAL_SEED=" << seed
                     << " DLOCK_DIFFERENTIAL_COMMANDS=" << (i + 1);
+      result.ok = false;
+      return result;
+    }
+    if (absl::AsciiStrToLower(argv[0]) == "flushall" && !set_markers()) {
+      ADD_FAILURE() << "cannot set the data-set markers after FLUSHALL";
       result.ok = false;
       return result;
     }
@@ -787,6 +835,57 @@ TEST(DifferentialTest, ErrorsInsideDlockScriptsMatchARealServer) {
       {"EVALSHA", DlockSha("reentrant_extend"), "1", "{r}lock", "ownerY", "5000000"},
   };
   CompareFixed(commands, /*deny_channels=*/false);
+}
+
+// The acquire scripts create a missing data-set marker from TIME: on the
+// fake and on a real server the marker is the server's time in ms (within
+// the clocks' skew), and the first fence is marker x 1000 + 1 on both.
+TEST(DifferentialTest, DataSetMarkerCreatedOnFirstContactAgrees) {
+  testing::RedisServerOptions server_options;
+  server_options.trusted_data_set_prefixes.clear();
+  auto server = testing::RedisServer::Start(server_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
+  ASSERT_TRUE(t0.ok()) << t0.status();
+  ManualEventLoop loop;
+  FakeRedis::Options options;
+  options.start_time = absl::FromUnixMicros(*t0);
+  FakeRedis fake(&loop, options);
+  for (const NamedScript& s : AllScripts()) {
+    const std::string name = s.name;
+    if (name != "acquire" && name != "reentrant_acquire") continue;
+    SCOPED_TRACE(name);
+    Argv argv = {"EVAL", s.script->source(), absl::StrCat(s.num_keys), "{" + name + "}",
+                 "{" + name + "}:fence"};
+    if (name == "reentrant_acquire") argv.push_back("{" + name + "}:acquire:1");
+    argv.insert(argv.end(), {name + ":began", "tok", "1000000", "60000"});
+    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
+    ASSERT_TRUE(now.ok());
+    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
+    absl::StatusOr<Reply> real = (*server)->Command(argv);
+    ASSERT_TRUE(real.ok()) << real.status();
+    const Reply mine = fake.Execute(argv);
+    // Young: {'young', ms left, age}; the marker was just created.
+    ASSERT_TRUE(Agree(argv, mine, *real)) << mine.DebugString() << " vs " << real->DebugString();
+    ASSERT_EQ(mine.elements.size(), 3u) << mine.DebugString();
+    EXPECT_EQ(mine.elements[2], Reply::Integer(0));
+    absl::StatusOr<Reply> real_marker = (*server)->Command({"GET", name + ":began"});
+    ASSERT_TRUE(real_marker.ok());
+    int64_t a = 0, b = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(real_marker->str, &a)) << real_marker->DebugString();
+    ASSERT_TRUE(absl::SimpleAtoi(fake.Execute({"GET", name + ":began"}).str, &b));
+    EXPECT_LE(std::llabs(a - b), 50);
+    EXPECT_LE(std::llabs(a - *now / 1000), 1000);
+    // With no window, the first fence is marker x 1000 + 1.
+    argv.back() = "0";
+    real = (*server)->Command(argv);
+    ASSERT_TRUE(real.ok());
+    const Reply granted = fake.Execute(argv);
+    const Reply& real_fence = real->is_array() ? real->elements[1] : *real;
+    const Reply& fake_fence = granted.is_array() ? granted.elements[1] : granted;
+    EXPECT_EQ(real_fence, Reply::Integer(a * 1000 + 1)) << real->DebugString();
+    EXPECT_EQ(fake_fence, Reply::Integer(b * 1000 + 1)) << granted.DebugString();
+  }
 }
 
 }  // namespace

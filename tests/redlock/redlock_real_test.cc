@@ -18,6 +18,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
 #include "dlock/tests/testing/redis_server.h"
 #include "dlock/tests/testing/status_matchers.h"
@@ -31,6 +33,7 @@ namespace {
 using ::dlock::testing::IsOk;
 using ::dlock::testing::RedisServer;
 using ::dlock::testing::StatusIs;
+using ::testing::HasSubstr;
 
 // Generous per-server deadline for sanitizer builds on a loaded CI machine
 // (every test target runs in parallel on 2 cores); every timing bound
@@ -51,11 +54,13 @@ class RedLockRealTest : public ::testing::Test {
   }
 
   // Starts n servers, one connected transport each, and a RedLock over them.
-  void StartCluster(int n, RedLockOptions options = DefaultOptions()) {
+  void StartCluster(int n, RedLockOptions options = DefaultOptions(),
+                    ::dlock::testing::RedisServerOptions server_options = {}) {
     loop_ = std::make_unique<UvEventLoop>(uv_.get());
     std::vector<Transport*> raw;
     for (int i = 0; i < n; ++i) {
-      absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+      absl::StatusOr<std::unique_ptr<RedisServer>> server =
+          RedisServer::Start(server_options);
       ASSERT_TRUE(server.ok()) << server.status();
       servers_.push_back(*std::move(server));
       HiredisTransportOptions topts;
@@ -141,6 +146,55 @@ class RedLockRealTest : public ::testing::Test {
     absl::StatusOr<Reply> r = servers_[i]->Command({"PTTL", "dlock:{orders/42}"});
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() && r->is_integer() ? r->integer : -3;
+  }
+
+  // A connected transport of its own (a brand-new client's connection).
+  HiredisTransport* Connect(int port, int db = 0, const std::string& host = "127.0.0.1") {
+    HiredisTransportOptions topts;
+    topts.host = host;
+    topts.port = port;
+    topts.db = db;
+    topts.reconnect_backoff_min = absl::Milliseconds(50);
+    topts.reconnect_backoff_max = absl::Milliseconds(200);
+    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
+        HiredisTransport::Create(uv_.get(), topts);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) return nullptr;
+    transports_.push_back(*std::move(t));
+    bool up = false;
+    EXPECT_THAT(transports_.back()->Connect([&up](absl::Status st) {
+      EXPECT_THAT(st, IsOk());
+      up = true;
+    }), IsOk());
+    EXPECT_TRUE(uv_.RunUntil([&] { return up; }, kWaitLimit));
+    return transports_.back().get();
+  }
+
+  // A brand-new RedLock client: new connections to every server, so it
+  // never saw any run_id from before a restart.
+  std::unique_ptr<RedLock> FreshClient(RedLockOptions options = DefaultOptions()) {
+    std::vector<Transport*> raw;
+    for (auto& server : servers_) raw.push_back(Connect(server->port()));
+    absl::StatusOr<std::unique_ptr<RedLock>> lock =
+        RedLock::Create(loop_.get(), raw, std::move(options));
+    EXPECT_TRUE(lock.ok()) << lock.status();
+    return lock.ok() ? *std::move(lock) : nullptr;
+  }
+
+  absl::StatusOr<Lease> AcquireWith(Lock& lock, AcquireOptions options = {kTtl}) {
+    std::optional<absl::StatusOr<Lease>> result;
+    absl::StatusOr<AcquireHandle> h = lock.Acquire(
+        kResource, options, [&](absl::StatusOr<Lease> lease) { result = std::move(lease); });
+    if (!h.ok()) return h.status();
+    EXPECT_TRUE(uv_.RunUntil([&] { return result.has_value(); }, kWaitLimit));
+    if (!result.has_value()) return absl::InternalError("acquire never called back");
+    return *std::move(result);
+  }
+
+  // SIGKILL, then start again on the same port (empty without appendonly).
+  void KillAndRestart(int i) {
+    ASSERT_THAT(servers_[i]->Kill(), IsOk());
+    ASSERT_THAT(servers_[i]->Restart(), IsOk());
   }
 
   ::dlock::testing::UvTestLoop uv_;
@@ -313,6 +367,146 @@ TEST_F(RedLockRealTest, RestartedServerIsNotCountedUntilMaxTtlPassed) {
   EXPECT_THAT(Acquire(), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ(KeyOn(0), "");
   EXPECT_EQ(KeyOn(2), "");
+}
+
+// ------------------------------------------------- issue 11 (data-set marker)
+
+// Defect 2: three servers without persistence; client 1 holds the lock
+// (ttl 9 s); B then C are killed (-9) and restarted empty on the same ports.
+// A brand-new client (it never saw the old run_ids) must not get the quorum
+// while client 1 still holds.
+TEST_F(RedLockRealTest, ABrandNewClientAfterRestartsWithoutPersistenceCannotTakeAHeldLock) {
+  StartCluster(3);
+  absl::StatusOr<Lease> held = Acquire(nullptr, {absl::Seconds(9)});
+  ASSERT_THAT(held, IsOk());
+  KillAndRestart(1);
+  KillAndRestart(2);
+  std::unique_ptr<RedLock> fresh = FreshClient();
+  ASSERT_NE(fresh, nullptr);
+  absl::StatusOr<Lease> rival = AcquireWith(*fresh, {absl::Seconds(9)});
+  EXPECT_FALSE(rival.ok()) << "both hold: fences " << held->fence << " and "
+                           << (rival.ok() ? rival->fence : 0);
+  EXPECT_THAT(rival.status().message(), HasSubstr("young"));
+  EXPECT_LT(loop_->Now(), held->deadline) << "the first lease was still valid";
+  fresh.reset();
+}
+
+// Defect 3: after a restart without persistence of a majority, the next
+// holder's fence is above the previous holder's. (Server A, which kept its
+// counter, is stopped, so the new quorum is the two restarted servers.)
+TEST_F(RedLockRealTest, FenceAfterARestartWithoutPersistenceIsAboveThePreviousHolders) {
+  RedLockOptions options = DefaultOptions();
+  options.max_ttl = absl::Seconds(1);  // a short restart window, for the test
+  StartCluster(3, options);
+  absl::StatusOr<Lease> first = Acquire(nullptr, {absl::Milliseconds(900)});
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(Release(*first), IsOk());
+  KillAndRestart(1);
+  KillAndRestart(2);
+  ASSERT_THAT(servers_[0]->Pause(), IsOk());
+  std::unique_ptr<RedLock> fresh = FreshClient(options);
+  ASSERT_NE(fresh, nullptr);
+  // Retries (200 ms apart) until the restarted servers' window has passed.
+  absl::StatusOr<Lease> second =
+      AcquireWith(*fresh, {absl::Milliseconds(900), absl::Seconds(10)});
+  ASSERT_THAT(second, IsOk());
+  EXPECT_GT(second->fence, first->fence);
+  ASSERT_THAT(servers_[0]->Resume(), IsOk());
+  fresh.reset();
+}
+
+TEST_F(RedLockRealTest, FlushAllMakesTheDataSetYoungAgain) {
+  StartCluster(3);
+  ASSERT_THAT(servers_[1]->Command({"FLUSHALL"}), IsOk());
+  ASSERT_THAT(servers_[2]->Command({"FLUSHALL"}), IsOk());
+  absl::StatusOr<Lease> lease = Acquire();
+  EXPECT_THAT(lease, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("2 young")));
+  EXPECT_EQ(KeyOn(0), "") << "a failed acquire releases what it took";
+  absl::StatusOr<Reply> marker = servers_[1]->Command({"GET", "dlock:data-set-began"});
+  ASSERT_THAT(marker, IsOk());
+  EXPECT_TRUE(marker->is_string() && marker->str != "0") << marker->DebugString();
+}
+
+// A persisted server (appendonly, appendfsync always) keeps its marker
+// across a kill -9 and votes at once; its fence counter goes on.
+TEST_F(RedLockRealTest, APersistedServerRestartedKeepsItsMarkerAndVotesAtOnce) {
+  ::dlock::testing::RedisServerOptions persisted;
+  persisted.appendonly = true;
+  StartCluster(3, DefaultOptions(), persisted);
+  absl::StatusOr<Lease> first = Acquire();
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(Release(*first), IsOk());
+  for (int i = 0; i < 3; ++i) KillAndRestart(i);
+  std::unique_ptr<RedLock> fresh = FreshClient();
+  ASSERT_NE(fresh, nullptr);
+  absl::StatusOr<Lease> second = AcquireWith(*fresh);
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->fence, first->fence + 1);
+  fresh.reset();
+}
+
+// Item 4: one instance listed twice (same URL, two host names, two DBs) is
+// a configuration error, not "busy".
+TEST_F(RedLockRealTest, TheSameInstanceListedTwiceIsRefused) {
+  StartCluster(1);
+  const int port = servers_[0]->port();
+  struct Case {
+    const char* name;
+    std::string host2;
+    int db2;
+  };
+  for (const Case& c : {Case{"same URL", "127.0.0.1", 0}, Case{"localhost", "localhost", 0},
+                        Case{"db 1", "127.0.0.1", 1}}) {
+    SCOPED_TRACE(c.name);
+    RedLockOptions options = DefaultOptions();
+    options.server_names = {"first", "second"};
+    absl::StatusOr<std::unique_ptr<RedLock>> lock = RedLock::Create(
+        loop_.get(), {Connect(port), Connect(port, c.db2, c.host2)}, options);
+    ASSERT_THAT(lock, IsOk());
+    absl::StatusOr<Lease> lease = AcquireWith(**lock);
+    EXPECT_THAT(lease, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("same Redis instance")));
+    EXPECT_THAT(lease.status().message(), HasSubstr("server 0 (first)"));
+    EXPECT_THAT(lease.status().message(), HasSubstr("server 1 (second)"));
+    lock->reset();
+    EXPECT_EQ(KeyOn(0), "") << "nothing left behind";
+  }
+}
+
+// SimpleLock on a real server: a restart without persistence never makes a
+// fence go backwards; foreign data and an exhausted counter are kInternal;
+// restart_window refuses a young server.
+TEST_F(RedLockRealTest, SimpleLockFencesForeignDataAndRestartWindowOnARealServer) {
+  StartCluster(1);
+  SimpleLock lock(loop_.get(), Connect(servers_[0]->port()));
+  absl::StatusOr<Lease> first = AcquireWith(lock);
+  ASSERT_THAT(first, IsOk());
+  KillAndRestart(0);
+  SimpleLock fresh(loop_.get(), Connect(servers_[0]->port()));
+  absl::StatusOr<Lease> second = AcquireWith(fresh);
+  ASSERT_THAT(second, IsOk());
+  EXPECT_GT(second->fence, first->fence);
+
+  SimpleLockOptions guarded_options;
+  guarded_options.restart_window = absl::Minutes(1);
+  SimpleLock guarded(loop_.get(), Connect(servers_[0]->port()), guarded_options);
+  ASSERT_THAT(servers_[0]->Command({"DEL", "dlock:{orders/42}"}), IsOk());
+  EXPECT_THAT(AcquireWith(guarded), StatusIs(absl::StatusCode::kUnavailable,
+                                             HasSubstr("ms left of the restart window")));
+
+  ASSERT_THAT(servers_[0]->Command({"SET", "dlock:{orders/42}", "no-ttl"}), IsOk());
+  EXPECT_THAT(AcquireWith(fresh), StatusIs(absl::StatusCode::kInternal,
+                                           HasSubstr("foreign data under the lock key")));
+  ASSERT_THAT(servers_[0]->Command({"DEL", "dlock:{orders/42}"}), IsOk());
+  ASSERT_THAT(servers_[0]->Command({"HSET", "dlock:{orders/42}", "f", "v"}), IsOk());
+  EXPECT_THAT(AcquireWith(fresh), StatusIs(absl::StatusCode::kInternal, HasSubstr("a hash")));
+  ASSERT_THAT(servers_[0]->Command({"DEL", "dlock:{orders/42}"}), IsOk());
+  ASSERT_THAT(
+      servers_[0]->Command({"SET", "dlock:{orders/42}:fence", "9223372036854775807"}),
+      IsOk());
+  EXPECT_THAT(AcquireWith(fresh),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("is exhausted")));
+  EXPECT_EQ(KeyOn(0), "");
 }
 
 }  // namespace

@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
   process_options.unix_socket = options.unix_socket;
   process_options.dir = *dir;
   process_options.start_timeout = options.start_timeout;
+  process_options.trusted_data_set_prefixes = options.trusted_data_set_prefixes;
   auto process = examples::RedisProcess::Start(std::move(process_options));
   if (!process.ok()) return process.status();
   return std::unique_ptr<RedisServer>(

@@ -34,6 +34,16 @@ MATCHER_P(StatusIs, code,
   return s.code() == code;
 }
 
+// StatusIs(code, message_matcher): the code, and a message that matches.
+MATCHER_P2(StatusIs, code, message,
+           std::string("has code ") + absl::StatusCodeToString(code) +
+               " and a matching message") {
+  const absl::Status& s = GetStatus(arg);
+  *result_listener << "status is " << s;
+  return s.code() == code &&
+         ::testing::Matches(message)(std::string(s.message()));
+}
+
 MATCHER_P(IsOkAndHolds, inner, "is OK and holds a value that matches") {
   if (!arg.ok()) {
     *result_listener << "status is " << arg.status();
