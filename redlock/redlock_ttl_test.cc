@@ -28,6 +28,7 @@ TEST(RedLockTtlTest, BelowTheMinimumIsRejectedByTheCallNamingTheRange) {
   std::vector<Transport*> raw;
   for (int i = 0; i < 3; ++i) {
     servers.push_back(std::make_unique<FakeRedis>(&loop));
+    servers.back()->Execute(TrustDataSetCommand(KeyScheme{}));  // never used: no window
     conns.push_back(std::make_unique<FakeTransport>(&loop, servers.back().get()));
     raw.push_back(conns.back().get());
   }
