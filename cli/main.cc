@@ -22,6 +22,9 @@ namespace dlock {
 namespace cli {
 namespace {
 
+// dlock's version: the one place it is written (CMake reads it from here).
+constexpr char kDlockVersion[] = "0.1.0";
+
 int UsageError(const std::string& program, const std::string& message) {
   std::fprintf(stderr, "dlock: %s\nTry '%s --help'.\n", message.c_str(),
                program.c_str());
@@ -41,6 +44,10 @@ absl::Status CheckDuration(const char* flag, absl::Duration d, bool allow_zero) 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   const std::string program = "dlock";
+  if (args.size() == 2 && args[1] == "--version") {
+    std::printf("dlock %s\n", kDlockVersion);
+    return kExitOk;
+  }
   absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
   if (!cl.ok()) return UsageError(program, std::string(cl.status().message()));
   if (cl->help) {
