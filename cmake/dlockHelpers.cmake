@@ -107,7 +107,8 @@ function(dlock_binary name)
   endif()
 endfunction()
 
-# Bazel targets CMake deliberately does not build (the reason is for the
-# reader; tools/check_cmake_sources reads the labels and patterns).
+# dlock_bazel_only(<labels or //pkg/... patterns> REASON "why"): Bazel
+# targets CMake deliberately does not build (tools/check_cmake_sources reads
+# the labels; the reason is for the reader).
 function(dlock_bazel_only)
 endfunction()

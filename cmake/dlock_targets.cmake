@@ -179,17 +179,17 @@ dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
 # ---- Bazel targets CMake does not build ------------------------------------
 
 dlock_bazel_only(//third_party/...
-  "system-library wrappers: CMake uses pkg-config (cmake/dlockDependencies.cmake)")
-dlock_bazel_only(//examples/... "examples run under Bazel (tools/demo)")
-dlock_bazel_only(//bench/... "benchmarks run under Bazel (bench/run)")
-dlock_bazel_only(//watchdog:watchdog_bench "benchmark binary")
+  REASON "system-library wrappers: CMake uses pkg-config (cmake/dlockDependencies.cmake)")
+dlock_bazel_only(//examples/... REASON "examples run under Bazel (tools/demo)")
+dlock_bazel_only(//bench/... REASON "benchmarks run under Bazel (bench/run)")
+dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
 dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
-  "README quick-starts, run under Bazel against a private redis-server")
+  REASON "README quick-starts, run under Bazel against a private redis-server")
 dlock_bazel_only(//tests/testing:redis_server //tests/testing:redis_server_test
   //transport/uv:hiredis_transport_test //client:blocking_client_test
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
   //tests/differential/...
-  "need a redis-server (tools/test runs them under Bazel; the CMake consumer covers the installed real path)")
+  REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")
 dlock_bazel_only(//tests/torture:torture_driver //tests/torture:torture_worker
   //tests/torture:torture_main //tests/torture:torture_test
-  "the torture run: redis-servers and Bazel runfiles")
+  REASON "the torture run: redis-servers and Bazel runfiles")
