@@ -25,6 +25,9 @@ namespace dlock {
 namespace cli {
 namespace {
 
+// dlock's version: the one place it is written (CMake reads it from here).
+constexpr char kDlockVersion[] = "0.1.0";
+
 // Makes descriptors 0, 1 and 2 valid: a closed one is opened on /dev/null.
 // Run first thing, before anything opens a descriptor: otherwise the next
 // socket, pipe or libuv handle would get number 0, 1 or 2, and libuv
@@ -62,6 +65,10 @@ absl::Status CheckDuration(const char* flag, absl::Duration d, bool allow_zero) 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   const std::string program = "dlock";
+  if (args.size() == 2 && args[1] == "--version") {
+    std::printf("dlock %s\n", kDlockVersion);
+    return kExitOk;
+  }
   absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
   if (!cl.ok()) return UsageError(program, std::string(cl.status().message()));
   if (cl->help) {

@@ -1,0 +1,195 @@
+# Every library, test and binary CMake builds, each naming the Bazel target(s)
+# it mirrors. tools/check_cmake_sources fails when these lists and the BUILD
+# files differ (srcs and hdrs per target), or when a Bazel cc_* target is
+# neither mirrored here nor listed in dlock_bazel_only() at the end.
+#
+# When you add a .cc/.h to a BUILD target, add it to the matching call here;
+# when you add a Bazel target, mirror it here or list it as Bazel-only.
+# Paths are relative to the source root. See cmake/dlockHelpers.cmake.
+
+# ---- Installed libraries (exported as dlock::<name>) ----------------------
+
+# Interfaces: EventLoop, Transport, Reply, Script. No libuv/hiredis/Lua.
+dlock_library(transport INSTALL
+  BAZEL //transport:transport //transport:script
+  SRCS transport/reply.cc transport/script.cc
+  HDRS transport/event_loop.h transport/loop_thread.h transport/reply.h
+       transport/transport.h transport/script.h
+  PUBLIC_DEPS PkgConfig::dlock_absl Threads::Threads
+  PRIVATE_DEPS PkgConfig::dlock_crypto)
+
+# The real transport: libuv event loop + hiredis async client.
+dlock_library(uv INSTALL
+  BAZEL //transport/uv:hiredis_reply //transport/uv:uv_event_loop
+        //transport/uv:uv_loop_thread //transport/uv:hiredis_transport
+  SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
+       transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
+  HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
+       transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
+  PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
+  PRIVATE_DEPS PkgConfig::dlock_hiredis)
+
+# The in-memory fake (manual clock, FakeRedis on Lua 5.1): for users' tests.
+dlock_library(fake INSTALL
+  BAZEL //transport/fake:manual_event_loop //transport/fake:fake_redis
+        //transport/fake:fake_transport
+  SRCS transport/fake/manual_event_loop.cc transport/fake/fake_redis.cc
+       transport/fake/fake_redis_lua.cc transport/fake/fake_transport.cc
+  HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
+       transport/fake/fake_redis_lua.h transport/fake/fake_transport.h
+  PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
+  PRIVATE_DEPS PkgConfig::dlock_lua PkgConfig::dlock_crypto)
+
+# Lock interface, observer, scripts, SimpleLock, RetryLock, ReentrantLock,
+# and the blocking facade.
+dlock_library(lock INSTALL
+  BAZEL //lock:lock //lock:observer //lock:scripts //lock:lock_commands
+        //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
+        //lock:blocking
+  SRCS lock/observer.cc lock/scripts.cc lock/lock_commands.cc
+       lock/simple_lock.cc lock/retry_lock.cc lock/reentrant_lock.cc
+       lock/blocking_lock.cc
+  HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lock_commands.h
+       lock/simple_lock.h lock/retry_lock.h lock/reentrant_lock.h
+       lock/blocking_lock.h
+  PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
+  PRIVATE_DEPS PkgConfig::dlock_crypto)
+
+# The lease watchdog and the renewing blocking facade.
+dlock_library(watchdog INSTALL
+  BAZEL //watchdog:watchdog //watchdog:blocking
+  SRCS watchdog/watchdog.cc watchdog/renewing_blocking_lock.cc
+  HDRS watchdog/watchdog.h watchdog/renewing_blocking_lock.h
+  PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
+
+# RedLock over N servers.
+dlock_library(redlock INSTALL
+  BAZEL //redlock:redlock
+  SRCS redlock/redlock.cc
+  HDRS redlock/redlock.h
+  PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
+
+# BlockingClient (and the Redis URL parser it and the CLI share).
+dlock_library(client INSTALL
+  BAZEL //client:blocking_client //cli:redis_url
+  SRCS client/blocking_client.cc cli/redis_url.cc
+  HDRS client/blocking_client.h cli/redis_url.h
+  PUBLIC_DEPS dlock::lock PkgConfig::dlock_absl
+  PRIVATE_DEPS dlock::watchdog dlock::redlock dlock::uv)
+
+# ---- The dlock CLI ---------------------------------------------------------
+
+# Internal (not installed): the CLI's command line and subcommands.
+dlock_library(cli
+  BAZEL //cli:command_line //cli:check //cli:commands
+  SRCS cli/command_line.cc cli/flags.cc cli/check.cc cli/check_command.cc
+       cli/run_command.cc cli/session.cc cli/status_command.cc
+  HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h
+       cli/commands.h cli/session.h
+  PUBLIC_DEPS dlock::client dlock::lock dlock::redlock dlock::watchdog
+              dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
+              PkgConfig::dlock_libuv)
+
+dlock_binary(dlock INSTALL
+  BAZEL //cli:dlock
+  SRCS cli/main.cc
+  DEPS dlock::cli)
+
+# ---- Test helpers (only with DLOCK_BUILD_TESTS) ----------------------------
+
+dlock_library(status_matchers TESTONLY
+  BAZEL //tests/testing:status_matchers
+  HDRS tests/testing/status_matchers.h
+  PUBLIC_DEPS PkgConfig::dlock_absl GTest::gmock)
+
+dlock_library(uv_test_loop TESTONLY
+  BAZEL //transport/uv:uv_test_loop
+  HDRS transport/uv/uv_test_loop.h
+  PUBLIC_DEPS PkgConfig::dlock_absl PkgConfig::dlock_libuv)
+
+dlock_library(lock_behavior_suite TESTONLY
+  BAZEL //lock:lock_behavior_suite
+  HDRS lock/lock_behavior_suite.h
+  PUBLIC_DEPS dlock::lock dlock::status_matchers GTest::gmock)
+
+dlock_library(stallable_loop TESTONLY
+  BAZEL //watchdog:stallable_loop
+  HDRS watchdog/stallable_loop.h
+  PUBLIC_DEPS dlock::fake dlock::transport)
+
+dlock_library(torture_client TESTONLY
+  BAZEL //tests/torture:torture_client
+  SRCS tests/torture/torture_client.cc
+  HDRS tests/torture/torture_client.h
+  PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
+
+# ---- Unit tests CTest runs (GoogleTest + the fake; no redis-server) --------
+
+dlock_test(reply_test BAZEL //transport:reply_test
+  SRCS transport/reply_test.cc DEPS dlock::transport)
+dlock_test(manual_event_loop_test BAZEL //transport/fake:manual_event_loop_test
+  SRCS transport/fake/manual_event_loop_test.cc DEPS dlock::fake)
+dlock_test(fake_redis_test BAZEL //transport/fake:fake_redis_test
+  SRCS transport/fake/fake_redis_test.cc DEPS dlock::fake)
+dlock_test(fake_transport_test BAZEL //transport/fake:fake_transport_test
+  SRCS transport/fake/fake_transport_test.cc
+  DEPS dlock::fake dlock::uv dlock::status_matchers)
+dlock_test(uv_event_loop_test BAZEL //transport/uv:uv_event_loop_test
+  SRCS transport/uv/uv_event_loop_test.cc DEPS dlock::uv dlock::uv_test_loop)
+dlock_test(uv_loop_thread_test BAZEL //transport/uv:uv_loop_thread_test
+  SRCS transport/uv/uv_loop_thread_test.cc DEPS dlock::uv)
+dlock_test(observer_test BAZEL //lock:observer_test
+  SRCS lock/observer_test.cc DEPS dlock::lock)
+dlock_test(lock_behavior_fake_test BAZEL //lock:lock_behavior_fake_test
+  SRCS lock/lock_behavior_fake_test.cc DEPS dlock::lock_behavior_suite dlock::fake)
+dlock_test(simple_lock_test BAZEL //lock:simple_lock_test
+  SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
+  SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(reentrant_lock_test BAZEL //lock:reentrant_lock_test
+  SRCS lock/reentrant_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(redlock_test BAZEL //redlock:redlock_test
+  SRCS redlock/redlock_test.cc
+  DEPS dlock::redlock dlock::fake dlock::status_matchers)
+dlock_test(redlock_watchdog_test BAZEL //redlock:redlock_watchdog_test
+  SRCS redlock/redlock_watchdog_test.cc
+  DEPS dlock::redlock dlock::watchdog dlock::fake dlock::status_matchers)
+dlock_test(watchdog_test BAZEL //watchdog:watchdog_test
+  SRCS watchdog/watchdog_test.cc
+  DEPS dlock::watchdog dlock::stallable_loop dlock::status_matchers)
+dlock_test(watchdog_fake_test BAZEL //watchdog:watchdog_fake_test
+  SRCS watchdog/watchdog_fake_test.cc
+  DEPS dlock::watchdog dlock::redlock dlock::stallable_loop dlock::fake
+       dlock::status_matchers)
+dlock_test(watchdog_scale_test BAZEL //watchdog:watchdog_scale_test
+  SRCS watchdog/watchdog_scale_test.cc
+  DEPS dlock::watchdog dlock::fake dlock::status_matchers)
+dlock_test(redis_url_test BAZEL //cli:redis_url_test
+  SRCS cli/redis_url_test.cc DEPS dlock::client dlock::status_matchers)
+dlock_test(command_line_test BAZEL //cli:command_line_test
+  SRCS cli/command_line_test.cc DEPS dlock::cli dlock::status_matchers)
+dlock_test(check_test BAZEL //cli:check_test
+  SRCS cli/check_test.cc DEPS dlock::cli)
+dlock_test(checker_test BAZEL //tests/torture:checker_test
+  SRCS tests/torture/checker_test.cc DEPS dlock::torture_client)
+dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
+  SRCS tests/torture/fake_torture_test.cc
+  DEPS dlock::torture_client dlock::lock dlock::redlock dlock::fake)
+
+# ---- Bazel targets CMake does not build ------------------------------------
+
+dlock_bazel_only(//third_party/...
+  REASON "system-library wrappers: CMake uses pkg-config (cmake/dlockDependencies.cmake)")
+dlock_bazel_only(//examples/... REASON "examples run under Bazel (tools/demo)")
+dlock_bazel_only(//bench/... REASON "benchmarks run under Bazel (bench/run)")
+dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
+dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
+  REASON "README quick-starts, run under Bazel against a private redis-server")
+dlock_bazel_only(//tests/testing:redis_server //tests/testing:redis_server_test
+  //transport/uv:hiredis_transport_test //client:blocking_client_test
+  //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
+  //tests/differential/...
+  REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")
+dlock_bazel_only(//tests/torture:torture_driver //tests/torture:torture_worker
+  //tests/torture:torture_main //tests/torture:torture_test
+  REASON "the torture run: redis-servers and Bazel runfiles")
