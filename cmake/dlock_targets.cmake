@@ -83,9 +83,10 @@ dlock_library(client INSTALL
 dlock_library(cli
   BAZEL //cli:command_line //cli:check //cli:commands
   SRCS cli/command_line.cc cli/flags.cc cli/check.cc cli/check_command.cc
-       cli/run_command.cc cli/session.cc cli/status_command.cc
+       cli/lock_key.cc cli/run_command.cc cli/session.cc cli/status_command.cc
+       cli/unlock_command.cc
   HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h
-       cli/commands.h cli/session.h
+       cli/commands.h cli/lock_key.h cli/session.h
   PUBLIC_DEPS dlock::client dlock::lock dlock::redlock dlock::watchdog
               dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
               PkgConfig::dlock_libuv)
@@ -148,6 +149,14 @@ dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(reentrant_lock_test BAZEL //lock:reentrant_lock_test
   SRCS lock/reentrant_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(lease_ttl_test BAZEL //lock:lease_ttl_test
+  SRCS lock/lease_ttl_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(error_reply_test BAZEL //lock:error_reply_test
+  SRCS lock/error_reply_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(release_publish_test BAZEL //lock:release_publish_test
+  SRCS lock/release_publish_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
+  SRCS redlock/redlock_ttl_test.cc DEPS dlock::redlock dlock::fake dlock::status_matchers)
 dlock_test(redlock_test BAZEL //redlock:redlock_test
   SRCS redlock/redlock_test.cc
   DEPS dlock::redlock dlock::fake dlock::status_matchers)
@@ -178,8 +187,8 @@ dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
 
 # ---- Bazel targets CMake does not build ------------------------------------
 
-dlock_bazel_only(//third_party/...
-  REASON "system-library wrappers: CMake uses pkg-config (cmake/dlockDependencies.cmake)")
+dlock_bazel_only(//metrics/...
+  REASON "the Prometheus observer (prometheus-cpp) is built and tested under Bazel only for now")
 dlock_bazel_only(//examples/... REASON "examples run under Bazel (tools/demo)")
 dlock_bazel_only(//bench/... REASON "benchmarks run under Bazel (bench/run)")
 dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
