@@ -102,6 +102,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(
       out.redis_urls.emplace_back(value);
       continue;
     }
+    out.given.insert(std::string(flag->Name()));
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
       return Usage(absl::StrCat("bad value \"", value, "\" for --",
@@ -140,6 +141,12 @@ std::string UsageText(const std::string& program) {
       "      (token prefix), fence and TTL; with --force removes the lock on\n"
       "      every server, bumps the fence (the old holder's writes are then\n"
       "      fenced off) and wakes waiters. Without --force: exit 64.\n"
+      "  ", program, " trust [--force] [--redis URL]...\n"
+      "      Shows when each server's data set began (the restart rule's\n"
+      "      marker: a server younger than --restart-window refuses acquires).\n"
+      "      With --force declares it trusted, for servers that never served\n"
+      "      locks or whose data survived; UNSAFE right after a restart that\n"
+      "      lost data. Without --force on an untrusted server: exit 64.\n"
       "\n"
       "URLs: redis://[user:password@]host:port[/db], unix:///path/to/sock[?db=N];\n"
       "a URL without password takes it from $DLOCK_REDIS_PASSWORD (see\n"

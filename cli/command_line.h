@@ -16,6 +16,7 @@
 #ifndef DLOCK_CLI_COMMAND_LINE_H_
 #define DLOCK_CLI_COMMAND_LINE_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct CommandLine {
   bool has_separator = false;
   // `--help` (or `-h`) was given: print usage and exit 0.
   bool help = false;
+  // Names (canonical, with '_') of the flags given on the command line.
+  std::set<std::string> given;
 };
 
 // Parses `args` (args[0] is the program) and sets every Abseil flag given.

@@ -29,6 +29,10 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
 // `dlock unlock [--force] RESOURCE`.
 int UnlockCommand(const CommonOptions& common, const std::string& resource, bool force);
 
+// `dlock trust [--force]`: shows (and with --force declares trusted) each
+// server's data-set marker, the restart rule's record of when its data began.
+int TrustCommand(const CommonOptions& common, absl::Duration restart_window, bool force);
+
 enum class OnLost { kTerm, kKill, kIgnore };
 
 struct RunOptions {
@@ -38,6 +42,11 @@ struct RunOptions {
   absl::Duration wait = absl::ZeroDuration();
   OnLost on_lost = OnLost::kTerm;
   absl::Duration kill_after = absl::Seconds(10);
+  // The delayed-restart rule's window (--restart-window): a server whose data
+  // set began less than this long ago refuses acquires. RedLock: always (0
+  // turns the rule off). One server: only when `restart_window_set`.
+  absl::Duration restart_window = absl::Seconds(60);
+  bool restart_window_set = false;
 };
 
 // `dlock run RESOURCE -- CMD...`.

@@ -26,6 +26,14 @@ ABSL_FLAG(absl::Duration, kill_after, absl::Seconds(10),
           "run: SIGKILL the command's process group if it is still running "
           "this long after it was signalled (--on-lost=term, or a signal to "
           "dlock)");
+ABSL_FLAG(absl::Duration, restart_window, absl::Seconds(60),
+          "run, check, trust: the delayed-restart rule's window. A server whose "
+          "data set began less than this long ago (it restarted without "
+          "persistence, was flushed, or is new) refuses acquires, so no lock it "
+          "lost can be granted twice. Used by RedLock (several --redis; 0 turns "
+          "the rule off) and, when given, for a single server. EVERY client of "
+          "the same servers must use the same window, at least the largest "
+          "--ttl any of them uses; --ttl above it is refused");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(2),
           "per-command Redis timeout");
 ABSL_FLAG(std::string, prefix, "dlock:",

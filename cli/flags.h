@@ -14,6 +14,7 @@ ABSL_DECLARE_FLAG(absl::Duration, wait);
 ABSL_DECLARE_FLAG(std::string, on_lost);
 ABSL_DECLARE_FLAG(absl::Duration, kill_after);
 ABSL_DECLARE_FLAG(absl::Duration, timeout);
+ABSL_DECLARE_FLAG(absl::Duration, restart_window);
 ABSL_DECLARE_FLAG(std::string, prefix);
 ABSL_DECLARE_FLAG(std::string, password_env);
 ABSL_DECLARE_FLAG(bool, verbose);

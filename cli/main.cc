@@ -76,7 +76,7 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
   if (cl->positional.empty()) {
-    return UsageError(program, "missing subcommand (run, status, check or unlock)");
+    return UsageError(program, "missing subcommand (run, status, check, unlock or trust)");
   }
   const std::string sub = cl->positional[0];
 
@@ -107,7 +107,8 @@ int Main(int argc, char** argv) {
   for (absl::Status s :
        {CheckDuration("timeout", common.timeout, false), CheckDuration("ttl", ttl, false),
         CheckDuration("wait", absl::GetFlag(FLAGS_wait), true),
-        CheckDuration("kill_after", absl::GetFlag(FLAGS_kill_after), true)}) {
+        CheckDuration("kill_after", absl::GetFlag(FLAGS_kill_after), true),
+        CheckDuration("restart_window", absl::GetFlag(FLAGS_restart_window), true)}) {
     if (!s.ok()) return UsageError(program, std::string(s.message()));
   }
   if (absl::Status s = ValidateTtl(ttl); !s.ok()) {
@@ -127,6 +128,19 @@ int Main(int argc, char** argv) {
     run.ttl = ttl;
     run.wait = absl::GetFlag(FLAGS_wait);
     run.kill_after = absl::GetFlag(FLAGS_kill_after);
+    run.restart_window = absl::GetFlag(FLAGS_restart_window);
+    run.restart_window_set = cl->given.count("restart_window") > 0;
+    const bool rule_on = common.urls.size() > 1 ? run.restart_window > absl::ZeroDuration()
+                                                : run.restart_window_set &&
+                                                      run.restart_window > absl::ZeroDuration();
+    if (rule_on && run.ttl > run.restart_window) {
+      return UsageError(program,
+                        absl::StrCat("--ttl ", absl::FormatDuration(run.ttl),
+                                     " exceeds --restart-window ",
+                                     absl::FormatDuration(run.restart_window),
+                                     ": a lease must not outlive the window (raise "
+                                     "--restart-window on every client of these servers)"));
+    }
     const std::string on_lost = absl::GetFlag(FLAGS_on_lost);
     if (on_lost == "term") {
       run.on_lost = OnLost::kTerm;
@@ -162,6 +176,13 @@ int Main(int argc, char** argv) {
     }
     return CheckCommand(common, ttl, pings, absl::GetFlag(FLAGS_strict));
   }
+  if (sub == "trust") {
+    if (cl->positional.size() != 1) {
+      return UsageError(program, "trust takes no arguments besides flags");
+    }
+    return TrustCommand(common, absl::GetFlag(FLAGS_restart_window),
+                        absl::GetFlag(FLAGS_force));
+  }
   if (sub == "unlock") {
     if (cl->positional.size() != 2) {
       return UsageError(program, "unlock needs exactly one RESOURCE");
@@ -169,7 +190,7 @@ int Main(int argc, char** argv) {
     return UnlockCommand(common, cl->positional[1], absl::GetFlag(FLAGS_force));
   }
   return UsageError(program, absl::StrCat("unknown subcommand \"", sub,
-                                          "\" (expected run, status, check or unlock)"));
+                                          "\" (expected run, status, check, unlock or trust)"));
 }
 
 }  // namespace

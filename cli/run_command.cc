@@ -72,6 +72,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -219,6 +220,7 @@ class Runner {
       o.key_prefix = common_.prefix;
       o.command_timeout = common_.timeout;
       o.observer = &observer_;
+      if (run_.restart_window_set) o.restart_window = run_.restart_window;
       simple_ = std::make_unique<SimpleLock>(s_.loop(), s_.transport(0), o);
       lock_ = simple_.get();
       if (run_.wait > absl::ZeroDuration()) {
@@ -234,7 +236,18 @@ class Runner {
     RedLockOptions o;
     o.keys.prefix = common_.prefix;
     o.observer = &observer_;
-    o.max_ttl = std::max(o.max_ttl, run_.ttl);
+    // One deployment-wide window (--restart-window), not one per --ttl:
+    // every client must refuse a young server for as long as the longest
+    // lease any client holds (main.cc refuses --ttl above the window).
+    if (run_.restart_window > absl::ZeroDuration()) {
+      o.max_ttl = run_.restart_window;
+      o.restart_window = run_.restart_window;
+    } else {
+      o.delayed_restart = false;
+      o.max_ttl = std::max(o.max_ttl, run_.ttl);
+    }
+    // Releases wait as long as any other Redis command (--timeout).
+    o.release_timeout = common_.timeout;
     if (run_.wait == absl::ZeroDuration()) o.retry_count = 0;
     for (const RedisUrl& url : common_.urls) o.server_names.push_back(url.Display());
     absl::StatusOr<std::unique_ptr<RedLock>> lock =
@@ -255,11 +268,18 @@ class Runner {
                         (absl::IsDeadlineExceeded(st) && run_.wait > absl::ZeroDuration() &&
                          absl::IsAborted(observer_.last_wait_error()));
       if (contention) {
-        std::fprintf(stderr, "dlock: lock \"%s\" is busy%s\n", r.c_str(),
+        // RedLock: servers that refused for a young data set (restarted,
+        // flushed or new: the restart rule) are worth naming.
+        const std::string young =
+            absl::StrContains(st.message(), "young")
+                ? absl::StrCat("; ", st.message())
+                : std::string();
+        std::fprintf(stderr, "dlock: lock \"%s\" is busy%s%s\n", r.c_str(),
                      run_.wait > absl::ZeroDuration()
                          ? absl::StrCat(" (still held after waiting ",
                                         absl::FormatDuration(run_.wait), ")").c_str()
-                         : " (held by another owner)");
+                         : " (held by another owner)",
+                     young.c_str());
         return Finish(kExitBusy);
       }
       if (absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st)) {

@@ -40,6 +40,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr int kExitUsage = 64;
+constexpr int kExitUnavailable = 69;
 constexpr int kExitBusy = 75;
 constexpr int kExitUnsafe = 78;
 constexpr int kExitLost = 79;
@@ -841,4 +842,72 @@ TEST_F(DlockCliRedLockTest, UnlockForceReportsEveryServer) {
 }
 
 }  // namespace
+
+// Issue 11, defect 2 as a CLI user meets it: 3 servers without persistence;
+// a first `dlock run` holds the lock; two of the servers are killed and
+// restarted empty; a brand-new `dlock run` (which never saw the old run_ids)
+// must not get the quorum while the first still runs: the restarted servers'
+// data sets are young (--restart-window, 60 s) and refuse.
+TEST_F(DlockCliRedLockTest, AFreshRunCannotTakeALockHeldAcrossRestartsWithoutPersistence) {
+  const std::string started = Path("started");
+  const std::string second = Path("second");
+  std::vector<std::string> first_args = {"run"};
+  for (const std::string& a : RedisFlags()) first_args.push_back(a);
+  first_args.insert(first_args.end(), {"--ttl", "9s", "r", "--", "sh", "-c",
+                                       absl::StrCat("echo $DLOCK_FENCE > ", started,
+                                                    "; sleep 30")});
+  Dlock first(first_args);
+  ASSERT_TRUE(WaitForFile(started)) << first.err();
+  for (auto& s : more_) {
+    ASSERT_THAT(s->Kill(), IsOk());
+    ASSERT_THAT(s->Restart(), IsOk());
+  }
+  std::vector<std::string> second_args = {"run"};
+  for (const std::string& a : RedisFlags()) second_args.push_back(a);
+  second_args.insert(second_args.end(),
+                     {"r", "--", "sh", "-c", absl::StrCat("echo $DLOCK_FENCE > ", second)});
+  Dlock fresh(second_args);
+  EXPECT_EQ(fresh.Wait(), kExitBusy) << fresh.err();
+  EXPECT_FALSE(FileExists(second)) << "a second holder ran: " << ReadFile(second);
+  EXPECT_THAT(fresh.err(), HasSubstr("young"));
+  kill(first.pid(), SIGTERM);
+  first.Wait();
+}
+
+// The window is one deployment-wide setting: a lease may not outlive it.
+TEST_F(DlockCliRedLockTest, TtlAboveTheRestartWindowIsAUsageError) {
+  std::vector<std::string> args = {"run"};
+  for (const std::string& a : RedisFlags()) args.push_back(a);
+  args.insert(args.end(), {"--ttl", "2m", "r", "--", "true"});
+  Dlock d(args);
+  EXPECT_EQ(d.Wait(), kExitUsage) << d.err();
+  EXPECT_THAT(d.err(), HasSubstr("exceeds --restart-window 1m"));
+  args.insert(args.begin() + 1, {"--restart-window", "5m"});
+  Dlock wider(args);
+  EXPECT_EQ(wider.Wait(), 0) << wider.err();
+}
+
+// `dlock trust`: a restarted (young) server is shown with the time it
+// refuses for; without --force nothing changes (exit 64); with --force it is
+// trusted and a single-server run with --restart-window takes the lock.
+TEST_F(DlockCliTest, TrustShowsAYoungServerAndForceTrustsIt) {
+  ASSERT_THAT(server_->Kill(), IsOk());
+  ASSERT_THAT(server_->Restart(), IsOk());
+  Dlock refused({"run", "--redis", url_, "--restart-window", "1m", "r", "--", "true"});
+  EXPECT_EQ(refused.Wait(), kExitUnavailable) << refused.err();
+  EXPECT_THAT(refused.err(), HasSubstr("young"));
+  Dlock show({"trust", "--redis", url_});
+  EXPECT_EQ(show.Wait(), kExitUsage) << show.err();
+  EXPECT_THAT(show.out(), HasSubstr("refuses acquires for another"));
+  EXPECT_THAT(show.err(), HasSubstr("--force"));
+  Dlock force({"trust", "--force", "--redis", url_});
+  EXPECT_EQ(force.Wait(), 0) << force.err();
+  EXPECT_THAT(force.out(), HasSubstr("now trusted"));
+  Dlock again({"trust", "--redis", url_});
+  EXPECT_EQ(again.Wait(), 0) << again.err();
+  EXPECT_THAT(again.out(), HasSubstr("trusted"));
+  Dlock run({"run", "--redis", url_, "--restart-window", "1m", "r", "--", "true"});
+  EXPECT_EQ(run.Wait(), 0) << run.err();
+}
+
 }  // namespace dlock
