@@ -910,4 +910,14 @@ TEST_F(DlockCliTest, TrustShowsAYoungServerAndForceTrustsIt) {
   EXPECT_EQ(run.Wait(), 0) << run.err();
 }
 
+// RedLock over the same instance twice (here under two host names) is a
+// configuration error: exit 64 naming it, not "busy".
+TEST_F(DlockCliRedLockTest, RunOverTheSameInstanceTwiceIsAUsageError) {
+  Dlock d({"run", "--redis", url_, "--redis",
+           absl::StrCat("redis://localhost:", server_->port()), "--redis",
+           absl::StrCat("redis://127.0.0.1:", more_[0]->port()), "r", "--", "true"});
+  EXPECT_EQ(d.Wait(), kExitUsage) << d.err();
+  EXPECT_THAT(d.err(), HasSubstr("same Redis instance"));
+}
+
 }  // namespace dlock
