@@ -228,6 +228,8 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
         absl::StrCat("--hold_ms=", absl::ToInt64Milliseconds(spec.hold)),
         absl::StrCat("--redlock_max_ttl_ms=", absl::ToInt64Milliseconds(spec.redlock_max_ttl)),
         absl::StrCat("--redlock_delayed_restart=", spec.redlock_delayed_restart ? "true" : "false"),
+        absl::StrCat("--single_restart_window_ms=",
+                     absl::ToInt64Milliseconds(spec.single_restart_window)),
         absl::StrCat("--check_deadline=", spec.check_deadline ? "true" : "false"),
         absl::StrCat("--log=", workers[i].log),
         absl::StrCat("--shm=", shm),
@@ -364,6 +366,12 @@ std::vector<ScenarioSpec> StandardScenarios(absl::Duration total) {
   add("single, SIGSTOP holder", 1, false, Fault::kPauseHolder);
   add("single, kill+restart, no persistence", 1, false, Fault::kKillRestart);
   add("single, kill+restart, AOF fsync always", 1, true, Fault::kKillRestart);
+  // SimpleLock's restart window (2 s > the 500 ms TTL): the restarted,
+  // empty server grants nothing until every lease it lost has expired.
+  add("single, kill+restart, no persistence, restart window 2 s", 1, false,
+      Fault::kKillRestart);
+  v.back().single_restart_window = absl::Seconds(2);
+  v.back().fault_every = absl::Seconds(3);
   add("redlock 3, SIGSTOP holder", 3, false, Fault::kPauseHolder);
   add("redlock 3, kill+restart minority", 3, false, Fault::kKillMinority);
   add("redlock 3, SIGSTOP minority", 3, false, Fault::kPauseMinority);

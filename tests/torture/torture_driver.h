@@ -55,6 +55,8 @@ struct ScenarioSpec {
   // RedLock: delayed-restart window (RedLockOptions::max_ttl).
   absl::Duration redlock_max_ttl = absl::Seconds(2);
   bool redlock_delayed_restart = true;
+  // One server: SimpleLock's restart window (zero: off, as by default).
+  absl::Duration single_restart_window = absl::ZeroDuration();
 };
 
 struct ScenarioResult {

@@ -85,6 +85,22 @@ TEST(TortureTest, ServerKilledAndRestartedWithoutPersistenceIsOnlyReported) {
   EXPECT_GT(r.faults_injected, 0);
 }
 
+TEST(TortureTest, ServerRestartedWithoutPersistenceUnderARestartWindowGrantsNoLostLock) {
+  // SimpleLock's restart window (2 s, above the 500 ms TTL): after each
+  // restart the empty server refuses until every lease it lost expired, so
+  // no two holders overlap and even the unfenced twin loses nothing.
+  ScenarioSpec s = Spec("single, kill+restart, no persistence, window 2 s", 1, false,
+                        Fault::kKillRestart);
+  s.single_restart_window = absl::Seconds(2);
+  s.duration = absl::Seconds(6);
+  s.fault_every = absl::Seconds(3);
+  ScenarioResult r = RunChecked(s);
+  EXPECT_GT(r.faults_injected, 0);
+  EXPECT_EQ(r.report.overlaps, 0);
+  EXPECT_EQ(r.report.lost_fenced, 0);
+  EXPECT_EQ(r.report.lost_unfenced, 0);
+}
+
 TEST(TortureTest, RedLockHolderPausedPastItsTtlIsFencedOff) {
   ScenarioResult r = RunChecked(Spec("redlock 3, SIGSTOP holder", 3, false, Fault::kPauseHolder));
   EXPECT_GT(r.faults_injected, 0);

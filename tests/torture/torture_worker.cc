@@ -44,6 +44,8 @@ ABSL_FLAG(int, hold_ms, 2, "time between the reads and the writes");
 ABSL_FLAG(int, wait_ms, 2000, "how long one Acquire may wait");
 ABSL_FLAG(int, redlock_max_ttl_ms, 2000, "RedLock max_ttl (restart quarantine)");
 ABSL_FLAG(bool, redlock_delayed_restart, true, "RedLock delayed-restart rule");
+ABSL_FLAG(int, single_restart_window_ms, 0,
+          "single server: SimpleLock's restart window (0: off, the default)");
 ABSL_FLAG(bool, check_deadline, true, "check the lease deadline before writing");
 ABSL_FLAG(std::string, log, "", "record file (appended)");
 ABSL_FLAG(std::string, shm, "", "shared page of in-critical-section flags");
@@ -129,7 +131,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<dlock::RedLock> redlock;
   dlock::Lock* lock = nullptr;
   if (ports.size() == 1) {
-    simple = std::make_unique<dlock::SimpleLock>(loop.get(), raw[0]);
+    dlock::SimpleLockOptions so;
+    so.restart_window = absl::Milliseconds(absl::GetFlag(FLAGS_single_restart_window_ms));
+    simple = std::make_unique<dlock::SimpleLock>(loop.get(), raw[0], so);
     dlock::RetryLockOptions ro;
     ro.initial_backoff = absl::Milliseconds(10);
     ro.max_backoff = absl::Milliseconds(100);
