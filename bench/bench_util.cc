@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "dlock/bench/alloc_count.h"
 
 namespace dlock {
 namespace bench {
@@ -20,6 +21,9 @@ Usage Usage::Now() {
   u.cpu_us = static_cast<int64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
              ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
   u.peak_rss_kb = ru.ru_maxrss;  // KiB on Linux
+  AllocCounts a = CurrentAllocCounts();
+  u.mallocs = a.mallocs;
+  u.news = a.news;
   return u;
 }
 
@@ -66,6 +70,10 @@ void BenchResult::SetCycleStats(int64_t n, int64_t wall_ns, const Usage& before,
   Set("client_cpu_us_per_cycle",
       n > 0 ? static_cast<double>(after.cpu_us - before.cpu_us) / n : 0.0);
   Set("peak_rss_kb", after.peak_rss_kb);
+  if (n > 0) {
+    Set("allocs_per_cycle", static_cast<double>(after.mallocs - before.mallocs) / n);
+    Set("news_per_cycle", static_cast<double>(after.news - before.news) / n);
+  }
 }
 
 std::string BenchResult::ToJson() const {

@@ -31,6 +31,10 @@ inline int64_t NowNanos() {
 struct Usage {
   int64_t cpu_us = 0;
   int64_t peak_rss_kb = 0;
+  // Allocation counters (see alloc_count.h): malloc-family calls and
+  // operator new calls so far, process-wide.
+  uint64_t mallocs = 0;
+  uint64_t news = 0;
   static Usage Now();
 };
 
@@ -63,7 +67,8 @@ struct BenchResult {
   void SetString(const std::string& name, const std::string& v);
 
   // Sets n, wall_s, cycles_per_s, client_cpu_us_per_cycle, peak_rss_kb,
-  // and p50_us/p99_us from `lat` when it holds samples.
+  // allocs_per_cycle (malloc-family calls, operator new included),
+  // news_per_cycle, and p50_us/p99_us from `lat` when it holds samples.
   void SetCycleStats(int64_t n, int64_t wall_ns, const Usage& before,
                      const Usage& after, LatencyRecorder* lat);
 

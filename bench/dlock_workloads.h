@@ -32,6 +32,10 @@ struct DlockOptions {
   std::string api = "async";  // async | blocking
   int64_t leases = 10000;     // watchdog
   double seconds = 10;        // watchdog
+  // contend, async: when > 0, this many workers each with its own
+  // connection and RetryLock (separate clients); 0: `raw.workers` tasks
+  // sharing one RetryLock.
+  int clients = 0;
   // RedLock's delayed-restart rule (RedLockOptions::delayed_restart). On by
   // default, as in the library; off as a diagnostic (it adds an INFO to
   // every acquire).

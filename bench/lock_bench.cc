@@ -9,6 +9,8 @@
 //   lock_bench --ports 7001,7002,7003 --peer hiredis-raw --workload seq
 //   lock_bench --ports 7001 --peer dlock --api blocking --workload contend
 //              --workers 4 --total 2000
+//   lock_bench --ports 7001 --peer dlock --workload contend --clients 4
+//              --total 2000      (4 separate clients, each its own RetryLock)
 //   lock_bench --ports 7001 --peer dlock --workload watchdog --leases 10000
 //              --seconds 10
 //
@@ -44,6 +46,9 @@ ABSL_FLAG(int64_t, n, 10000, "seq/pipelined: measured cycles");
 ABSL_FLAG(int64_t, warmup, 500, "seq/pipelined: unmeasured cycles first");
 ABSL_FLAG(int, depth, 16, "pipelined: chains in flight");
 ABSL_FLAG(int, workers, 4, "contend: workers (threads or tasks)");
+ABSL_FLAG(int, clients, 0,
+          "contend: separate clients, each with its own connection(s) and lock "
+          "(dlock: its own RetryLock; hiredis-raw: same as --workers)");
 ABSL_FLAG(int64_t, total, 2000, "contend: critical sections in all");
 ABSL_FLAG(int, retry_ms, 1, "contend, hiredis-raw: sleep between attempts");
 ABSL_FLAG(int64_t, leases, 10000, "watchdog: leases held");
@@ -81,6 +86,12 @@ int main(int argc, char** argv) {
   o.warmup = absl::GetFlag(FLAGS_warmup);
   o.depth = absl::GetFlag(FLAGS_depth);
   o.workers = absl::GetFlag(FLAGS_workers);
+  const int clients = absl::GetFlag(FLAGS_clients);
+  if (clients < 0) {
+    std::fprintf(stderr, "--clients must be >= 0\n");
+    return 1;
+  }
+  if (clients > 0 && peer == "hiredis-raw") o.workers = clients;
   o.total = absl::GetFlag(FLAGS_total);
   o.ttl_ms = absl::GetFlag(FLAGS_ttl_ms);
   o.retry_ms = absl::GetFlag(FLAGS_retry_ms);
@@ -108,6 +119,7 @@ int main(int argc, char** argv) {
     d.raw = o;
     d.api = api;
     d.leases = absl::GetFlag(FLAGS_leases);
+    d.clients = clients;
     d.seconds = absl::GetFlag(FLAGS_seconds);
     d.redlock_delayed_restart = absl::GetFlag(FLAGS_redlock_delayed_restart);
     d.redlock_info_every_command = absl::GetFlag(FLAGS_redlock_info_every_command);

@@ -150,9 +150,11 @@ struct AsyncRig {
 
 int SendArgv(redisAsyncContext* ac, redisCallbackFn* fn, void* priv,
              std::initializer_list<const std::string*> args) {
-  const char* ptrs[8];
-  size_t lens[8];
+  constexpr size_t kMax = 12;
+  const char* ptrs[kMax];
+  size_t lens[kMax];
   int i = 0;
+  if (args.size() > kMax) return REDIS_ERR;
   for (const std::string* a : args) {
     ptrs[i] = a->data();
     lens[i] = a->size();
@@ -189,7 +191,10 @@ struct CycleRunner {
   TokenSource tokens;
   std::vector<Chain> chains;
   std::string kSet = "SET", kNx = "NX", kPx = "PX", kEvalsha = "EVALSHA", kOne = "1",
-              kTwo = "2";
+              kThree = "3", kZero = "0";
+  // dlock's acquire script also reads (or creates) the data-set marker;
+  // restart window 0: never refused.
+  std::string marker = "dlock:data-set-began";
 
   void StartCycle(Chain* c) {
     if (started >= target || !rig->error.ok()) return;
@@ -210,7 +215,8 @@ struct CycleRunner {
     for (redisAsyncContext* ac : rig->conns) {
       if (o->dlock_scripts) {
         SendArgv(ac, &CycleRunner::OnAcquire, c,
-                 {&kEvalsha, &acquire_sha, &kTwo, &c->key, &c->fence_key, &c->token, &ttl});
+                 {&kEvalsha, &acquire_sha, &kThree, &c->key, &c->fence_key, &marker,
+                  &c->token, &ttl, &kZero});
       } else {
         SendArgv(ac, &CycleRunner::OnAcquire, c,
                  {&kSet, &c->key, &c->token, &kNx, &kPx, &ttl});

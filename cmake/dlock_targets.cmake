@@ -24,6 +24,9 @@ dlock_library(uv INSTALL
         //transport/uv:uv_loop_thread //transport/uv:hiredis_transport
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
+       transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
+       transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_transport_internal.h
+       transport/uv/hiredis_uv_glue.h
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv

@@ -33,7 +33,10 @@
 //
 // Commands:
 //   - Replies come back in order (hiredis). Every accepted command's callback
-//     runs exactly once, on the loop, never inside Send: with the Reply (an
+//     runs exactly once, on the loop, never inside Send: a reply in the
+//     same loop turn it was read in (after hiredis's read has returned, so
+//     the callback may send, close or destroy the transport), a failure on
+//     a later turn. It gets the Reply (an
 //     error reply such as "ERR ..." or "NOSCRIPT ..." is a Reply of type
 //     kError), or kDeadlineExceeded when `timeout` passed first (the command
 //     may still run on the server; its late reply is dropped), kUnavailable
@@ -97,6 +100,7 @@
 #include "dlock/transport/uv/uv_event_loop.h"
 
 struct uv_loop_s;
+struct uv_timer_s;
 
 namespace dlock {
 
@@ -188,8 +192,27 @@ class HiredisTransport : public Transport {
   struct Subscriber;
   struct Resolver;
   class SubscriptionImpl;
-  // One deferred delivery: a command's result, a subscriber's on_ready, or
-  // anything else (`fn`, told whether it is being cancelled by Close).
+  // A FIFO of owned Requests linked through Request::next (no allocation
+  // per entry). Defined in hiredis_transport_internal.h.
+  class RequestQueue {
+   public:
+    RequestQueue() = default;
+    RequestQueue(const RequestQueue&) = delete;
+    RequestQueue& operator=(const RequestQueue&) = delete;
+    ~RequestQueue();
+    bool empty() const { return head_ == nullptr; }
+    void push_back(std::unique_ptr<Request> r);
+    std::unique_ptr<Request> pop_front();
+    void swap(RequestQueue& other);
+
+   private:
+    Request* head_ = nullptr;
+    Request* tail_ = nullptr;
+  };
+  // One deferred delivery (on a later loop turn, by a zero-delay timer): a
+  // command's failure, a subscriber's on_ready, or anything else (`fn`,
+  // told whether it is being cancelled by Close). Replies do not come
+  // through here (see `ready_`).
   struct Event {
     std::unique_ptr<Request> request;
     uint64_t ready_for = 0;
@@ -199,7 +222,7 @@ class HiredisTransport : public Transport {
 
   HiredisTransport(uv_loop_s* loop, HiredisTransportOptions options);
 
-  // Connection management.
+  // Connection management (hiredis_connection.cc).
   void StartAttempt(Conn& conn);
   void ConnectResolved(Conn& conn, const std::string& ip);
   void ScheduleAttempt(Conn& conn, absl::Duration delay);
@@ -208,25 +231,37 @@ class HiredisTransport : public Transport {
   void ConnectionLost(Conn& conn, absl::Status why);
   void OnTcpConnected(Link* link);
   void OnReady(Conn& conn);
-  void Issue(Link* link, std::unique_ptr<Request> request,
-             const std::vector<std::string>& argv);
+  void OnDisconnected(Link* link, absl::Status why);
   absl::Duration BackoffDelay(int failures);
   std::string Endpoint() const;
 
-  // hiredis callbacks (static trampolines in the .cc).
+  // Commands (hiredis_transport.cc).
+  void Issue(Link* link, std::unique_ptr<Request> request,
+             const std::vector<std::string>& argv);
+  // hiredis's reply callback: a reply is parked in `ready_` and delivered
+  // by DeliverReplies right after hiredis's read returns.
   void OnReply(Link* link, void* reply);
-  void OnPubSubMessage(Link* link, void* reply);
-  void OnDisconnected(Link* link, absl::Status why);
+  // The glue's after_io hook (outside every hiredis callback).
+  static void AfterIo(void* self);
+  void DeliverReplies();
+  // Per-command deadlines: one libuv timer for all, armed for the earliest
+  // deadline of a list kept sorted by deadline (commands almost always
+  // share one timeout, so inserting from the tail is O(1)).
+  void AddDeadline(Request* request, absl::Duration timeout);
+  void RemoveDeadline(Request* request);
+  void ArmDeadlineTimer();
+  void OnDeadlineTimer();
+  void OnDeadline(Request* request);
 
-  // Results and notifications go through `events_`, delivered on a later
+  // Failures and notifications go through `events_`, delivered on a later
   // loop turn, outside any hiredis callback.
   static Event FnEvent(absl::AnyInvocable<void(bool cancelled) &&> fn);
   void Push(Event event);
   void Complete(std::unique_ptr<Request> request, absl::StatusOr<Reply> result);
   void DrainEvents();
-  void OnDeadline(Request* request);
 
-  // Pub/sub.
+  // Pub/sub (hiredis_pubsub.cc).
+  void OnPubSubMessage(Link* link, void* reply);
   void SendSubscribe(const std::string& channel, bool subscribe);
   void Unsubscribe(uint64_t subscriber_id);
   void FailPendingReady(const absl::Status& why);
@@ -241,7 +276,17 @@ class HiredisTransport : public Transport {
   std::unique_ptr<Conn> sub_;
   bool closed_ = false;
   // Commands waiting for the command connection (state connecting).
-  std::deque<std::unique_ptr<Request>> waiting_;
+  RequestQueue waiting_;
+  // Answered commands, delivered by DeliverReplies in the same loop turn.
+  RequestQueue ready_;
+  // Pending deadlines, earliest first, and the one timer (null after Close).
+  Request* deadline_head_ = nullptr;
+  Request* deadline_tail_ = nullptr;
+  uv_timer_s* deadline_timer_ = nullptr;
+  int64_t deadline_armed_ns_ = 0;  // 0: not armed
+  // Set while a loop delivering user callbacks runs; the destructor sets
+  // *gone_ so that loop stops touching members.
+  bool* gone_ = nullptr;
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
   std::deque<Event> events_;
   TimerId drain_timer_ = 0;

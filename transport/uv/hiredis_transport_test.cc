@@ -2,6 +2,8 @@
 // //tests/testing:redis_server. Every test ends with uv_loop_close() == 0.
 #include "dlock/transport/uv/hiredis_transport.h"
 
+#include <uv.h>
+
 #include <functional>
 #include <future>
 #include <memory>
@@ -197,6 +199,64 @@ TEST_F(HiredisTransportTest, DeadlineFiresWhilePausedAndLaterRepliesStayMatched)
   EXPECT_THAT(Call({"GET", "k"}), IsOkAndHolds(Reply::String("v")));
   EXPECT_THAT(Call({"INCR", "n"}), IsOkAndHolds(Reply::Integer(2)));
   EXPECT_EQ(transport_->pending_commands(), 0u);
+}
+
+TEST_F(HiredisTransportTest, AnEarlierDeadlineSentLaterFiresFirst) {
+  // Deadlines are kept in one list sorted by deadline: a command with a
+  // shorter timeout sent after one with a long timeout expires on its own.
+  MakeTransport(Options());
+  ASSERT_THAT(Call({"SET", "k", "v"}), IsOk());
+  ASSERT_THAT(server_->Pause(), IsOk());
+  std::optional<absl::StatusOr<Reply>> long_one, short_one;
+  ASSERT_THAT(transport_->Send({"INCR", "n"}, kLong,
+                               [&](absl::StatusOr<Reply> r) { long_one = std::move(r); }),
+              IsOk());
+  ASSERT_THAT(transport_->Send({"GET", "k"}, absl::Milliseconds(100),
+                               [&](absl::StatusOr<Reply> r) { short_one = std::move(r); }),
+              IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return short_one.has_value(); }));
+  EXPECT_THAT(*short_one, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_FALSE(long_one.has_value());
+  ASSERT_THAT(server_->Resume(), IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return long_one.has_value(); }));
+  EXPECT_THAT(*long_one, IsOkAndHolds(Reply::Integer(1)));
+  EXPECT_EQ(transport_->pending_commands(), 0u);
+}
+
+TEST_F(HiredisTransportTest, ReplyIsDeliveredInTheLoopTurnThatReadIt) {
+  // libuv runs, per turn: timers, prepare handles, poll (I/O), check
+  // handles. A reply delivered from the read runs between a prepare and the
+  // check of the same turn; one parked for a later turn's timer would run
+  // when both counters are equal.
+  MakeTransport(Options());
+  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
+  struct Phases {
+    uv_prepare_t prepare;
+    uv_check_t check;
+    int prepares = 0;
+    int checks = 0;
+  } phases;
+  uv_prepare_init(loop_.get(), &phases.prepare);
+  uv_check_init(loop_.get(), &phases.check);
+  phases.prepare.data = phases.check.data = &phases;
+  uv_prepare_start(&phases.prepare,
+                   [](uv_prepare_t* h) { ++static_cast<Phases*>(h->data)->prepares; });
+  uv_check_start(&phases.check,
+                 [](uv_check_t* h) { ++static_cast<Phases*>(h->data)->checks; });
+  for (int i = 0; i < 20; ++i) {
+    std::optional<bool> in_io_phase;
+    ASSERT_THAT(transport_->Send({"PING"}, kLong,
+                                 [&](absl::StatusOr<Reply> r) {
+                                   EXPECT_THAT(r, IsOk());
+                                   in_io_phase = phases.prepares == phases.checks + 1;
+                                 }),
+                IsOk());
+    ASSERT_TRUE(loop_.RunUntil([&] { return in_io_phase.has_value(); }));
+    EXPECT_TRUE(*in_io_phase) << "command " << i;
+  }
+  uv_close(reinterpret_cast<uv_handle_t*>(&phases.prepare), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&phases.check), nullptr);
+  loop_.RunFor(absl::Milliseconds(1));
 }
 
 TEST_F(HiredisTransportTest, KilledServerFailsPendingCommandsWithUnavailable) {
