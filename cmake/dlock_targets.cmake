@@ -194,6 +194,7 @@ dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
 dlock_bazel_only(//tests/testing:redis_server //tests/testing:redis_server_test
   //transport/uv:hiredis_transport_test //client:blocking_client_test
+  //client:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
   //tests/differential/...
