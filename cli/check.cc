@@ -175,6 +175,16 @@ std::vector<Finding> AnalyzeServer(const ServerFacts& f, bool redlock,
     }
   }
 
+  if (f.tls && f.tls_insecure_skip_verify) {
+    out.push_back(Make(L::kWarning,
+                       "TLS without certificate verification "
+                       "(--tls-insecure-skip-verify): the connection is encrypted but "
+                       "not authenticated; anyone in the middle can read the "
+                       "password and tokens and answer for the server"));
+  } else if (f.tls) {
+    out.push_back(Make(L::kOk, "TLS: server certificate verified"));
+  }
+
   if (f.round_trips.empty()) {
     out.push_back(Make(L::kWarning, "latency: no round trip measured"));
   } else {

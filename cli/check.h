@@ -22,6 +22,8 @@
 //                     |                            | their retry backoff)
 //   SUBSCRIBE to it   | confirmed                  | refused / unconfirmed: warning
 //                     |                            | (waiters poll with backoff)
+//   TLS               | rediss:// with the server  | --tls-insecure-skip-verify:
+//                     | certificate verified       | warning (not authenticated)
 //   instance identity | every server a different   | two entries with the same
 //   (SameInstance-    | run_id                     | run_id (listed twice, another
 //   Groups)           |                            | host name, another DB): UNSAFE
@@ -63,6 +65,10 @@ struct ServerFacts {
   // Result of a SUBSCRIBE to such a channel (what waiters do); nullopt when
   // not tried.
   std::optional<absl::Status> subscribe;
+  // Reached over TLS (rediss://), and whether certificate verification was
+  // turned off (--tls-insecure-skip-verify).
+  bool tls = false;
+  bool tls_insecure_skip_verify = false;
 };
 
 struct Finding {

@@ -83,7 +83,7 @@ absl::Status TrySubscribe(Session& s, size_t i, const std::string& channel) {
 int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
                  bool strict) {
   absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Open(common.urls, common.timeout);
+      Session::Open(common.urls, common.tls, common.timeout);
   if (!session.ok()) {
     std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
     return ExitCodeForStatus(session.status());
@@ -97,9 +97,19 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
   for (size_t i = 0; i < s.size(); ++i) {
     ServerFacts f;
     f.address = common.urls[i].Display();
+    f.tls = common.urls[i].tls;
+    f.tls_insecure_skip_verify = f.tls && common.tls.insecure_skip_verify;
     std::printf("%s\n", f.address.c_str());
     absl::StatusOr<Reply> ping = s.Call(i, {"PING"});
     absl::Status e = ReplyError(ping);
+    if (!e.ok() && !f.tls && absl::IsUnavailable(e) &&
+        (absl::StrContains(e.message(), "reset by peer") ||
+         absl::StrContains(e.message(), "closed the connection") ||
+         absl::StrContains(e.message(), "Protocol error"))) {
+      // What a TLS port does to a plain client's first command.
+      e = absl::UnavailableError(absl::StrCat(
+          e.message(), " (if ", f.address, " is a TLS port, use rediss://)"));
+    }
     if (!e.ok()) {
       std::printf("  UNREACHABLE  %s\n", e.ToString().c_str());
       std::fprintf(stderr, "dlock: %s: unreachable: %s\n", f.address.c_str(),

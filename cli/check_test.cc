@@ -49,6 +49,18 @@ TEST(CheckTest, SafeServerHasNoWarnings) {
   EXPECT_EQ(Worst(findings), Finding::Level::kOk);
 }
 
+TEST(CheckTest, TlsWithoutCertificateVerificationIsAWarning) {
+  ServerFacts f = SafeFacts();
+  f.tls = true;
+  std::vector<Finding> findings = AnalyzeServer(f, /*redlock=*/true, absl::Seconds(30));
+  EXPECT_EQ(Worst(findings), Finding::Level::kOk);
+  f.tls_insecure_skip_verify = true;
+  findings = AnalyzeServer(f, /*redlock=*/true, absl::Seconds(30));
+  EXPECT_EQ(Worst(findings), Finding::Level::kWarning);
+  EXPECT_THAT(Find(findings, Finding::Level::kWarning),
+              HasSubstr("--tls-insecure-skip-verify"));
+}
+
 TEST(CheckTest, EvictingPoliciesAreUnsafe) {
   for (const char* policy : {"allkeys-lru", "allkeys-random", "volatile-lru",
                              "volatile-ttl", "volatile-lfu"}) {

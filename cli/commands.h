@@ -7,13 +7,16 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "dlock/cli/redis_url.h"
+#include "dlock/transport/uv/redis_url.h"
+#include "dlock/transport/uv/tls_options.h"
 
 namespace dlock {
 namespace cli {
 
 struct CommonOptions {
   std::vector<RedisUrl> urls;
+  // For the rediss:// URLs among `urls` (--tls-* flags).
+  TlsOptions tls;
   absl::Duration timeout = absl::Seconds(2);
   std::string prefix = "dlock:";
   bool verbose = false;

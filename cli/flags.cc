@@ -6,7 +6,8 @@
 #include "absl/time/time.h"
 
 ABSL_FLAG(std::string, redis, "redis://127.0.0.1:6379",
-          "Redis server URL: redis://[user:password@]host:port[/db] or "
+          "Redis server URL: redis://[user:password@]host:port[/db], "
+          "rediss://... (TLS, see --tls-*) or "
           "unix:///path/to/sock[?db=N]. Repeat for RedLock over several "
           "independent servers (quorum N/2+1). Default: $DLOCK_REDIS_URL if "
           "set, else redis://127.0.0.1:6379");
@@ -51,3 +52,21 @@ ABSL_FLAG(bool, force, false,
 ABSL_FLAG(bool, strict, false,
           "check: treat warnings (e.g. no fsync-always persistence under "
           "RedLock) as unsafe");
+ABSL_FLAG(std::string, tls_ca_cert, "",
+          "rediss://: PEM file of the CA(s) that sign the servers' "
+          "certificates (default: the system's trusted CAs)");
+ABSL_FLAG(std::string, tls_ca_dir, "",
+          "rediss://: directory of hashed CA certificates (c_rehash), "
+          "instead of or besides --tls-ca-cert");
+ABSL_FLAG(std::string, tls_cert, "",
+          "rediss://: client certificate (PEM) for servers that require "
+          "mutual TLS; needs --tls-key");
+ABSL_FLAG(std::string, tls_key, "",
+          "rediss://: private key (PEM) of --tls-cert");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "rediss://: the name the server certificate must carry, also sent "
+          "as SNI (default: the URL's host)");
+ABSL_FLAG(bool, tls_insecure_skip_verify, false,
+          "rediss://: DANGEROUS, for throw-away test set-ups only: accept any "
+          "server certificate (encrypted but not authenticated); dlock check "
+          "warns");

@@ -21,5 +21,11 @@ ABSL_DECLARE_FLAG(bool, verbose);
 ABSL_DECLARE_FLAG(int, pings);
 ABSL_DECLARE_FLAG(bool, strict);
 ABSL_DECLARE_FLAG(bool, force);
+ABSL_DECLARE_FLAG(std::string, tls_ca_cert);
+ABSL_DECLARE_FLAG(std::string, tls_ca_dir);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
+ABSL_DECLARE_FLAG(std::string, tls_server_name);
+ABSL_DECLARE_FLAG(bool, tls_insecure_skip_verify);
 
 #endif  // DLOCK_CLI_FLAGS_H_

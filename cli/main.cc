@@ -18,7 +18,7 @@
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
 #include "dlock/cli/flags.h"
-#include "dlock/cli/redis_url.h"
+#include "dlock/transport/uv/redis_url.h"
 #include "dlock/lock/lock_commands.h"
 
 namespace dlock {
@@ -99,6 +99,15 @@ int Main(int argc, char** argv) {
                                               password_env, ")"));
     }
     common.urls.push_back(*url);
+  }
+  common.tls.ca_file = absl::GetFlag(FLAGS_tls_ca_cert);
+  common.tls.ca_dir = absl::GetFlag(FLAGS_tls_ca_dir);
+  common.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  common.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  common.tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  common.tls.insecure_skip_verify = absl::GetFlag(FLAGS_tls_insecure_skip_verify);
+  if (common.tls.cert_file.empty() != common.tls.key_file.empty()) {
+    return UsageError(program, "--tls-cert and --tls-key go together");
   }
   common.timeout = absl::GetFlag(FLAGS_timeout);
   common.prefix = absl::GetFlag(FLAGS_prefix);

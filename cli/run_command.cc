@@ -893,7 +893,7 @@ class Runner {
 
 int RunCommand(const CommonOptions& common, const RunOptions& run) {
   absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Open(common.urls, common.timeout);
+      Session::Open(common.urls, common.tls, common.timeout);
   if (!session.ok()) {
     std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
     return ExitCodeForStatus(session.status());

@@ -9,14 +9,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/uv_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
 namespace dlock {
 namespace cli {
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Open(
-    const std::vector<RedisUrl>& urls, absl::Duration command_timeout) {
+    const std::vector<RedisUrl>& urls, const TlsOptions& tls,
+    absl::Duration command_timeout) {
   std::unique_ptr<Session> s(new Session());
   s->uv_loop_ = new uv_loop_t;
   if (int rc = uv_loop_init(s->uv_loop_); rc != 0) {
@@ -28,24 +29,14 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(
   s->urls_ = urls;
   s->command_timeout_ = command_timeout;
   for (const RedisUrl& url : urls) {
-    HiredisTransportOptions o;
-    if (url.kind == RedisUrl::Kind::kUnix) {
-      o.unix_socket = url.path;
-    } else {
-      o.host = url.host;
-      o.port = url.port;
-    }
-    o.username = url.user;
-    o.password = url.password;
-    o.db = url.db;
-    o.connect_timeout = command_timeout;
-    if (!o.username.empty() && o.password.empty()) {
+    UvTransportOptions o = TransportOptionsForUrl(url, tls);
+    o.connection.connect_timeout = command_timeout;
+    if (!url.user.empty() && url.password.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           url.Display(), ": user \"", url.user,
           "\" needs a password (in the URL or the password environment variable)"));
     }
-    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-        HiredisTransport::Create(s->uv_loop_, o);
+    absl::StatusOr<std::unique_ptr<UvTransport>> t = UvTransport::Create(s->uv_loop_, o);
     if (!t.ok()) {
       return absl::Status(t.status().code(),
                           absl::StrCat(url.Display(), ": ", t.status().message()));

@@ -16,7 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "dlock/cli/redis_url.h"
+#include "dlock/transport/uv/redis_url.h"
+#include "dlock/transport/uv/tls_options.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/reply.h"
 #include "dlock/transport/script.h"
@@ -30,9 +31,11 @@ namespace cli {
 class Session {
  public:
   // Opens the loop and one transport per URL (connections are made in the
-  // background; the first command waits for them).
+  // background; the first command waits for them). `tls` applies to the
+  // rediss:// URLs.
   static absl::StatusOr<std::unique_ptr<Session>> Open(
-      const std::vector<RedisUrl>& urls, absl::Duration command_timeout);
+      const std::vector<RedisUrl>& urls, const TlsOptions& tls,
+      absl::Duration command_timeout);
   // Closes the transports and the loop (runs it until every handle closed).
   ~Session();
 

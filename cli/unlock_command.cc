@@ -69,7 +69,7 @@ int UnlockCommand(const CommonOptions& common, const std::string& resource, bool
     return kExitUsage;
   }
   absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Open(common.urls, common.timeout);
+      Session::Open(common.urls, common.tls, common.timeout);
   if (!session.ok()) {
     std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
     return ExitCodeForStatus(session.status());

@@ -12,12 +12,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "dlock/cli/redis_url.h"
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
-#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/redis_url.h"
+#include "dlock/transport/uv/uv_transport.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 #include "dlock/watchdog/renewing_blocking_lock.h"
 
@@ -88,26 +88,17 @@ absl::StatusOr<std::unique_ptr<BlockingClient>> BlockingClient::Connect(
     return absl::InvalidArgumentError(
         "BlockingClient: reentrant locks need a single server (RedLock is not reentrant)");
   }
-  std::vector<HiredisTransportOptions> servers;
+  std::vector<UvTransportOptions> servers;
   std::vector<std::string> names;
   for (size_t i = 0; i < options.redis_urls.size(); ++i) {
-    absl::StatusOr<cli::RedisUrl> url = cli::ParseRedisUrl(options.redis_urls[i]);
+    absl::StatusOr<RedisUrl> url = ParseRedisUrl(options.redis_urls[i]);
     if (!url.ok()) {
       // ParseRedisUrl's message never repeats a password.
       return absl::InvalidArgumentError(absl::StrCat(
           "BlockingClient: redis_urls[", i, "]: ", url.status().message()));
     }
-    HiredisTransportOptions t;
-    if (url->kind == cli::RedisUrl::Kind::kUnix) {
-      t.unix_socket = url->path;
-    } else {
-      t.host = url->host;
-      t.port = url->port;
-    }
-    t.username = url->user;
-    t.password = url->password;
-    t.db = url->db;
-    t.connect_timeout = options.connect_timeout;
+    UvTransportOptions t = TransportOptionsForUrl(*url, options.tls);
+    t.connection.connect_timeout = options.connect_timeout;
     servers.push_back(std::move(t));
     names.push_back(url->Display());
   }
@@ -117,16 +108,15 @@ absl::StatusOr<std::unique_ptr<BlockingClient>> BlockingClient::Connect(
   return client;
 }
 
-absl::Status BlockingClient::Start(const std::vector<HiredisTransportOptions>& servers,
+absl::Status BlockingClient::Start(const std::vector<UvTransportOptions>& servers,
                                    const std::vector<std::string>& names) {
   const int n = static_cast<int>(servers.size());
   const int quorum = n / 2 + 1;
   auto wait = std::make_shared<ConnectWait>();
   absl::Status created;
   bool posted = RunOnLoop(*thread_, [&]() {
-    for (const HiredisTransportOptions& o : servers) {
-      absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-          HiredisTransport::Create(thread_->uv_loop(), o);
+    for (const UvTransportOptions& o : servers) {
+      absl::StatusOr<std::unique_ptr<UvTransport>> t = UvTransport::Create(thread_->uv_loop(), o);
       if (!t.ok()) {
         created = absl::InvalidArgumentError(
             absl::StrCat("BlockingClient: ", names[transports_.size()], ": ",
@@ -229,7 +219,7 @@ namespace {
 // (cleanups such as the release of a cancelled attempt's token are answered)
 // or at `deadline`, whichever comes first. Each PING goes behind everything
 // sent before it on the connection, so its reply comes after theirs.
-void WhenDrained(HiredisTransport* t, EventLoop* loop, absl::Time deadline,
+void WhenDrained(UvTransport* t, EventLoop* loop, absl::Time deadline,
                  std::function<void()> done) {
   const absl::Duration left = deadline - loop->Now();
   if (t->pending_commands() == 0 || left <= absl::ZeroDuration()) {
@@ -278,9 +268,9 @@ BlockingClient::~BlockingClient() {
       return;
     }
     // Copies of the raw pointers: close_all clears transports_.
-    std::vector<HiredisTransport*> ts;
+    std::vector<UvTransport*> ts;
     for (auto& t : transports_) ts.push_back(t.get());
-    for (HiredisTransport* t : ts) {
+    for (UvTransport* t : ts) {
       WhenDrained(t, loop, deadline, [left, &close_all] {
         if (--*left == 0) close_all();
       });

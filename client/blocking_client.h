@@ -73,21 +73,29 @@
 #include "dlock/lock/blocking_lock.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
+#include "dlock/transport/uv/tls_options.h"
 
 namespace dlock {
 
-class HiredisTransport;
-struct HiredisTransportOptions;
+class UvTransport;
+struct UvTransportOptions;
 class UvLoopThread;
 
 struct BlockingClientOptions {
-  // The Redis server(s), each as accepted by cli::ParseRedisUrl:
+  // The Redis server(s), each as accepted by ParseRedisUrl
+  // (dlock/transport/uv/redis_url.h):
   //   redis://[[user]:password@]host[:port][/db]
+  //   rediss://[[user]:password@]host[:port][/db]   (TLS, see `tls`)
   //   unix://[[user]:password@]/path/to/redis.sock[?db=N]
   // One URL: a single-server lock. Several: RedLock over independent
   // servers (not replicas of one another). A URL without a password takes
   // it from $DLOCK_REDIS_PASSWORD when that is set.
   std::vector<std::string> redis_urls;
+
+  // CA, client certificate and server name for the rediss:// URLs (ignored
+  // for the others, so a RedLock may mix them). Defaults: the system's CAs,
+  // the URL's host name, no client certificate.
+  TlsOptions tls;
 
   // How long Connect waits for the connection (RedLock: for a quorum of
   // them); also bounds every later reconnection attempt.
@@ -150,13 +158,13 @@ class BlockingClient {
   explicit BlockingClient(BlockingClientOptions options);
   // Creates the transports on the loop thread and waits for the connection
   // (or a quorum), then builds the policies and the facade.
-  absl::Status Start(const std::vector<HiredisTransportOptions>& servers,
+  absl::Status Start(const std::vector<UvTransportOptions>& servers,
                      const std::vector<std::string>& names);
 
   BlockingClientOptions options_;
   std::unique_ptr<UvLoopThread> thread_;
   // Created, used and destroyed on the loop thread.
-  std::vector<std::unique_ptr<HiredisTransport>> transports_;
+  std::vector<std::unique_ptr<UvTransport>> transports_;
   std::unique_ptr<dlock::Lock> inner_;
   std::unique_ptr<dlock::Lock> retry_;
   // Created and destroyed on the caller's thread (it posts to the loop).

@@ -14,41 +14,35 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "dlock/cli/redis_url.h"
 #include "dlock/lock/simple_lock.h"
-#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/redis_url.h"
+#include "dlock/transport/uv/uv_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 #include "dlock/watchdog/watchdog.h"
 
 ABSL_FLAG(std::string, redis, "redis://127.0.0.1:6379",
-          "Redis server URL (redis://[[user]:password@]host[:port][/db] or unix://path)");
-
-// The transport options a URL names (host:port or unix socket, AUTH, db).
-dlock::HiredisTransportOptions ServerOptions(const dlock::cli::RedisUrl& url) {
-  dlock::HiredisTransportOptions o;
-  if (url.kind == dlock::cli::RedisUrl::Kind::kUnix) {
-    o.unix_socket = url.path;
-  } else {
-    o.host = url.host;
-    o.port = url.port;
-  }
-  o.username = url.user;
-  o.password = url.password;
-  o.db = url.db;
-  o.connect_timeout = absl::Seconds(3);
-  return o;
-}
+          "Redis server URL (redis://[[user]:password@]host[:port][/db], "
+          "rediss://... for TLS, or unix://path)");
+ABSL_FLAG(std::string, tls_ca_cert, "",
+          "rediss://: CA file the server certificate must chain to (default: "
+          "the system's CAs)");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  auto url = dlock::cli::ParseRedisUrl(absl::GetFlag(FLAGS_redis));
+  auto url = dlock::ParseRedisUrl(absl::GetFlag(FLAGS_redis));
   if (!url.ok()) { std::cerr << "--redis: " << url.status() << "\n"; return 2; }
   uv_loop_t uv;
   uv_loop_init(&uv);
   bool ok = false;
   {
     // The connection (it starts connecting at once) and dlock's timers/clock.
-    auto transport = dlock::HiredisTransport::Create(&uv, ServerOptions(*url));
+    // The transport the URL names (plain or TLS; host:port or unix socket,
+    // AUTH, db).
+    dlock::TlsOptions tls;
+    tls.ca_file = absl::GetFlag(FLAGS_tls_ca_cert);
+    dlock::UvTransportOptions options = dlock::TransportOptionsForUrl(*url, tls);
+    options.connection.connect_timeout = absl::Seconds(3);
+    auto transport = dlock::UvTransport::Create(&uv, options);
     if (!transport.ok()) {
       std::cerr << transport.status() << "\n";
       uv_loop_close(&uv);

@@ -18,19 +18,26 @@ dlock_library(transport INSTALL
   PUBLIC_DEPS PkgConfig::dlock_absl Threads::Threads
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
-# The real transport: libuv event loop + hiredis async client.
+# The real transports: libuv event loop + hiredis async client, TLS
+# (OpenSSL memory BIOs + hiredis's RESP reader), Redis URLs.
 dlock_library(uv INSTALL
   BAZEL //transport/uv:hiredis_reply //transport/uv:uv_event_loop
         //transport/uv:uv_loop_thread //transport/uv:hiredis_transport
+        //transport/uv:redis_url //transport/uv:tls_options
+        //transport/uv:tls_transport //transport/uv:uv_transport
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
        transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
        transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_transport_internal.h
        transport/uv/hiredis_uv_glue.h
+       transport/uv/redis_url.cc transport/uv/tls_transport.cc
+       transport/uv/uv_transport.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
+       transport/uv/redis_url.h transport/uv/tls_options.h
+       transport/uv/tls_transport.h transport/uv/uv_transport.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
-  PRIVATE_DEPS PkgConfig::dlock_hiredis)
+  PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 
 # The in-memory fake (manual clock, FakeRedis on Lua 5.1): for users' tests.
 dlock_library(fake INSTALL
@@ -72,11 +79,11 @@ dlock_library(redlock INSTALL
   HDRS redlock/redlock.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
-# BlockingClient (and the Redis URL parser it and the CLI share).
+# BlockingClient.
 dlock_library(client INSTALL
-  BAZEL //client:blocking_client //cli:redis_url
-  SRCS client/blocking_client.cc cli/redis_url.cc
-  HDRS client/blocking_client.h cli/redis_url.h
+  BAZEL //client:blocking_client
+  SRCS client/blocking_client.cc
+  HDRS client/blocking_client.h
   PUBLIC_DEPS dlock::lock PkgConfig::dlock_absl
   PRIVATE_DEPS dlock::watchdog dlock::redlock dlock::uv)
 
@@ -176,8 +183,8 @@ dlock_test(watchdog_fake_test BAZEL //watchdog:watchdog_fake_test
 dlock_test(watchdog_scale_test BAZEL //watchdog:watchdog_scale_test
   SRCS watchdog/watchdog_scale_test.cc
   DEPS dlock::watchdog dlock::fake dlock::status_matchers)
-dlock_test(redis_url_test BAZEL //cli:redis_url_test
-  SRCS cli/redis_url_test.cc DEPS dlock::client dlock::status_matchers)
+dlock_test(redis_url_test BAZEL //transport/uv:redis_url_test
+  SRCS transport/uv/redis_url_test.cc DEPS dlock::uv dlock::status_matchers)
 dlock_test(command_line_test BAZEL //cli:command_line_test
   SRCS cli/command_line_test.cc DEPS dlock::cli dlock::status_matchers)
 dlock_test(check_test BAZEL //cli:check_test
@@ -199,6 +206,8 @@ dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
 dlock_bazel_only(//tests/testing:redis_server //tests/testing:redis_server_test
   //transport/uv:hiredis_transport_test //client:blocking_client_test
+  //client:blocking_client_tls_test
+  //transport/uv:tls_test_server //transport/uv:tls_transport_test
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
   //tests/differential/...
   REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")

@@ -1,4 +1,4 @@
-#include "dlock/cli/redis_url.h"
+#include "dlock/transport/uv/redis_url.h"
 
 #include <cstdlib>
 
@@ -8,7 +8,6 @@
 #include "gtest/gtest.h"
 
 namespace dlock {
-namespace cli {
 namespace {
 
 using ::dlock::testing::IsOk;
@@ -99,7 +98,8 @@ TEST_F(RedisUrlTest, RejectsMalformedUrlsWithReason) {
   } cases[] = {
       {"http://h:1", "unknown scheme"},
       {"127.0.0.1:6379", "unknown scheme"},
-      {"rediss://h:1", "TLS"},
+      {"rediss://", "missing host"},
+      {"rediss://h:0", "port"},
       {"redis://", "missing host"},
       {"redis://:1", "missing host"},
       {"redis://h:0", "port"},
@@ -134,6 +134,53 @@ TEST_F(RedisUrlTest, ErrorsNeverRepeatThePassword) {
       << url.status();
 }
 
+TEST_F(RedisUrlTest, ParsesTlsUrls) {
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl("rediss://u:p@localhost:6380/2", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->kind, RedisUrl::Kind::kTcp);
+  EXPECT_TRUE(url->tls);
+  EXPECT_EQ(url->host, "localhost");
+  EXPECT_EQ(url->port, 6380);
+  EXPECT_EQ(url->user, "u");
+  EXPECT_EQ(url->password, "p");
+  EXPECT_EQ(url->db, 2);
+  EXPECT_EQ(url->Display(), "tls:localhost:6380/2");
+  url = ParseRedisUrl("redis://localhost:6380", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_FALSE(url->tls);
+}
+
+TEST_F(RedisUrlTest, TransportOptionsCarryEverythingTheUrlSays) {
+  TlsOptions tls;
+  tls.ca_file = "/ca.pem";
+  tls.server_name = "redis.example";
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl("rediss://u:p@h:7/3", kEnv);
+  ASSERT_THAT(url, IsOk());
+  UvTransportOptions o = TransportOptionsForUrl(*url, tls);
+  EXPECT_TRUE(o.tls);
+  EXPECT_EQ(o.connection.host, "h");
+  EXPECT_EQ(o.connection.port, 7);
+  EXPECT_EQ(o.connection.username, "u");
+  EXPECT_EQ(o.connection.password, "p");
+  EXPECT_EQ(o.connection.db, 3);
+  EXPECT_EQ(o.tls_options.ca_file, "/ca.pem");
+  EXPECT_EQ(o.tls_options.server_name, "redis.example");
+
+  // TLS settings only apply to rediss:// (a RedLock may mix servers).
+  url = ParseRedisUrl("redis://h:8", kEnv);
+  ASSERT_THAT(url, IsOk());
+  o = TransportOptionsForUrl(*url, tls);
+  EXPECT_FALSE(o.tls);
+  EXPECT_EQ(o.connection.port, 8);
+  EXPECT_EQ(o.tls_options.ca_file, "");
+
+  url = ParseRedisUrl("unix:///tmp/r.sock?db=4", kEnv);
+  ASSERT_THAT(url, IsOk());
+  o = TransportOptionsForUrl(*url, tls);
+  EXPECT_FALSE(o.tls);
+  EXPECT_EQ(o.connection.unix_socket, "/tmp/r.sock");
+  EXPECT_EQ(o.connection.db, 4);
+}
+
 }  // namespace
-}  // namespace cli
 }  // namespace dlock

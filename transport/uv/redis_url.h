@@ -1,7 +1,12 @@
-// This header defines `RedisUrl` and `ParseRedisUrl`, how the dlock command
-// line names a Redis server:
+// This header defines `RedisUrl` and `ParseRedisUrl`, how dlock (the
+// command line, BlockingClient, the examples) names a Redis server, and
+// `TransportOptionsForUrl`, the transport options a URL stands for:
 //
 //   redis://[[user]:password@]host[:port][/db]     TCP (port 6379 by default)
+//   rediss://[[user]:password@]host[:port][/db]    TLS (see tls_transport.h;
+//                                                  the CA, client certificate
+//                                                  and server name come from
+//                                                  TlsOptions, not the URL)
 //   redis://[user@]host:port                       password from the environment
 //   unix://[[user]:password@]/path/to/redis.sock[?db=N]
 //
@@ -12,16 +17,17 @@
 // ParseRedisUrl reads when the URL carries no password.
 //
 // Thread-compatible value types; the functions are thread-safe.
-#ifndef DLOCK_CLI_REDIS_URL_H_
-#define DLOCK_CLI_REDIS_URL_H_
+#ifndef DLOCK_TRANSPORT_UV_REDIS_URL_H_
+#define DLOCK_TRANSPORT_UV_REDIS_URL_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/tls_options.h"
 
 namespace dlock {
-namespace cli {
 
 // The environment variable a URL without password takes it from.
 inline constexpr char kPasswordEnv[] = "DLOCK_REDIS_PASSWORD";
@@ -29,6 +35,7 @@ inline constexpr char kPasswordEnv[] = "DLOCK_REDIS_PASSWORD";
 struct RedisUrl {
   enum class Kind { kTcp, kUnix };
   Kind kind = Kind::kTcp;
+  bool tls = false;   // kTcp only: rediss://
   std::string host;   // kTcp: without brackets for IPv6
   int port = 6379;    // kTcp
   std::string path;   // kUnix: the socket path
@@ -36,7 +43,8 @@ struct RedisUrl {
   std::string password;  // empty: no AUTH
   int db = 0;
 
-  // "host:port" or "unix:/path" (never the user or password): for messages.
+  // "host:port", "tls:host:port" or "unix:/path" (never the user or
+  // password): for messages.
   std::string Display() const;
 };
 
@@ -48,7 +56,21 @@ struct RedisUrl {
 absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view url,
                                        const char* password_env = kPasswordEnv);
 
-}  // namespace cli
+// What a URL connects to: `connection` (host and port or unix socket, AUTH,
+// SELECT; the timeouts and backoff keep their defaults) and, when `tls`,
+// the TLS settings for a TlsTransport. Pass it to UvTransport::Create.
+struct UvTransportOptions {
+  HiredisTransportOptions connection;
+  bool tls = false;
+  TlsOptions tls_options;
+};
+
+// The options for `url`. `tls` (CA, client certificate, server name, ...)
+// is used only when the URL is rediss:// (so one set of --tls-* flags can
+// serve a RedLock over plain and TLS servers); it is ignored otherwise.
+UvTransportOptions TransportOptionsForUrl(const RedisUrl& url,
+                                          const TlsOptions& tls = TlsOptions());
+
 }  // namespace dlock
 
-#endif  // DLOCK_CLI_REDIS_URL_H_
+#endif  // DLOCK_TRANSPORT_UV_REDIS_URL_H_

@@ -1,4 +1,4 @@
-#include "dlock/cli/redis_url.h"
+#include "dlock/transport/uv/redis_url.h"
 
 #include <cstdlib>
 #include <string>
@@ -14,7 +14,6 @@
 #include "absl/strings/string_view.h"
 
 namespace dlock {
-namespace cli {
 namespace {
 
 // `url` with its user:password part (if any) replaced by "***", so an error
@@ -30,7 +29,8 @@ std::string Redacted(absl::string_view url) {
 absl::Status Bad(absl::string_view url, absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("bad Redis URL \"", Redacted(url), "\": ", why,
-                   " (expected redis://[user:password@]host:port[/db] or "
+                   " (expected redis://[user:password@]host:port[/db], "
+                   "rediss://[user:password@]host:port[/db] or "
                    "unix:///path/to/redis.sock[?db=N])"));
 }
 
@@ -109,6 +109,7 @@ std::string RedisUrl::Display() const {
   } else {
     where = absl::StrCat(host, ":", port);
   }
+  if (tls) where = absl::StrCat("tls:", where);
   if (db != 0) absl::StrAppend(&where, "/", db);
   return where;
 }
@@ -121,8 +122,9 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view url,
     out.kind = RedisUrl::Kind::kTcp;
   } else if (absl::ConsumePrefix(&rest, "unix://")) {
     out.kind = RedisUrl::Kind::kUnix;
-  } else if (absl::StartsWith(url, "rediss://")) {
-    return Bad(url, "TLS (rediss://) is not supported by this build");
+  } else if (absl::ConsumePrefix(&rest, "rediss://")) {
+    out.kind = RedisUrl::Kind::kTcp;
+    out.tls = true;
   } else {
     return Bad(url, "unknown scheme");
   }
@@ -210,5 +212,21 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view url,
   return out;
 }
 
-}  // namespace cli
+UvTransportOptions TransportOptionsForUrl(const RedisUrl& url,
+                                          const TlsOptions& tls) {
+  UvTransportOptions o;
+  if (url.kind == RedisUrl::Kind::kUnix) {
+    o.connection.unix_socket = url.path;
+  } else {
+    o.connection.host = url.host;
+    o.connection.port = url.port;
+  }
+  o.connection.username = url.user;
+  o.connection.password = url.password;
+  o.connection.db = url.db;
+  o.tls = url.tls;
+  if (url.tls) o.tls_options = tls;
+  return o;
+}
+
 }  // namespace dlock
