@@ -44,7 +44,7 @@ absl::StatusOr<int64_t> ServerNowMs(Session& s, size_t i) {
 
 int TrustCommand(const CommonOptions& common, absl::Duration restart_window, bool force) {
   absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Open(common.urls, common.timeout);
+      Session::Open(common.urls, common.tls, common.timeout);
   if (!session.ok()) {
     std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
     return ExitCodeForStatus(session.status());
