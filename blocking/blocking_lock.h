@@ -1,14 +1,17 @@
 // This header defines `BlockingLock` and `LockGuard`: the blocking facade
-// for ordinary threaded programs, with optional auto-renewal. It does not implement locking itself: each
-// call is posted to a `LoopThread` and runs the async `Lock` there (the same
-// core loop hosts use); the calling thread sleeps on a condition variable
-// until the callback delivers the outcome.
+// for ordinary threaded programs, with optional auto-renewal. It does not
+// implement locking itself: each call is posted to a `LoopThread` and runs
+// the async `Lock` there (the same core loop hosts use), through
+// `PostAndWait` (post_and_wait.h); the calling thread sleeps until the
+// callback delivers the outcome.
 //
 //   UvLoopThread thread;                            // //transport/uv
 //   // Build the transport and the policy on the loop thread, e.g.
 //   //   SimpleLock simple(thread.loop(), &transport);
 //   //   RetryLock retry(thread.loop(), &simple, &transport);
-//   BlockingLock locks(&thread, &retry);
+//   BlockingLock locks(&thread, &retry);   // or, renewing every guard:
+//   //   BlockingLockOptions options; options.auto_renew = true;
+//   //   BlockingLock locks(&thread, &retry, std::move(options));
 //   {
 //     absl::StatusOr<LockGuard> guard =
 //         locks.Lock("orders/42", absl::Seconds(10), absl::Seconds(3));
@@ -175,7 +178,8 @@ class BlockingLock {
   // `lock` must have been built for `thread->loop()` (its loop and
   // transport live on that thread).
   BlockingLock(LoopThread* thread, Lock* lock, BlockingLockOptions options = {});
-  // Runs Shutdown().
+  // Runs Shutdown(). (Virtual only for the old RenewingBlockingLock name,
+  // which derives to set `auto_renew`; there are no hooks to override.)
   virtual ~BlockingLock();
 
   BlockingLock(const BlockingLock&) = delete;
