@@ -131,6 +131,50 @@ TEST_F(BlockingClientFakeTest, UnreachableServerIsUnavailable) {
       << c.status();
 }
 
+// A transport that only forwards commands (no lifecycle overrides): the
+// client relies on Transport's defaults (Connect = PING probe).
+class Forwarding : public Transport {
+ public:
+  explicit Forwarding(std::unique_ptr<FakeTransport> inner) : inner_(std::move(inner)) {}
+  absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
+                    ReplyCallback callback) override {
+    return inner_->Send(std::move(argv), timeout, std::move(callback));
+  }
+  absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
+      std::string channel, MessageCallback on_message,
+      absl::AnyInvocable<void(absl::Status) &&> on_ready) override {
+    return inner_->Subscribe(std::move(channel), std::move(on_message), std::move(on_ready));
+  }
+
+ private:
+  std::unique_ptr<FakeTransport> inner_;
+};
+
+TEST_F(BlockingClientFakeTest, ATransportWithTheDefaultLifecycleWorks) {
+  for (bool partitioned : {false, true}) {
+    BlockingClient::TransportFactory make =
+        [this, partitioned](EventLoop* loop)
+        -> absl::StatusOr<std::vector<std::unique_ptr<Transport>>> {
+      auto inner = std::make_unique<FakeTransport>(loop, server_.get());
+      if (partitioned) inner->Partition();
+      std::vector<std::unique_ptr<Transport>> ts;
+      ts.push_back(std::make_unique<Forwarding>(std::move(inner)));
+      return ts;
+    };
+    absl::StatusOr<std::unique_ptr<BlockingClient>> c =
+        BlockingClient::Create(&thread_, std::move(make), {});
+    if (partitioned) {
+      // The PING probe failed.
+      EXPECT_THAT(c.status(), StatusIs(absl::StatusCode::kUnavailable));
+      continue;
+    }
+    ASSERT_THAT(c.status(), IsOk());
+    absl::StatusOr<LockGuard> g = (*c)->TryLock("forwarded", absl::Seconds(5));
+    ASSERT_THAT(g.status(), IsOk());
+    EXPECT_THAT(g->Unlock(), IsOk());
+  }
+}
+
 TEST_F(BlockingClientFakeTest, BadInputIsInvalidArgument) {
   BlockingClientOptions with_url;
   with_url.redis_urls = {"redis://127.0.0.1:6379"};
