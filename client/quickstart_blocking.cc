@@ -9,7 +9,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "dlock/client/blocking_client.h"
+#include "dlock/blocking/blocking_client.h"
 
 ABSL_FLAG(std::string, redis, "redis://127.0.0.1:6379",
           "Redis server URL (redis://[[user]:password@]host[:port][/db] or unix://path)");

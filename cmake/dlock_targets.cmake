@@ -50,26 +50,22 @@ dlock_library(fake INSTALL
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_lua PkgConfig::dlock_crypto)
 
-# Lock interface, observer, scripts, SimpleLock, RetryLock, ReentrantLock,
-# and the blocking facade.
+# Lock interface, observer, scripts, SimpleLock, RetryLock, ReentrantLock.
 dlock_library(lock INSTALL
   BAZEL //lock:lock //lock:observer //lock:scripts //lock:lock_commands
         //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
-        //lock:blocking
   SRCS lock/observer.cc lock/scripts.cc lock/lock_commands.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/reentrant_lock.cc
-       lock/blocking_lock.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lock_commands.h
        lock/simple_lock.h lock/retry_lock.h lock/reentrant_lock.h
-       lock/blocking_lock.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
-# The lease watchdog and the renewing blocking facade.
+# The lease watchdog.
 dlock_library(watchdog INSTALL
-  BAZEL //watchdog:watchdog //watchdog:blocking
-  SRCS watchdog/watchdog.cc watchdog/renewing_blocking_lock.cc
-  HDRS watchdog/watchdog.h watchdog/renewing_blocking_lock.h
+  BAZEL //watchdog:watchdog
+  SRCS watchdog/watchdog.cc
+  HDRS watchdog/watchdog.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
 # RedLock over N servers.
@@ -79,12 +75,22 @@ dlock_library(redlock INSTALL
   HDRS redlock/redlock.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
+# The blocking facade (BlockingLock/LockGuard, auto-renewal an option) and
+# the post-and-wait helper; with the forwarding headers of the old paths.
+dlock_library(blocking INSTALL
+  BAZEL //blocking:post_and_wait //blocking:blocking_lock //lock:blocking
+        //watchdog:blocking
+  SRCS blocking/blocking_lock.cc
+  HDRS blocking/post_and_wait.h blocking/blocking_lock.h lock/blocking_lock.h
+       watchdog/renewing_blocking_lock.h
+  PUBLIC_DEPS dlock::watchdog dlock::lock dlock::transport PkgConfig::dlock_absl)
+
 # BlockingClient.
 dlock_library(client INSTALL
-  BAZEL //client:blocking_client
-  SRCS client/blocking_client.cc
-  HDRS client/blocking_client.h
-  PUBLIC_DEPS dlock::lock PkgConfig::dlock_absl
+  BAZEL //blocking:blocking_client //client:blocking_client
+  SRCS blocking/blocking_client.cc
+  HDRS blocking/blocking_client.h client/blocking_client.h
+  PUBLIC_DEPS dlock::blocking dlock::lock dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS dlock::watchdog dlock::redlock dlock::uv)
 
 # ---- The dlock CLI ---------------------------------------------------------
@@ -149,6 +155,11 @@ dlock_test(uv_event_loop_test BAZEL //transport/uv:uv_event_loop_test
   SRCS transport/uv/uv_event_loop_test.cc DEPS dlock::uv dlock::uv_test_loop)
 dlock_test(uv_loop_thread_test BAZEL //transport/uv:uv_loop_thread_test
   SRCS transport/uv/uv_loop_thread_test.cc DEPS dlock::uv)
+dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
+  SRCS blocking/post_and_wait_test.cc DEPS dlock::blocking dlock::uv)
+dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test
+  SRCS blocking/blocking_client_fake_test.cc
+  DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(observer_test BAZEL //lock:observer_test
   SRCS lock/observer_test.cc DEPS dlock::lock)
 dlock_test(lock_behavior_fake_test BAZEL //lock:lock_behavior_fake_test
@@ -205,7 +216,7 @@ dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
 dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
 dlock_bazel_only(//tests/testing:redis_server //tests/testing:redis_server_test
-  //transport/uv:hiredis_transport_test //client:blocking_client_test
+  //transport/uv:hiredis_transport_test //blocking:blocking_client_test
   //client:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...

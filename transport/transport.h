@@ -25,9 +25,11 @@
 #ifndef DLOCK_TRANSPORT_TRANSPORT_H_
 #define DLOCK_TRANSPORT_TRANSPORT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -84,7 +86,52 @@ class Transport {
   // per command. Only meaningful for a direct connection: behind a proxy,
   // the server can restart under an unbroken connection.
   virtual uint64_t connection_epoch() const { return 0; }
+
+  // ---- Connection lifecycle ----------------------------------------------
+  // What owners that do not know the concrete transport (BlockingClient)
+  // need: learn when it is up, drain it, close it. The defaults suit a
+  // transport without a connection of its own (e.g. one that forwards to
+  // another transport, whose owner closes that one).
+
+  // Learns when the transport can carry commands. `callback` runs once, on
+  // the loop, never inside this call: OK when the connection is ready, or
+  // why it is not (kUnavailable), or kCancelled by Close(). Returns non-OK
+  // (the callback then never runs) after Close() (kCancelled) or when the
+  // request cannot be made. Starts a connection attempt if none is under
+  // way. Default: sends PING (bounded by `kDefaultConnectProbeTimeout`) and
+  // reports OK on any non-error reply, kUnavailable on an error reply, or
+  // the Send failure.
+  static constexpr absl::Duration kDefaultConnectProbeTimeout = absl::Seconds(5);
+  virtual absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback);
+
+  // Fails every pending command and callback with kCancelled, synchronously,
+  // and disconnects; no callback of this transport runs after it returns,
+  // and later calls are rejected with kCancelled. Idempotent. Default: does
+  // nothing (nothing of its own to close).
+  virtual void Close() {}
+
+  // True while a command sent now goes out on a ready connection. Default:
+  // true (the transport does not track a connection).
+  virtual bool connected() const { return true; }
+
+  // Commands sent and not yet answered, failed or timed out. Default: 0
+  // (the transport does not tell; owners then cannot wait for it to drain).
+  virtual size_t pending_commands() const { return 0; }
 };
+
+inline absl::Status Transport::Connect(
+    absl::AnyInvocable<void(absl::Status) &&> callback) {
+  return Send({"PING"}, kDefaultConnectProbeTimeout,
+              [callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
+                if (!reply.ok()) {
+                  std::move(callback)(reply.status());
+                } else if (reply->type == Reply::Type::kError) {
+                  std::move(callback)(absl::UnavailableError(reply->str));
+                } else {
+                  std::move(callback)(absl::OkStatus());
+                }
+              });
+}
 
 }  // namespace dlock
 

@@ -2,7 +2,7 @@
 // redis-server: HiredisTransport + SimpleLock/RetryLock/ReentrantLock live on
 // a UvLoopThread; test threads call BlockingLock. Runs clean under
 // --config=tsan.
-#include "dlock/lock/blocking_lock.h"
+#include "dlock/blocking/blocking_lock.h"
 
 #include <atomic>
 #include <future>

@@ -110,17 +110,17 @@ class FakeTransport : public Transport {
   // Like HiredisTransport::Connect: `callback` runs on a later loop turn
   // with OK, or kUnavailable while partitioned, or kCancelled from Close().
   // Returns kCancelled after Close() (the callback then never runs).
-  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback);
+  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback) override;
 
   // Fails every pending command, Connect waiter and unconfirmed on_ready
   // with kCancelled, synchronously, and disconnects from the server. No
   // callback runs after it returns. Idempotent.
-  void Close();
+  void Close() override;
 
-  bool connected() const { return !closed_ && !partitioned_; }
+  bool connected() const override { return !closed_ && !partitioned_; }
   bool closed() const { return closed_; }
   // Commands sent and not yet answered, failed or timed out.
-  size_t pending_commands() const { return requests_.size(); }
+  size_t pending_commands() const override { return requests_.size(); }
 
   // ---- Faults -------------------------------------------------------------
 

@@ -166,19 +166,19 @@ class HiredisTransport : public Transport {
   // (kUnavailable), or kCancelled by Close(). In the backoff state it starts
   // an attempt at once instead of waiting out the delay. Returns kCancelled
   // after Close() (the callback then never runs).
-  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback);
+  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback) override;
 
   // Fails everything pending with kCancelled and disconnects (see above).
   // Idempotent.
-  void Close();
+  void Close() override;
 
   // True while the command connection is ready.
-  bool connected() const;
+  bool connected() const override;
   // The failure of the last connection attempt or lost connection (OK if
   // none yet).
   absl::Status last_error() const;
   // Commands sent and not yet answered or timed out (tests, metrics).
-  size_t pending_commands() const;
+  size_t pending_commands() const override;
 
   // The transport's clock and timers (the same monotonic clock as any
   // UvEventLoop).

@@ -1,4 +1,4 @@
-#include "dlock/client/blocking_client.h"
+#include "dlock/blocking/blocking_client.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

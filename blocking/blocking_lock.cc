@@ -1,4 +1,4 @@
-#include "dlock/lock/blocking_lock.h"
+#include "dlock/blocking/blocking_lock.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -7,128 +7,35 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/blocking/post_and_wait.h"
 
 namespace dlock {
-namespace {
 
-// A copy of `status` that shares nothing with the original. absl::Status
-// shares a refcounted rep between copies; Debian's libabsl is not built
-// with TSan, so a rep whose last reference is dropped on the loop thread
-// after the caller thread dropped its own shows up as a (false) race. Each
-// result that crosses to the caller gets a rep of its own.
-absl::Status Detached(const absl::Status& status) {
-  return status.ok() ? absl::OkStatus() : absl::Status(status.code(), status.message());
-}
-template <typename U>
-absl::StatusOr<U> Detached(absl::StatusOr<U> value) {
-  if (value.ok()) return value;
-  return Detached(value.status());
-}
+// What a guard shares with the loop thread. `lease` is immutable once the
+// guard exists; `lost` and `released_at_shutdown` may be read from any
+// thread; `watch` is touched only on the loop thread.
+struct GuardState {
+  Lease lease;
+  // Set when the lease is known lost (renewal failed, or Shutdown released
+  // it).
+  std::atomic<bool> lost{false};
+  // Set when Shutdown() released this lease (then `lost` is set too).
+  std::atomic<bool> released_at_shutdown{false};
+  // Loop thread only: the renewal (auto_renew), stopped before the release
+  // is sent and on detach. A stopped handle's destructor touches nothing
+  // shared, so the state may be freed on any thread afterwards.
+  std::optional<WatchHandle> watch;
 
-// One blocking call: the loop thread completes it, the caller waits.
-//
-// The Call lives on the caller's stack. Loop-side holders (the posted
-// function, the callback handed to the wrapped lock) count themselves in
-// `refs_` under the mutex, and the caller returns only once the result is
-// there AND no holder remains, so the caller is always the one that frees it
-// and nothing on the loop thread touches it afterwards.
-//
-// std::mutex (not absl::Mutex): TSan-clean with Debian's uninstrumented absl.
-template <typename T>
-class Call {
- public:
-  void AddRef() {
-    std::lock_guard<std::mutex> l(mu_);
-    ++refs_;
+  void StopRenewal() {
+    if (watch.has_value()) watch->Stop();
   }
-
-  // Sets the result unless already set (first completion wins), and drops
-  // the holder's reference. The holder must not touch the call afterwards.
-  void CompleteAndDrop(std::optional<T> value) {
-    if (value.has_value()) value = Detached(*std::move(value));
-    std::lock_guard<std::mutex> l(mu_);
-    if (value.has_value() && !result_.has_value()) result_ = std::move(value);
-    --refs_;
-    cv_.notify_all();
-  }
-
-  T Wait() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return result_.has_value() && refs_ == 0; });
-    return std::move(*result_);
-  }
-
-  // Loop thread only: the wrapped lock accepted the request, so from now on
-  // only its callback (or that callback's destruction) completes the call.
-  bool accepted = false;
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int refs_ = 0;
-  std::optional<T> result_;
 };
 
-absl::Status LoopStopped() {
-  return absl::CancelledError("the loop thread is stopping");
-}
+namespace {
 
 absl::Status ShuttingDown() {
   return absl::CancelledError(
       "the blocking lock is shutting down (its client is being destroyed)");
-}
-
-// A counted reference to a Call held on the loop side. Destroyed while
-// still holding: completes the call with kCancelled (if `cancel_on_drop()`
-// says so) and drops the reference.
-template <typename T>
-class CallRef {
- public:
-  explicit CallRef(Call<T>* call, bool callback) : call_(call), callback_(callback) {
-    call_->AddRef();
-  }
-  CallRef(CallRef&& other) noexcept
-      : call_(std::exchange(other.call_, nullptr)), callback_(other.callback_) {}
-  CallRef& operator=(CallRef&&) = delete;
-  ~CallRef() {
-    if (call_ == nullptr) return;
-    // A posted function destroyed without running (Post refused, loop torn
-    // down), or an accepted request's callback destroyed without running:
-    // the loop is going away. A callback destroyed inside a call that
-    // rejected the request (not accepted) leaves the result to the caller.
-    const bool cancel = !callback_ || call_->accepted;
-    call_->CompleteAndDrop(cancel ? std::optional<T>(LoopStopped()) : std::nullopt);
-  }
-
-  Call<T>* get() const { return call_; }
-
-  // Completes with `value` and lets go.
-  void Complete(T value) {
-    std::exchange(call_, nullptr)->CompleteAndDrop(std::move(value));
-  }
-  // Lets go without completing (someone else will, or already did).
-  void Drop() { std::exchange(call_, nullptr)->CompleteAndDrop(std::nullopt); }
-
- private:
-  Call<T>* call_;
-  bool callback_;
-};
-
-// Runs `fn(call)` on the loop thread and waits for the call to complete.
-// `fn` must complete the call itself, or hand a CallRef to someone who will.
-template <typename T, typename Fn>
-T RunBlocking(LoopThread* thread, Fn fn) {
-  if (thread->InLoopThread()) {
-    return absl::FailedPreconditionError(
-        "blocking dlock call on the loop thread would deadlock");
-  }
-  Call<T> call;
-  // A refused Post destroys the function: its CallRef completes the call.
-  thread->Post([ref = CallRef<T>(&call, /*callback=*/false), fn = std::move(fn)]() mutable {
-    fn(ref.get());
-    ref.Drop();
-  });
-  return call.Wait();
 }
 
 }  // namespace
@@ -204,6 +111,8 @@ LockGuard::~LockGuard() {
   if (owns_lock()) (void)Unlock();
 }
 
+const Lease& LockGuard::lease() const { return state_->lease; }
+
 bool LockGuard::IsValid() const {
   return state_ != nullptr && !state_->lost.load(std::memory_order_acquire);
 }
@@ -231,30 +140,39 @@ Lease LockGuard::Release() {
   GateCall entered(gate.get());
   // Shut down: renewal already stopped (and the lease released).
   if (!entered) return state->lease;
-  // On the loop thread: stop any renewal hook and forget the lease (the
-  // caller owns it now; Shutdown() must not release it).
+  // On the loop thread: stop renewing and forget the lease (the caller owns
+  // it now; Shutdown() must not release it).
   auto detach = [owner, &state] {
     if (owner->shut_down_) return;
     owner->held_.erase(state.get());
-    if (state->before_release) std::move(state->before_release)();
+    state->StopRenewal();
   };
   if (owner->thread()->InLoopThread()) {
     detach();
   } else {
-    (void)RunBlocking<absl::Status>(owner->thread(), [&detach](Call<absl::Status>* call) {
-      detach();
-      CallRef<absl::Status>(call, /*callback=*/false).Complete(absl::OkStatus());
-    });
+    (void)PostAndWait<absl::Status>(owner->thread(),
+                                    [&detach](Completion<absl::Status> done) {
+                                      detach();
+                                      done(absl::OkStatus());
+                                    });
   }
   return state->lease;
 }
 
 // ---- BlockingLock ------------------------------------------------------
 
-BlockingLock::BlockingLock(LoopThread* thread, dlock::Lock* lock)
-    : thread_(thread), lock_(lock), gate_(std::make_shared<BlockingLockGate>()) {}
+BlockingLock::BlockingLock(LoopThread* thread, dlock::Lock* lock, BlockingLockOptions options)
+    : thread_(thread),
+      lock_(lock),
+      options_(std::move(options)),
+      gate_(std::make_shared<BlockingLockGate>()) {}
 
-BlockingLock::~BlockingLock() { Shutdown(); }
+BlockingLock::~BlockingLock() {
+  Shutdown();
+  // Shutdown could not reach the loop thread (it is stopping and runs
+  // nothing more of ours): nothing can race with this.
+  watchdog_.reset();
+}
 
 void BlockingLock::Shutdown() {
   BlockingLockGate& g = *gate_;
@@ -310,7 +228,7 @@ void BlockingLock::ShutdownOnLoop() {
   for (auto& [raw, state] : held) {
     state->released_at_shutdown.store(true, std::memory_order_release);
     state->lost.store(true, std::memory_order_release);
-    if (state->before_release) std::move(state->before_release)();
+    state->StopRenewal();
     if (!can_send) continue;
     {
       std::lock_guard<std::mutex> l(gate->mu);
@@ -326,10 +244,36 @@ void BlockingLock::ShutdownOnLoop() {
       --gate->releasing;
     }
   }
-  OnShutdown();
+  // Every watch is stopped: the watchdog goes (only when on the loop
+  // thread; otherwise the destructor frees it once nothing runs).
+  if (can_send) watchdog_.reset();
   std::lock_guard<std::mutex> l(gate->mu);
   gate->loop_done = true;
   gate->cv.notify_all();
+}
+
+void BlockingLock::StartRenewal(const std::shared_ptr<GuardState>& state) {
+  if (watchdog_ == nullptr) {
+    watchdog_ = std::make_unique<Watchdog>(thread_->loop(), lock_, options_.renewal.watchdog);
+  }
+  WatchOptions watch;
+  watch.renew_interval = options_.renewal.renew_interval;
+  watch.retry_interval = options_.renewal.retry_interval;
+  // Weak: the state owns the watch handle, which owns this callback.
+  std::weak_ptr<GuardState> weak = state;
+  watch.on_lost = [this, weak](absl::Status why) {
+    std::shared_ptr<GuardState> s = weak.lock();
+    if (s == nullptr) return;
+    s->lost.store(true, std::memory_order_release);
+    if (options_.renewal.on_lost) options_.renewal.on_lost(s->lease, why);
+  };
+  absl::StatusOr<WatchHandle> handle = watchdog_->Watch(state->lease, std::move(watch));
+  if (!handle.ok()) {
+    // Expired before it reached us (or unusable): hand it out invalid.
+    state->lost.store(true, std::memory_order_release);
+    return;
+  }
+  state->watch = *std::move(handle);
 }
 
 absl::StatusOr<LockGuard> BlockingLock::TryLock(absl::string_view resource,
@@ -355,41 +299,46 @@ absl::StatusOr<LockGuard> BlockingLock::Acquire(absl::string_view resource,
   if (!entered) return ShuttingDown();
   if (options.task_id.empty()) options.task_id = CurrentThreadTaskId();
   using Result = absl::StatusOr<std::shared_ptr<GuardState>>;
-  Result result = RunBlocking<Result>(
+  Result result = PostAndWait<Result>(
       thread_, [this, resource = std::string(resource),
-                options = std::move(options)](Call<Result>* call) {
+                options = std::move(options)](Completion<Result> done) {
         if (shut_down_) {
-          CallRef<Result>(call, /*callback=*/false).Complete(ShuttingDown());
+          done(ShuttingDown());
           return;
         }
+        // Keeps the call open if the lock rejects the request (and
+        // destroys the callback inside Acquire).
+        Completion<Result> mine = done.Share();
+        // A unique key for acquiring_ while the request is in flight.
+        auto key = std::make_shared<char>();
         absl::StatusOr<AcquireHandle> handle = lock_->Acquire(
             resource, options,
-            [this, call, done = CallRef<Result>(call, /*callback=*/true)](
-                absl::StatusOr<Lease> lease) mutable {
-              acquiring_.erase(call);
+            [this, key, done = std::move(done)](absl::StatusOr<Lease> lease) mutable {
+              acquiring_.erase(key.get());
               if (!lease.ok()) {
-                done.Complete(lease.status());
+                done(lease.status());
                 return;
               }
               if (shut_down_) {
                 // Not reachable (Shutdown cancels every acquire in flight);
                 // should it be, give the lease back.
                 (void)lock_->Release(*lease, [](absl::Status) {});
-                done.Complete(ShuttingDown());
+                done(ShuttingDown());
                 return;
               }
               auto state = std::make_shared<GuardState>();
               state->lease = *std::move(lease);
-              OnAcquired(state);
+              if (options_.auto_renew) StartRenewal(state);
               held_[state.get()] = state;
-              done.Complete(std::move(state));
+              done(std::move(state));
             });
         if (!handle.ok()) {
-          CallRef<Result>(call, /*callback=*/false).Complete(handle.status());
+          mine(handle.status());
           return;
         }
-        call->accepted = true;
-        acquiring_[call] = *handle;
+        acquiring_[key.get()] = *handle;
+        // `mine` goes without a result: the callback gives it, or (its
+        // destruction without running: cancelled, loop torn down) kCancelled.
       });
   if (!result.ok()) return result.status();
   // Shutdown released it before we got here.
@@ -404,22 +353,18 @@ absl::StatusOr<Lease> BlockingLock::Extend(const LockGuard& guard, absl::Duratio
   GateCall entered(gate_.get());
   if (!entered) return ShuttingDown();
   using Result = absl::StatusOr<Lease>;
-  return RunBlocking<Result>(
-      thread_, [this, lease = guard.lease(), ttl](Call<Result>* call) {
+  return PostAndWait<Result>(
+      thread_, [this, lease = guard.lease(), ttl](Completion<Result> done) {
         if (shut_down_) {
-          CallRef<Result>(call, /*callback=*/false).Complete(ShuttingDown());
+          done(ShuttingDown());
           return;
         }
+        Completion<Result> mine = done.Share();
         absl::Status s = lock_->Extend(
-            lease, ttl,
-            [done = CallRef<Result>(call, /*callback=*/true)](absl::StatusOr<Lease> r) mutable {
-              done.Complete(std::move(r));
+            lease, ttl, [done = std::move(done)](absl::StatusOr<Lease> r) mutable {
+              done(std::move(r));
             });
-        if (!s.ok()) {
-          CallRef<Result>(call, /*callback=*/false).Complete(s);
-          return;
-        }
-        call->accepted = true;
+        if (!s.ok()) mine(s);
       });
 }
 
@@ -430,31 +375,24 @@ absl::Status BlockingLock::ReleaseState(std::shared_ptr<GuardState> state) {
     // outcome is unknown to us.
     if (shut_down_) return ShuttingDown();  // released by Shutdown
     held_.erase(state.get());
-    if (state->before_release) std::move(state->before_release)();
+    state->StopRenewal();
     absl::Status s = lock_->Release(state->lease, [](absl::Status) {});
     if (!s.ok()) return s;
     return absl::FailedPreconditionError(
         "released from the loop thread: sent without waiting for the outcome");
   }
-  return RunBlocking<absl::Status>(
-      thread_, [this, state = std::move(state)](Call<absl::Status>* call) {
+  return PostAndWait<absl::Status>(
+      thread_, [this, state = std::move(state)](Completion<absl::Status> done) {
         if (shut_down_) {
           // Shutdown released it already.
-          CallRef<absl::Status>(call, /*callback=*/false).Complete(ShuttingDown());
+          done(ShuttingDown());
           return;
         }
         held_.erase(state.get());
-        if (state->before_release) std::move(state->before_release)();
-        absl::Status s = lock_->Release(
-            state->lease, [done = CallRef<absl::Status>(call, /*callback=*/true)](
-                              absl::Status status) mutable {
-              done.Complete(std::move(status));
-            });
-        if (!s.ok()) {
-          CallRef<absl::Status>(call, /*callback=*/false).Complete(s);
-          return;
-        }
-        call->accepted = true;
+        state->StopRenewal();
+        Completion<absl::Status> mine = done.Share();
+        absl::Status s = lock_->Release(state->lease, std::move(done));
+        if (!s.ok()) mine(s);
       });
 }
 

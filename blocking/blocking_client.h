@@ -1,0 +1,215 @@
+// This header defines `BlockingClient`: the one-call entry point for an
+// ordinary threaded program. It owns everything a blocking lock needs -- a
+// loop thread, one connection (`Transport`) per Redis server, the lock
+// policy and the blocking facade -- and hands out RAII `LockGuard`s.
+//
+// Two ways to build one:
+//   - `Connect(options)`: from Redis URLs; the client starts its own
+//     UvLoopThread and one UvTransport (plain or TLS) per URL.
+//   - `Create(thread, make_transports, options)`: over any transports (the
+//     fake included) the caller makes, on a loop thread the caller runs.
+//     Everything below holds for both.
+//
+//   BlockingClientOptions options;
+//   options.redis_urls = {"redis://127.0.0.1:6379"};
+//   absl::StatusOr<std::unique_ptr<BlockingClient>> client =
+//       BlockingClient::Connect(options);
+//   if (!client.ok()) return client.status();    // kUnavailable: no server
+//   absl::StatusOr<LockGuard> guard =
+//       (*client)->Lock("orders/42", absl::Seconds(10), absl::Seconds(3));
+//   if (!guard.ok()) return guard.status();      // kDeadlineExceeded: busy
+//   Ship(order, guard->lease().fence);           // renewed while held
+//   // ~LockGuard releases the lock.
+//
+// Policy stack, built on the loop thread:
+//
+//   redis_urls | reentrant | lock under the facade
+//   -----------+-----------+------------------------------------------------
+//   one URL    | false     | RetryLock(SimpleLock)
+//   one URL    | true      | RetryLock(ReentrantLock): nested locks on one
+//              |           | thread count up (owner = this client + thread)
+//   N > 1 URLs | false     | RetryLock(RedLock over N independent servers,
+//              |           | quorum N/2+1, one voting round per attempt)
+//
+// The facade is a `BlockingLock` (dlock/blocking/blocking_lock.h). With
+// `auto_renew` (the default) a watchdog renews each guard's lease while it is
+// held and `LockGuard::IsValid()` turns false if the lease is lost;
+// without, the lease simply expires after its ttl (extend it with
+// `facade().Extend`).
+//
+// Outcomes of TryLock/Lock: a guard; kAborted (TryLock: held by another
+// owner); kDeadlineExceeded (Lock: still held when `wait` ran out);
+// kUnavailable (server(s) unreachable, or no quorum); kInvalidArgument (bad
+// resource or ttl); kCancelled (the client is being destroyed). See
+// dlock/blocking/blocking_lock.h for the guard's own contract.
+//
+// Thread-safety: TryLock/Lock/facade() may be called from any number of
+// threads at once, but never from the client's loop thread (e.g. inside an
+// on_lost hook): that returns kFailedPrecondition.
+//
+// Lifetime and destruction. The destructor may run while other threads
+// are inside TryLock/Lock/facade() calls or a guard's Unlock: every call
+// that began before the destructor did returns its real result or
+// kCancelled ("the client is being destroyed"); none crashes or hangs.
+// Calls that begin after the destructor began return kCancelled for as long
+// as the object exists; beginning a call after it returned is a
+// use-after-destroy bug, as with any object (e.g. join your threads, or make
+// them stop on kCancelled, before freeing the memory they use). Guards may
+// outlive the client: their Unlock()/destructor returns kCancelled and
+// touches nothing. The destructor, in order:
+//   1. cancels every Lock/TryLock in flight (callers get kCancelled; a
+//      token an attempt in flight may have taken is released);
+//   2. stops renewing and RELEASES every lease still held by a guard (the
+//      guard's IsValid() turns false: stop using the resource), and waits
+//      for those releases and for every call that had begun to return;
+//   3. destroys the policies, lets the connections answer what is still in
+//      flight (at most `command_timeout`; only for transports that report
+//      `pending_commands()`), closes them (`Transport::Close`) and destroys
+//      them on the loop thread, and -- when the client started the loop
+//      thread itself (Connect) -- joins it.
+// A release or cleanup that gets no answer within that bound (server
+// unreachable) leaves its key to expire by its TTL.
+#ifndef DLOCK_BLOCKING_BLOCKING_CLIENT_H_
+#define DLOCK_BLOCKING_BLOCKING_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/blocking/blocking_lock.h"
+#include "dlock/lock/lock.h"
+#include "dlock/lock/observer.h"
+#include "dlock/transport/loop_thread.h"
+#include "dlock/transport/transport.h"
+#include "dlock/transport/uv/tls_options.h"
+
+namespace dlock {
+
+class UvLoopThread;
+
+struct BlockingClientOptions {
+  // The Redis server(s), each as accepted by ParseRedisUrl
+  // (dlock/transport/uv/redis_url.h):
+  //   redis://[[user]:password@]host[:port][/db]
+  //   rediss://[[user]:password@]host[:port][/db]   (TLS, see `tls`)
+  //   unix://[[user]:password@]/path/to/redis.sock[?db=N]
+  // One URL: a single-server lock. Several: RedLock over independent
+  // servers (not replicas of one another). A URL without a password takes
+  // it from $DLOCK_REDIS_PASSWORD when that is set.
+  // Connect only; Create takes transports instead and requires this empty.
+  std::vector<std::string> redis_urls;
+
+  // CA, client certificate and server name for the rediss:// URLs (ignored
+  // for the others, so a RedLock may mix them). Defaults: the system's CAs,
+  // the URL's host name, no client certificate. Connect only.
+  TlsOptions tls;
+
+  // How long Connect/Create wait for the connection (RedLock: for a quorum
+  // of them); with Connect, also bounds every later reconnection attempt.
+  absl::Duration connect_timeout = absl::Seconds(5);
+
+  // Prefix of every key. Clients that must exclude each other need the same
+  // prefix.
+  std::string key_prefix = "dlock:";
+
+  // True: guards are renewed by a watchdog while held (BlockingLockOptions::auto_renew).
+  // False: a guard's lease expires after its ttl (BlockingLock).
+  bool auto_renew = true;
+
+  // True: a ReentrantLock (single server only; kInvalidArgument with
+  // several URLs). Nested TryLock/Lock of one resource on one thread
+  // succeed; each guard releases one level.
+  bool reentrant = false;
+
+  // Bound on each round trip of the single-server policies (RedLock uses its
+  // own per-server deadline, min(ttl / 10, 50 ms)).
+  absl::Duration command_timeout = absl::Seconds(2);
+
+  // Receives the policies' and the watchdog's events, on the loop thread.
+  // Not owned; must outlive the client. Null: none.
+  LockObserver* observer = nullptr;
+};
+
+class BlockingClient {
+ public:
+  // Validates `options`, starts the loop thread and connects. Returns:
+  //   kInvalidArgument: no URL, a URL ParseRedisUrl rejects (the message
+  //     names its index, never the password), a non-positive timeout, or
+  //     `reentrant` with several URLs;
+  //   kUnavailable: the server (RedLock: a quorum of the servers) could not
+  //     be reached within `connect_timeout`; the message names each address
+  //     and why. Never blocks much longer than `connect_timeout`.
+  static absl::StatusOr<std::unique_ptr<BlockingClient>> Connect(
+      BlockingClientOptions options);
+
+  // Makes the client's transports, one per server, on the loop thread; each
+  // must be bound to `loop` (the loop thread's EventLoop).
+  using TransportFactory =
+      absl::AnyInvocable<absl::StatusOr<std::vector<std::unique_ptr<Transport>>>(
+          EventLoop* loop) &&>;
+
+  // Builds a client over caller-made transports: runs `make_transports` once
+  // on `thread`'s loop thread, takes ownership of what it returns, waits for
+  // the connection(s) with `Transport::Connect` (RedLock: a quorum, within
+  // `connect_timeout`), then builds the policy stack exactly as Connect does
+  // (one transport: single-server lock; several: RedLock). Servers are
+  // named "server 0", "server 1", ... in messages. `thread` is borrowed: it
+  // must outlive the client and run posted functions until the client's
+  // destructor returned (which closes and destroys the transports on it).
+  // Returns:
+  //   kInvalidArgument: null `thread` or `make_transports`, non-empty
+  //     `redis_urls`, a non-positive timeout, no transport or a null one,
+  //     `reentrant` with several transports, or the factory's own error;
+  //   kUnavailable: as Connect;
+  //   kFailedPrecondition: called on `thread`'s loop thread;
+  //   kCancelled: `thread` is stopping.
+  static absl::StatusOr<std::unique_ptr<BlockingClient>> Create(
+      LoopThread* thread, TransportFactory make_transports, BlockingClientOptions options);
+
+  BlockingClient(const BlockingClient&) = delete;
+  BlockingClient& operator=(const BlockingClient&) = delete;
+  // See "Lifetime and destruction" above.
+  ~BlockingClient();
+
+  // One attempt: a guard, or kAborted when another owner holds `resource`.
+  absl::StatusOr<LockGuard> TryLock(absl::string_view resource, absl::Duration ttl);
+
+  // Waits up to `wait` for `resource` (woken by release notifications, with
+  // a jittered backoff as a fallback): a guard, or kDeadlineExceeded.
+  absl::StatusOr<LockGuard> Lock(absl::string_view resource, absl::Duration ttl,
+                                 absl::Duration wait);
+
+  // The blocking facade, for Acquire with full options and Extend.
+  BlockingLock& facade() { return *facade_; }
+
+  // Number of servers (1, or N for RedLock).
+  size_t server_count() const { return server_count_; }
+
+ private:
+  BlockingClient(BlockingClientOptions options, std::unique_ptr<UvLoopThread> owned_thread,
+                 LoopThread* thread);
+  // Creates the transports on the loop thread and waits for the connection
+  // (or a quorum), then builds the policies and the facade.
+  absl::Status Start(TransportFactory make_transports, std::vector<std::string> names);
+
+  BlockingClientOptions options_;
+  // Connect: the loop thread the client started (joined last). Create: null.
+  std::unique_ptr<UvLoopThread> owned_thread_;
+  LoopThread* thread_;
+  size_t server_count_ = 0;
+  // Created, used and destroyed on the loop thread.
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::unique_ptr<dlock::Lock> inner_;
+  std::unique_ptr<dlock::Lock> retry_;
+  // Created and destroyed on the caller's thread (it posts to the loop).
+  std::unique_ptr<BlockingLock> facade_;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_BLOCKING_BLOCKING_CLIENT_H_
