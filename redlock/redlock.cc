@@ -1185,8 +1185,16 @@ class ReleaseOp final : public Op, public std::enable_shared_from_this<ReleaseOp
       failed += pending;
       pending = 0;
     }
-    if (pending > 0) return;  // report once every server answered
     const int quorum = core_->quorum();
+    // Decided at quorum: a quorum confirmed and one of them deleted the key
+    // (the rest completes in the background, its votes still reported), or
+    // a quorum of confirmations is impossible. Otherwise (so far only
+    // "did not hold the token") wait: a straggler may still delete it.
+    const bool released_by_quorum = released > 0 && released + absent >= quorum;
+    if (!released_by_quorum && pending > 0 &&
+        released + absent + pending >= quorum) {
+      return;
+    }
     const std::string counts = absl::StrFormat(
         "%d of %d servers released, %d did not hold the token, %d failed",
         released, static_cast<int>(votes_.size()), absent, failed);
