@@ -37,6 +37,7 @@ _ABSL_TARGETS = {
     "absl/container": {
         "flat_hash_map": "absl_flat_hash_map",
         "flat_hash_set": "absl_flat_hash_set",
+        "inlined_vector": "absl_inlined_vector",
     },
     "absl/flags": {
         "commandlineflag": "absl_flags_commandlineflag",
