@@ -10,70 +10,9 @@
 #include "absl/strings/str_format.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/redlock/operations.h"
-#include "dlock/transport/script.h"
 
 namespace dlock {
 namespace redlock_internal {
-namespace {
-
-// Raises the fencing counter KEYS[1] to ARGV[1] if it is lower; never lowers
-// it. Replies with the counter's value afterwards. A counter that is not an
-// integer is an error (foreign data), like INCR's.
-const Script& RaiseFenceScript() {
-  static const Script* const s = new Script(R"lua(
-local f = tonumber(ARGV[1])
-local c = redis.call('get', KEYS[1])
-if c == false then c = 0 else c = tonumber(c) end
-if c == nil then
-  return redis.error_reply('ERR value is not an integer or out of range')
-end
-if c < f then
-  redis.call('set', KEYS[1], ARGV[1])
-  return f
-end
-return c
-)lua");
-  return *s;
-}
-
-}  // namespace
-
-// ---------------------------------------------------------------- tokens
-
-const std::string& AttemptTokens::Draw(int attempt, absl::Time now, absl::Time key_bound) {
-  for (Attempt& a : attempts_) {
-    if (!a.token.empty() && now >= a.key_bound) std::string().swap(a.token);
-  }
-  attempts_.resize(attempt);
-  attempts_[attempt - 1] = Attempt{NewToken(), now, key_bound};
-  return attempts_[attempt - 1].token;
-}
-
-bool AttemptTokens::MayStillExist(int attempt, absl::Time now) const {
-  const Attempt& a = attempts_[attempt - 1];
-  return !a.token.empty() && now < a.key_bound;
-}
-
-void AttemptTokens::AddLeftover(size_t server, int attempt) {
-  for (const auto& l : leftovers_) {
-    if (l.first == server && l.second == attempt) return;
-  }
-  leftovers_.emplace_back(server, attempt);
-}
-
-absl::InlinedVector<int, 2> AttemptTokens::TakeLeftovers(size_t server, absl::Time now) {
-  absl::InlinedVector<int, 2> out;
-  size_t kept = 0;
-  for (size_t k = 0; k < leftovers_.size(); ++k) {
-    if (leftovers_[k].first != server) {
-      leftovers_[kept++] = leftovers_[k];
-    } else if (MayStillExist(leftovers_[k].second, now)) {
-      out.push_back(leftovers_[k].second);
-    }
-  }
-  leftovers_.resize(kept);
-  return out;
-}
 
 // ---------------------------------------------------------------- AcquireOp
 
@@ -83,7 +22,8 @@ AcquireOp::AcquireOp(std::shared_ptr<Core> core, absl::string_view resource,
       resource_(resource),
       ttl_(WholeMillis(options.ttl)),
       wait_(options.wait),
-      call_time_(core_->loop()->Now()) {}
+      call_time_(core_->loop()->Now()),
+      releases_(core_.get(), resource_, ttl_) {}
 
 bool AcquireOp::Cancel() {
   if (phase_ == Phase::kDone) return false;
@@ -113,13 +53,13 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
   // However late a request of this attempt is applied, its key is gone by
   // then (best effort: a request delayed longer in the network could
   // outlive it; such a key still expires by itself).
-  const std::string& token = tokens_.Draw(attempt, t0_, t0_ + 2 * timeout + ttl_);
+  const std::string& token = releases_.Draw(attempt, t0_, t0_ + 2 * timeout + ttl_);
   const uint32_t generation = round_.Begin(loop(), n, t0_);
   bool rejected = false;
   for (size_t i = 0; i < n; ++i) {
     // Leftovers of earlier attempts first: same connection, so the server
     // deletes them before it sees this attempt's acquire.
-    ReleaseLeftovers(i);
+    releases_.SendLeftovers(shared_from_this(), i);
     // The run_id is probed (when due) only to tell one instance listed
     // twice; a young data set refuses inside the acquire script.
     core_->BeforeLockCommand(i, timeout, /*gates_votes=*/false);
@@ -147,7 +87,7 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
 void AcquireOp::OnAcquireReply(int attempt, uint32_t generation, size_t i,
                                absl::StatusOr<int64_t> fence) {
   const absl::Time now = loop()->Now();
-  core_->ReportVote(resource_, "acquire", i, fence.status(), now - tokens_.sent_at(attempt));
+  core_->ReportVote(resource_, "acquire", i, fence.status(), now - releases_.sent_at(attempt));
   core_->NoteResult(i, fence.status());
   if (!round_.IsCurrent(generation) || phase_ != Phase::kVoting) {
     OnStraggler(attempt, i, fence);
@@ -174,7 +114,7 @@ void AcquireOp::OnStraggler(int attempt, size_t i, const absl::StatusOr<int64_t>
       absl::IsDeadlineExceeded(fence.status())) {
     // A straggler of the failed last attempt timed out: do not wait for
     // its release either.
-    Settle(i);
+    releases_.Settle(i);
     return;
   }
   if (!fence.ok()) return;
@@ -185,12 +125,12 @@ void AcquireOp::OnStraggler(int attempt, size_t i, const absl::StatusOr<int64_t>
   const bool kept = attempt == succeeded_attempt_ ||
                     (attempt == attempt_ && phase_ == Phase::kSyncing);
   if (!kept) {
-    SendRelease(i, attempt);
+    releases_.Send(shared_from_this(), i, attempt);
   } else if (*fence < fence_) {
     // A late grant of the lease with a lagging counter: raise it too, so the
     // counters converge (not needed for the guarantee, which rests on the
     // quorum confirmed before success).
-    SendRaiseFence(i, /*generation=*/0);
+    FenceSync::RaiseLate(core_, resource_, ttl_, fence_, i);
   }
 }
 
@@ -242,103 +182,51 @@ absl::Status AcquireOp::Failure(bool round_over) {
 }
 
 // Makes a quorum of the granting servers hold a fencing counter >= the
-// lease's fence (see FENCING in redlock.h): a round over the granting
-// servers whose counter lags.
+// lease's fence (see FENCING in redlock.h); usually nothing to do.
 void AcquireOp::StartFenceSync() {
   phase_ = Phase::kSyncing;
+  round_.Close(loop());  // its votes stay readable (StartFinalRelease)
   const size_t n = round_.size();
-  absl::InlinedVector<Vote, QuorumRound::kInlineServers> votes(n);
-  absl::InlinedVector<int64_t, QuorumRound::kInlineServers> fences(n);
+  absl::InlinedVector<int64_t, QuorumRound::kInlineServers> granted(n, -1);
   fence_ = 0;
   for (size_t i = 0; i < n; ++i) {
-    votes[i] = round_.vote(i);
-    fences[i] = round_.value(i);
-    if (votes[i] == Vote::kYes) fence_ = std::max(fence_, fences[i]);
+    if (round_.vote(i) != Vote::kYes) continue;
+    granted[i] = round_.value(i);
+    fence_ = std::max(fence_, granted[i]);
   }
   int confirmed = 0;
-  for (size_t i = 0; i < n; ++i) confirmed += votes[i] == Vote::kYes && fences[i] == fence_;
+  for (int64_t g : granted) confirmed += g == fence_;
   if (confirmed >= core_->quorum()) {
     Succeed();
     return;
   }
-  const uint32_t generation = round_.Begin(loop(), n, loop()->Now());
-  for (size_t i = 0; i < n; ++i) {
-    if (votes[i] != Vote::kYes) {
-      // Not granting; a voting timeout is kept for the final release.
-      round_.Set(i, votes[i] == Vote::kTimedOut ? Vote::kTimedOut : Vote::kOut);
-    } else if (fences[i] == fence_) {
-      round_.Set(i, Vote::kYes);
-    } else if (!SendRaiseFence(i, generation)) {
-      round_.Set(i, Vote::kFailed);
-    }
-  }
-  const Tally t = round_.Count();
-  if (t.yes + t.pending < core_->quorum()) {
-    FailAttempt(absl::UnavailableError(
-        "could not bring the fencing counters of a quorum up to date"));
-    return;
-  }
-  ArmRoundDeadline(std::min(core_->Timeout(ttl_), ValidityEnd() - loop()->Now()),
-                   &AcquireOp::OnSyncDeadline);
-}
-
-// Sends the fence write-back (raise to fence_) to server i, counted in the
-// round `generation` (0: fire and forget). Returns whether it was sent.
-bool AcquireOp::SendRaiseFence(size_t i, uint32_t generation) {
-  Server& server = core_->server(i);
   auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
-  const absl::Time sent_at = loop()->Now();
-  absl::Status sent = RaiseFenceScript().Run(
-      *server.transport, {server.commands->keys().FenceKey(resource_)},
-      {absl::StrCat(fence_)}, core_->Timeout(ttl_),
-      [self, generation, i, sent_at](absl::StatusOr<Reply> reply) {
-        self->OnSyncReply(generation, i, sent_at, std::move(reply));
+  sync_ = std::make_shared<FenceSync>(
+      core_, resource_, ttl_, fence_, ValidityEnd(),
+      [self, attempt = attempt_](absl::Status status) {
+        self->OnSynced(attempt, std::move(status));
       });
-  if (!sent.ok()) core_->NoteResult(i, sent);
-  return sent.ok();
-}
-
-void AcquireOp::OnSyncReply(uint32_t generation, size_t i, absl::Time sent_at,
-                            absl::StatusOr<Reply> reply) {
-  absl::Status status = absl::OkStatus();
-  if (!reply.ok()) {
-    status = reply.status();
-  } else if (reply->is_error()) {
-    status = absl::UnavailableError(absl::StrCat("fence write-back: ", reply->str));
-  } else if (!reply->is_integer() || reply->integer < fence_) {
-    status = absl::InternalError(
-        absl::StrCat("unexpected reply to fence write-back: ", reply->DebugString()));
-  }
-  core_->ReportVote(resource_, "fence", i, status, loop()->Now() - sent_at);
-  core_->NoteResult(i, status);
-  if (!round_.IsCurrent(generation) || phase_ != Phase::kSyncing) return;
-  round_.Set(i, status.ok() ? Vote::kYes : Vote::kFailed);
-  const Tally t = round_.Count();
-  if (t.yes >= core_->quorum()) {
-    if (loop()->Now() >= ValidityEnd()) {
-      FailAttempt(absl::DeadlineExceededError(
-          "validity ran out while syncing fencing counters"));
-    } else {
-      Succeed();
-    }
-  } else if (t.yes + t.pending < core_->quorum()) {
-    FailAttempt(absl::UnavailableError(absl::StrCat(
-        "could not bring the fencing counters of a quorum up to date: ", status.ToString())));
+  absl::Status started = sync_->Start(granted);
+  if (!started.ok()) {
+    sync_.reset();
+    FailAttempt(std::move(started));
   }
 }
 
-void AcquireOp::OnSyncDeadline() {
-  const bool expired = loop()->Now() >= ValidityEnd();
-  FailAttempt(expired ? absl::DeadlineExceededError(
-                            "validity ran out while syncing fencing counters")
-                      : absl::UnavailableError(
-                            "fencing counters of a quorum not confirmed in time"));
+void AcquireOp::OnSynced(int attempt, absl::Status status) {
+  if (attempt != attempt_ || phase_ != Phase::kSyncing) return;
+  sync_.reset();
+  if (status.ok()) {
+    Succeed();
+  } else {
+    FailAttempt(std::move(status));
+  }
 }
 
 void AcquireOp::Succeed() {
   Lease lease;
   lease.resource = resource_;
-  lease.token = tokens_.token(attempt_);
+  lease.token = releases_.token(attempt_);
   lease.fence = fence_;
   lease.ttl = ttl_;
   lease.deadline = ValidityEnd();
@@ -367,7 +255,7 @@ void AcquireOp::FailAttempt(absl::Status status) {
   }
 }
 
-// The last attempt failed: a round of releases. It waits for every server
+// The last attempt failed: its release everywhere, awaited on every server
 // that did not time out; a straggler's release runs right after its
 // acquire, so it is awaited until that acquire times out (OnStraggler).
 // Servers that timed out get the release too, in the background.
@@ -375,22 +263,18 @@ void AcquireOp::StartFinalRelease(absl::Status status) {
   const size_t n = round_.size();
   absl::InlinedVector<bool, QuorumRound::kInlineServers> await(n);
   for (size_t i = 0; i < n; ++i) await[i] = round_.vote(i) != Vote::kTimedOut;
+  round_.Close(loop());
   phase_ = Phase::kReleasing;
   final_status_ = std::move(status);
-  const uint32_t generation = round_.Begin(loop(), n, loop()->Now());
-  for (size_t i = 0; i < n; ++i) {
-    const bool sent = SendRelease(i, attempt_, await[i] ? generation : 0);
-    if (!sent || !await[i]) round_.Set(i, Vote::kOut);
-  }
-  if (round_.Count().pending == 0) {
-    Finish(final_status_);
-    return;
-  }
-  ArmRoundDeadline(core_->Timeout(ttl_), &AcquireOp::OnFinalReleaseDeadline);
+  auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
+  const bool awaiting = releases_.StartFinal(self, attempt_, await, [self] {
+    if (self->phase_ == Phase::kReleasing) self->Finish(self->final_status_);
+  });
+  if (!awaiting) Finish(final_status_);
 }
 
 void AcquireOp::ScheduleRetry(const absl::Status& status, absl::Duration delay) {
-  ReleaseEverywhere();
+  releases_.SendEverywhere(shared_from_this(), attempt_);
   phase_ = Phase::kWaiting;
   ++retries_;
   const absl::Time now = loop()->Now();
@@ -414,48 +298,18 @@ void AcquireOp::Retry() {
   StartAttempt(/*may_decide_now=*/true);
 }
 
-// The final release on server i needs no more waiting for.
-void AcquireOp::Settle(size_t i) {
-  if (phase_ != Phase::kReleasing || round_.vote(i) != Vote::kPending) return;
-  round_.Set(i, Vote::kYes);
-  if (round_.Count().pending == 0) Finish(final_status_);
-}
-
-void AcquireOp::ReleaseEverywhere() {
-  for (size_t i = 0; i < core_->n(); ++i) SendRelease(i, attempt_);
-}
-
-// Releases attempt `attempt`'s token on server i; if that cannot be
-// confirmed, remembers it as a leftover to release again before the next
-// attempt. `track`: the final-release round that awaits it (0: none).
-// Returns whether the release was sent.
-bool AcquireOp::SendRelease(size_t i, int attempt, uint32_t track) {
-  auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
-  const absl::Time sent_at = loop()->Now();
-  absl::Status sent = core_->server(i).commands->Release(
-      resource_, tokens_.token(attempt), core_->Timeout(ttl_),
-      [self, i, attempt, sent_at, track](absl::Status status) {
-        const absl::Time now = self->loop()->Now();
-        self->core_->ReportVote(self->resource_, "release", i, status, now - sent_at);
-        self->core_->NoteResult(i, status);
-        if (IsServerFailure(status) && self->phase_ != Phase::kDone &&
-            self->tokens_.MayStillExist(attempt, now)) {
-          self->tokens_.AddLeftover(i, attempt);
-        }
-        if (track != 0 && self->round_.IsCurrent(track)) self->Settle(i);
-      });
-  if (!sent.ok() && phase_ != Phase::kDone) tokens_.AddLeftover(i, attempt);
-  return sent.ok();
-}
-
-void AcquireOp::ReleaseLeftovers(size_t i) {
-  for (int attempt : tokens_.TakeLeftovers(i, loop()->Now())) SendRelease(i, attempt);
-}
-
 // Cancel/Shutdown: release whatever this operation may hold.
 void AcquireOp::Abandon(Phase phase) {
-  if (phase == Phase::kVoting || phase == Phase::kSyncing) ReleaseEverywhere();
-  for (size_t i = 0; i < core_->n(); ++i) ReleaseLeftovers(i);
+  if (sync_ != nullptr) {
+    sync_->Cancel();
+    sync_.reset();
+  }
+  releases_.Close();
+  std::shared_ptr<Op> self = shared_from_this();
+  if (phase == Phase::kVoting || phase == Phase::kSyncing) {
+    releases_.SendEverywhere(self, attempt_);
+  }
+  for (size_t i = 0; i < core_->n(); ++i) releases_.SendLeftovers(self, i);
 }
 
 void AcquireOp::Finish(absl::StatusOr<Lease> result) {
@@ -464,6 +318,7 @@ void AcquireOp::Finish(absl::StatusOr<Lease> result) {
   // real cause.
   if (!result.ok() && !core_->misconfigured().ok()) result = core_->misconfigured();
   phase_ = Phase::kDone;
+  releases_.Close();
   Complete(std::move(result));
 }
 

@@ -16,38 +16,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
+#include "dlock/redlock/attempt_releases.h"
 #include "dlock/redlock/core.h"
+#include "dlock/redlock/fence_sync.h"
 #include "dlock/redlock/quorum_round.h"
-#include "dlock/transport/reply.h"
 
 namespace dlock {
 namespace redlock_internal {
-
-// The tokens one Acquire drew (one per attempt, numbered from 1) and the
-// releases of them that could not be confirmed, per server ("leftovers",
-// sent again before the next attempt's acquire on that server).
-class AttemptTokens {
- public:
-  // Draws attempt `attempt`'s token; none of its keys exists after
-  // `key_bound`. Forgets the tokens whose keys can no longer exist.
-  const std::string& Draw(int attempt, absl::Time now, absl::Time key_bound);
-  const std::string& token(int attempt) const { return attempts_[attempt - 1].token; }
-  absl::Time sent_at(int attempt) const { return attempts_[attempt - 1].sent_at; }
-  // Whether a key of attempt `attempt` could still be on a server.
-  bool MayStillExist(int attempt, absl::Time now) const;
-  void AddLeftover(size_t server, int attempt);
-  // Removes server's leftovers; returns those whose key may still exist.
-  absl::InlinedVector<int, 2> TakeLeftovers(size_t server, absl::Time now);
-
- private:
-  struct Attempt {
-    std::string token;
-    absl::Time sent_at;
-    absl::Time key_bound;
-  };
-  absl::InlinedVector<Attempt, 1> attempts_;
-  absl::InlinedVector<std::pair<size_t, int>, 2> leftovers_;
-};
 
 class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
  public:
@@ -72,20 +47,12 @@ class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
   void Decide(bool round_over);
   absl::Status Failure(bool round_over);
   void StartFenceSync();
-  bool SendRaiseFence(size_t i, uint32_t generation);
-  void OnSyncReply(uint32_t generation, size_t i, absl::Time sent_at,
-                   absl::StatusOr<Reply> reply);
-  void OnSyncDeadline();
+  void OnSynced(int attempt, absl::Status status);
   void Succeed();
   void FailAttempt(absl::Status status);
   void StartFinalRelease(absl::Status status);
   void ScheduleRetry(const absl::Status& status, absl::Duration delay);
   void Retry();
-  void Settle(size_t i);
-  void OnFinalReleaseDeadline() { Finish(final_status_); }
-  void ReleaseEverywhere();
-  bool SendRelease(size_t i, int attempt, uint32_t track = 0);
-  void ReleaseLeftovers(size_t i);
   void Abandon(Phase phase);
   void Finish(absl::StatusOr<Lease> result);
   void Report(const absl::Status& status) override;
@@ -105,7 +72,8 @@ class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
   absl::Status final_status_;  // reported once the final release settled
   absl::Time t0_;              // the current attempt's first send
   int64_t fence_ = 0;          // the current attempt's (the lease's) fence
-  AttemptTokens tokens_;
+  AttemptReleases releases_;
+  std::shared_ptr<FenceSync> sync_;  // kSyncing, when counters disagree
 };
 
 class ExtendOp final : public QuorumOp<absl::StatusOr<Lease>> {
