@@ -37,6 +37,7 @@ _ABSL_TARGETS = {
     "absl/container": {
         "flat_hash_map": "absl_flat_hash_map",
         "flat_hash_set": "absl_flat_hash_set",
+        "inlined_vector": "absl_inlined_vector",
     },
     "absl/flags": {
         "commandlineflag": "absl_flags_commandlineflag",
@@ -61,6 +62,7 @@ _ABSL_TARGETS = {
     },
     "absl/synchronization": {"synchronization": "absl_synchronization"},
     "absl/time": {"time": "absl_time"},
+    "absl/types": {"span": "absl_span"},
 }
 
 def _pkg_config_libs(rctx, module, debian_package):

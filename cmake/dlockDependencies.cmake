@@ -20,7 +20,7 @@ find_package(Threads REQUIRED)
 # Keep in sync with DLOCK_PC_ABSL in CMakeLists.txt (dlock.pc's Requires).
 set(DLOCK_ABSL_MODULES
   absl_algorithm_container absl_any_invocable absl_flat_hash_map
-  absl_flat_hash_set absl_function_ref absl_random_random absl_status
+  absl_flat_hash_set absl_function_ref absl_inlined_vector absl_random_random absl_span absl_status
   absl_statusor absl_str_format absl_strings absl_synchronization absl_time)
 set(DLOCK_ABSL_FLAGS_MODULES
   absl_flags absl_flags_parse absl_flags_reflection absl_flags_commandlineflag)

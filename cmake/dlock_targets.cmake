@@ -71,8 +71,11 @@ dlock_library(watchdog INSTALL
 # RedLock over N servers.
 dlock_library(redlock INSTALL
   BAZEL //redlock:redlock
-  SRCS redlock/redlock.cc
-  HDRS redlock/redlock.h
+  SRCS redlock/acquire_op.cc redlock/attempt_releases.cc redlock/core.cc
+       redlock/extend_op.cc redlock/fence_sync.cc redlock/quorum_round.cc
+       redlock/redlock.cc redlock/release_op.cc
+  HDRS redlock/attempt_releases.h redlock/core.h redlock/fence_sync.h
+       redlock/operations.h redlock/quorum_round.h redlock/redlock.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
 # The blocking facade (BlockingLock/LockGuard, auto-renewal an option) and
@@ -180,6 +183,9 @@ dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
   SRCS redlock/redlock_ttl_test.cc DEPS dlock::redlock dlock::fake dlock::status_matchers)
 dlock_test(redlock_test BAZEL //redlock:redlock_test
   SRCS redlock/redlock_test.cc
+  DEPS dlock::redlock dlock::fake dlock::status_matchers)
+dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
+  SRCS redlock/redlock_ttl_test.cc
   DEPS dlock::redlock dlock::fake dlock::status_matchers)
 dlock_test(redlock_watchdog_test BAZEL //redlock:redlock_watchdog_test
   SRCS redlock/redlock_watchdog_test.cc

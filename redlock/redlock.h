@@ -94,10 +94,17 @@
 // have shortened some keys: then treat the lease as valid only until
 // min(lease.deadline, T1 + ttl - drift).
 //
-// RELEASE sends the compare-and-delete to every server in parallel and
-// reports when every server answered or `release_timeout` passed (default
-// the larger of the per-server timeout and 1 s; a release protects no
-// validity, so it is not held to acquire's short deadline):
+// RELEASE sends the compare-and-delete to every server in parallel. Its
+// callback MAY FIRE AT QUORUM, before every server answered: as soon as
+// `quorum` servers confirmed and one of them deleted the key (OK), or a
+// quorum of confirmations became impossible (kUnavailable). The servers
+// still outstanding complete in the background: each reply is reported to
+// the observer (OnServerVote, operation "release"), never dropped, and a
+// key a straggler still holds is deleted when its release arrives (or
+// expires with its TTL). While only "did not hold the token" answers are
+// in, it waits for the rest, up to `release_timeout` (default the larger
+// of the per-server timeout and 1 s; a release protects no validity, so it
+// is not held to acquire's short deadline). Outcomes:
 //   OK                   at least `quorum` servers confirmed the key no
 //                        longer holds the token (deleted or already gone)
 //                        and at least one of them deleted it

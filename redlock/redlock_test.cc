@@ -1467,5 +1467,123 @@ TEST_F(RedLockTest, ReleaseWaitsForTheReleaseTimeoutNotTheAcquireDeadline) {
   EXPECT_THAT(released.message(), HasSubstr("0 of 3 servers released"));
 }
 
+// ------------------------------------------------------------ quorum decisions (issue 13)
+
+// Records every observer event with the virtual time it arrived.
+struct TimedObserver : LockObserver {
+  explicit TimedObserver(ManualEventLoop* loop) : loop(loop) {}
+  struct Vote {
+    std::string operation;
+    int server;
+    absl::Status status;
+    absl::Time at;
+  };
+  void OnServerVote(const ServerVoteEvent& e) override {
+    votes.push_back({std::string(e.operation), e.server, e.status, loop->Now()});
+  }
+  void OnRelease(const ReleaseEvent& e) override { releases.push_back(e.status); }
+  int VotesOf(absl::string_view operation, int server) const {
+    int n = 0;
+    for (const Vote& v : votes) n += v.operation == operation && v.server == server;
+    return n;
+  }
+  ManualEventLoop* loop;
+  std::vector<Vote> votes;
+  std::vector<absl::Status> releases;
+};
+
+TEST_F(RedLockTest, AcquireAndReleaseCallBackAtQuorumNotAfterTheSlowestServer) {
+  MakeServers(3);
+  LoadScripts();
+  TimedObserver observer(&loop_);
+  RedLockOptions options = TestOptions();
+  options.observer = &observer;
+  Client& c = MakeClient(options);
+  c.conn(0).SetLatency(absl::Milliseconds(4));
+  c.conn(1).SetLatency(absl::Milliseconds(6));
+  c.conn(2).SetLatency(absl::Milliseconds(40));  // within the 50 ms deadline
+
+  const absl::Time t0 = loop_.Now();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  EXPECT_EQ(out.at - t0, absl::Milliseconds(6));  // servers 0 and 1 granted
+  loop_.AdvanceTime(absl::Milliseconds(40));
+  EXPECT_EQ(KeysHeld(), 3);  // the slow grant belongs to the lease
+
+  const absl::Time t1 = loop_.Now();
+  std::optional<absl::Status> released;
+  absl::Time released_at;
+  ASSERT_THAT(c.lock->Release(*out.lease,
+                              [&](absl::Status s) {
+                                released = s;
+                                released_at = loop_.Now();
+                              }),
+              IsOk());
+  ASSERT_TRUE(RunUntil([&] { return released.has_value(); }));
+  EXPECT_THAT(*released, IsOk());
+  EXPECT_EQ(released_at - t1, absl::Milliseconds(6));  // at quorum
+  ASSERT_EQ(observer.releases.size(), 1u);
+  EXPECT_THAT(observer.releases[0], IsOk());
+  EXPECT_EQ(observer.VotesOf("release", 2), 0);  // still outstanding
+
+  // The slow server's release completes in the background and is reported.
+  loop_.AdvanceTime(absl::Milliseconds(40));
+  ASSERT_EQ(observer.VotesOf("release", 2), 1);
+  for (const TimedObserver::Vote& v : observer.votes) {
+    if (v.operation != "release" || v.server != 2) continue;
+    EXPECT_THAT(v.status, IsOk());
+    EXPECT_EQ(v.at - t1, absl::Milliseconds(40));
+  }
+  EXPECT_EQ(KeysHeld(), 0);
+  EXPECT_EQ(observer.releases.size(), 1u);  // one report per Release
+}
+
+TEST_F(RedLockTest, ExtendCallsBackAtQuorumNotAfterTheSlowestServer) {
+  MakeServers(3);
+  LoadScripts();
+  Client& c = MakeClient();
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  Drain();
+  c.conn(0).SetLatency(absl::Milliseconds(4));
+  c.conn(1).SetLatency(absl::Milliseconds(6));
+  c.conn(2).SetLatency(absl::Milliseconds(40));
+  const absl::Time t1 = loop_.Now();
+  std::optional<absl::StatusOr<Lease>> extended;
+  absl::Time extended_at;
+  ASSERT_THAT(c.lock->Extend(*out.lease, kTtl,
+                             [&](absl::StatusOr<Lease> l) {
+                               extended = std::move(l);
+                               extended_at = loop_.Now();
+                             }),
+              IsOk());
+  ASSERT_TRUE(RunUntil([&] { return extended.has_value(); }));
+  ASSERT_THAT(*extended, IsOk());
+  EXPECT_EQ(extended_at - t1, absl::Milliseconds(6));
+  EXPECT_EQ((*extended)->deadline, t1 + kTtl - c.lock->DriftAllowance(kTtl));
+}
+
+TEST_F(RedLockTest, ASlowServersLateGrantIsReleasedAfterAFailedAcquire) {
+  MakeServers(3);
+  LoadScripts();
+  TimedObserver observer(&loop_);
+  RedLockOptions options = TestOptions();
+  options.observer = &observer;
+  Client& c = MakeClient(options);
+  HoldByOther(0);
+  HoldByOther(1);
+  c.conn(2).SetLatency(absl::Seconds(2));  // far past the per-server deadline
+  Outcome out = Acquire(c);
+  EXPECT_THAT(out.lease, StatusIs(absl::StatusCode::kAborted));
+  // The slow server applies the acquire late (at 1 s) and the release
+  // queued behind it: nothing of ours is left, and the release is reported.
+  loop_.AdvanceTime(absl::Seconds(3));
+  EXPECT_EQ(KeyOn(2), std::nullopt);
+  EXPECT_EQ(servers_[2]->CountInLog("DEL"), 1);
+  EXPECT_GE(observer.VotesOf("release", 2), 1);
+  EXPECT_EQ(KeyOn(0), "someone-else");
+  EXPECT_EQ(KeyOn(1), "someone-else");
+}
+
 }  // namespace
 }  // namespace dlock

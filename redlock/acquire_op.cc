@@ -1,0 +1,339 @@
+// RedLock's Acquire: attempts of one voting round each (decided at quorum),
+// the fencing write-back, retries, and the release of whatever a failed or
+// abandoned attempt took (see ACQUIRE, RETRIES and FENCING in redlock.h).
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/redlock/operations.h"
+
+namespace dlock {
+namespace redlock_internal {
+
+// ---------------------------------------------------------------- AcquireOp
+
+AcquireOp::AcquireOp(std::shared_ptr<Core> core, absl::string_view resource,
+                     const AcquireOptions& options, LeaseCallback callback)
+    : QuorumOp(std::move(core), std::move(callback)),
+      resource_(resource),
+      ttl_(WholeMillis(options.ttl)),
+      wait_(options.wait),
+      call_time_(core_->loop()->Now()),
+      releases_(core_.get(), resource_, ttl_) {}
+
+bool AcquireOp::Cancel() {
+  if (phase_ == Phase::kDone) return false;
+  std::shared_ptr<Op> self = shared_from_this();
+  const Phase phase = phase_;
+  phase_ = Phase::kDone;
+  Drop(absl::CancelledError("acquire cancelled"));
+  Abandon(phase);
+  return true;
+}
+
+void AcquireOp::Shutdown() {
+  if (phase_ == Phase::kDone) return;
+  std::shared_ptr<Op> self = shared_from_this();
+  const Phase phase = phase_;
+  phase_ = Phase::kDone;
+  CompleteLater(absl::CancelledError("RedLock destroyed"));
+  Abandon(phase);
+}
+
+void AcquireOp::StartAttempt(bool may_decide_now) {
+  phase_ = Phase::kVoting;
+  const int attempt = ++attempt_;
+  t0_ = loop()->Now();
+  const size_t n = core_->n();
+  const absl::Duration timeout = core_->Timeout(ttl_);
+  // However late a request of this attempt is applied, its key is gone by
+  // then (best effort: a request delayed longer in the network could
+  // outlive it; such a key still expires by itself).
+  const std::string& token = releases_.Draw(attempt, t0_, t0_ + 2 * timeout + ttl_);
+  const uint32_t generation = round_.Begin(loop(), n, t0_);
+  bool rejected = false;
+  for (size_t i = 0; i < n; ++i) {
+    // Leftovers of earlier attempts first: same connection, so the server
+    // deletes them before it sees this attempt's acquire.
+    releases_.SendLeftovers(shared_from_this(), i);
+    // The run_id is probed (when due) only to tell one instance listed
+    // twice; a young data set refuses inside the acquire script.
+    core_->BeforeLockCommand(i, timeout, /*gates_votes=*/false);
+    auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
+    absl::Status sent = core_->server(i).commands->TryAcquire(
+        resource_, token, ttl_, core_->RestartWindow(), timeout,
+        [self, attempt, generation, i](absl::StatusOr<int64_t> fence) {
+          self->OnAcquireReply(attempt, generation, i, std::move(fence));
+        });
+    if (!sent.ok()) {
+      round_.Fail(i, sent);
+      core_->NoteResult(i, sent);
+      rejected = true;
+    }
+  }
+  ArmRoundDeadline(std::min(timeout, ValidityEnd() - t0_), &AcquireOp::OnVotingDeadline);
+  if (!rejected) return;
+  if (may_decide_now) {
+    Evaluate();
+  } else {
+    PostInRound(generation, &AcquireOp::Evaluate);  // not inside Acquire()
+  }
+}
+
+void AcquireOp::OnAcquireReply(int attempt, uint32_t generation, size_t i,
+                               absl::StatusOr<int64_t> fence) {
+  const absl::Time now = loop()->Now();
+  core_->ReportVote(resource_, "acquire", i, fence.status(), now - releases_.sent_at(attempt));
+  core_->NoteResult(i, fence.status());
+  if (!round_.IsCurrent(generation) || phase_ != Phase::kVoting) {
+    OnStraggler(attempt, i, fence);
+    return;
+  }
+  if (fence.ok()) {
+    round_.Set(i, Vote::kYes);
+    round_.set_value(i, *fence);
+  } else if (IsYoungDataSet(fence.status())) {
+    round_.Set(i, Vote::kUncounted);
+    round_.NoteError(fence.status());
+    core_->NoteYoung(i, fence.status());
+  } else if (absl::IsAborted(fence.status())) {
+    round_.Set(i, Vote::kNo);
+  } else {
+    round_.Fail(i, fence.status(), /*timeouts=*/true);
+  }
+  Evaluate();
+}
+
+// A reply after its attempt was decided.
+void AcquireOp::OnStraggler(int attempt, size_t i, const absl::StatusOr<int64_t>& fence) {
+  if (attempt == attempt_ && phase_ == Phase::kReleasing &&
+      absl::IsDeadlineExceeded(fence.status())) {
+    // A straggler of the failed last attempt timed out: do not wait for
+    // its release either.
+    releases_.Settle(i);
+    return;
+  }
+  if (!fence.ok()) return;
+  // A grant of the attempt that succeeded or is syncing is part of that
+  // lease and stays. A grant for an attempt that was given up is released
+  // again (the release sent at the decision normally already ran after it,
+  // but not if the acquire went through a NOSCRIPT fallback).
+  const bool kept = attempt == succeeded_attempt_ ||
+                    (attempt == attempt_ && phase_ == Phase::kSyncing);
+  if (!kept) {
+    releases_.Send(shared_from_this(), i, attempt);
+  } else if (*fence < fence_) {
+    // A late grant of the lease with a lagging counter: raise it too, so the
+    // counters converge (not needed for the guarantee, which rests on the
+    // quorum confirmed before success).
+    FenceSync::RaiseLate(core_, resource_, ttl_, fence_, i);
+  }
+}
+
+void AcquireOp::OnVotingDeadline() {
+  round_.ExpirePending();
+  Decide(/*round_over=*/true);
+}
+
+// Decides the voting round if its outcome is known.
+void AcquireOp::Decide(bool round_over) {
+  if (phase_ != Phase::kVoting) return;
+  if (!core_->misconfigured().ok()) {
+    final_ = true;
+    FailAttempt(core_->misconfigured());
+    return;
+  }
+  const absl::Time now = loop()->Now();
+  const Tally t = round_.Count();
+  if (t.yes >= core_->quorum()) {
+    if (now >= ValidityEnd()) {
+      FailAttempt(absl::DeadlineExceededError(absl::StrCat(
+          "quorum reached after ", absl::FormatDuration(now - t0_),
+          ": no validity left of ttl ", absl::FormatDuration(ttl_))));
+      return;
+    }
+    StartFenceSync();
+    return;
+  }
+  if (t.yes + t.pending >= core_->quorum()) return;  // still possible
+  FailAttempt(Failure(round_over));
+}
+
+absl::Status AcquireOp::Failure(bool round_over) {
+  const Tally t = round_.Count();
+  const std::string counts = absl::StrFormat(
+      "%d of %d servers granted (need %d): %d held by another owner, "
+      "%d failed (%d timed out), %d young (data set began less than the "
+      "restart window ago)",
+      t.yes, t.servers, core_->quorum(), t.no, t.failed, t.timed_out, t.uncounted);
+  if (round_over && loop()->Now() >= ValidityEnd()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("validity ran out during acquire: ", counts));
+  }
+  if (t.no > 0) {
+    return absl::AbortedError(absl::StrCat("lock is held by another owner: ", counts));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("not enough servers: ", counts, round_.LastErrorSuffix()));
+}
+
+// Makes a quorum of the granting servers hold a fencing counter >= the
+// lease's fence (see FENCING in redlock.h); usually nothing to do.
+void AcquireOp::StartFenceSync() {
+  phase_ = Phase::kSyncing;
+  round_.Close(loop());  // its votes stay readable (StartFinalRelease)
+  const size_t n = round_.size();
+  absl::InlinedVector<int64_t, QuorumRound::kInlineServers> granted(n, -1);
+  fence_ = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (round_.vote(i) != Vote::kYes) continue;
+    granted[i] = round_.value(i);
+    fence_ = std::max(fence_, granted[i]);
+  }
+  int confirmed = 0;
+  for (int64_t g : granted) confirmed += g == fence_;
+  if (confirmed >= core_->quorum()) {
+    Succeed();
+    return;
+  }
+  auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
+  sync_ = std::make_shared<FenceSync>(
+      core_, resource_, ttl_, fence_, ValidityEnd(),
+      [self, attempt = attempt_](absl::Status status) {
+        self->OnSynced(attempt, std::move(status));
+      });
+  absl::Status started = sync_->Start(granted);
+  if (!started.ok()) {
+    sync_.reset();
+    FailAttempt(std::move(started));
+  }
+}
+
+void AcquireOp::OnSynced(int attempt, absl::Status status) {
+  if (attempt != attempt_ || phase_ != Phase::kSyncing) return;
+  sync_.reset();
+  if (status.ok()) {
+    Succeed();
+  } else {
+    FailAttempt(std::move(status));
+  }
+}
+
+void AcquireOp::Succeed() {
+  Lease lease;
+  lease.resource = resource_;
+  lease.token = releases_.token(attempt_);
+  lease.fence = fence_;
+  lease.ttl = ttl_;
+  lease.deadline = ValidityEnd();
+  succeeded_attempt_ = attempt_;
+  Finish(std::move(lease));
+}
+
+// Gives the current attempt up: releases its token everywhere, then
+// retries, or -- after the last attempt -- reports `status` once every
+// server confirmed the release or the per-server timeout passed.
+void AcquireOp::FailAttempt(absl::Status status) {
+  const absl::Time now = loop()->Now();
+  const absl::Duration delay = core_->RetryDelay();
+  bool retry;
+  if (final_) {
+    retry = false;
+  } else if (wait_ > absl::ZeroDuration()) {
+    retry = now + delay <= call_time_ + wait_;
+  } else {
+    retry = retries_ < core_->options().retry_count;
+  }
+  if (retry) {
+    ScheduleRetry(status, delay);
+  } else {
+    StartFinalRelease(std::move(status));
+  }
+}
+
+// The last attempt failed: its release everywhere, awaited on every server
+// that did not time out; a straggler's release runs right after its
+// acquire, so it is awaited until that acquire times out (OnStraggler).
+// Servers that timed out get the release too, in the background.
+void AcquireOp::StartFinalRelease(absl::Status status) {
+  const size_t n = round_.size();
+  absl::InlinedVector<bool, QuorumRound::kInlineServers> await(n);
+  for (size_t i = 0; i < n; ++i) await[i] = round_.vote(i) != Vote::kTimedOut;
+  round_.Close(loop());
+  phase_ = Phase::kReleasing;
+  final_status_ = std::move(status);
+  auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
+  const bool awaiting = releases_.StartFinal(self, attempt_, await, [self] {
+    if (self->phase_ == Phase::kReleasing) self->Finish(self->final_status_);
+  });
+  if (!awaiting) Finish(final_status_);
+}
+
+void AcquireOp::ScheduleRetry(const absl::Status& status, absl::Duration delay) {
+  releases_.SendEverywhere(shared_from_this(), attempt_);
+  phase_ = Phase::kWaiting;
+  ++retries_;
+  const absl::Time now = loop()->Now();
+  AcquireWaitEvent event;
+  event.policy = kPolicy;
+  event.resource = resource_;
+  event.attempt = attempt_;
+  event.last_error = status;
+  event.next_attempt_in = delay;
+  event.wait_left = wait_ > absl::ZeroDuration() ? call_time_ + wait_ - now
+                                                 : absl::ZeroDuration();
+  // The pause is a round of no server whose deadline starts the next attempt.
+  next_delay_ = delay;
+  round_.Begin(loop(), 0, now);
+  ArmRoundDeadline(delay, &AcquireOp::Retry);
+  core_->observer()->OnAcquireWait(event);
+}
+
+void AcquireOp::Retry() {
+  waited_ += next_delay_;
+  StartAttempt(/*may_decide_now=*/true);
+}
+
+// Cancel/Shutdown: release whatever this operation may hold.
+void AcquireOp::Abandon(Phase phase) {
+  if (sync_ != nullptr) {
+    sync_->Cancel();
+    sync_.reset();
+  }
+  releases_.Close();
+  std::shared_ptr<Op> self = shared_from_this();
+  if (phase == Phase::kVoting || phase == Phase::kSyncing) {
+    releases_.SendEverywhere(self, attempt_);
+  }
+  for (size_t i = 0; i < core_->n(); ++i) releases_.SendLeftovers(self, i);
+}
+
+void AcquireOp::Finish(absl::StatusOr<Lease> result) {
+  // Decided before both listings of one instance had answered INFO (the
+  // final release waited for every server): the configuration error is the
+  // real cause.
+  if (!result.ok() && !core_->misconfigured().ok()) result = core_->misconfigured();
+  phase_ = Phase::kDone;
+  releases_.Close();
+  Complete(std::move(result));
+}
+
+void AcquireOp::Report(const absl::Status& status) {
+  AcquireEvent event;
+  event.policy = kPolicy;
+  event.resource = resource_;
+  event.status = status;
+  event.latency = loop()->Now() - call_time_;
+  event.waited = waited_;
+  event.attempts = attempt_;
+  event.fence = status.ok() ? fence_ : 0;
+  event.ttl = status.ok() ? ttl_ : absl::ZeroDuration();
+  core_->observer()->OnAcquire(event);
+}
+
+}  // namespace redlock_internal
+}  // namespace dlock

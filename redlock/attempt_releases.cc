@@ -1,0 +1,119 @@
+#include "dlock/redlock/attempt_releases.h"
+
+#include <utility>
+
+#include "dlock/lock/lock_commands.h"
+
+namespace dlock {
+namespace redlock_internal {
+
+const std::string& AttemptReleases::Draw(int attempt, absl::Time now, absl::Time key_bound) {
+  for (Attempt& a : attempts_) {
+    if (!a.token.empty() && now >= a.key_bound) std::string().swap(a.token);
+  }
+  attempts_.resize(attempt);
+  attempts_[attempt - 1] = Attempt{NewToken(), now, key_bound};
+  return attempts_[attempt - 1].token;
+}
+
+bool AttemptReleases::MayStillExist(int attempt, absl::Time now) const {
+  const Attempt& a = attempts_[attempt - 1];
+  return !a.token.empty() && now < a.key_bound;
+}
+
+void AttemptReleases::AddLeftover(size_t server, int attempt) {
+  for (const auto& l : leftovers_) {
+    if (l.first == server && l.second == attempt) return;
+  }
+  leftovers_.emplace_back(server, attempt);
+}
+
+bool AttemptReleases::Send(const std::shared_ptr<Op>& owner, size_t i, int attempt,
+                           uint32_t track) {
+  const absl::Time sent_at = core_->loop()->Now();
+  absl::Status sent = core_->server(i).commands->Release(
+      resource_, token(attempt), core_->Timeout(ttl_),
+      [owner, self = this, i, attempt, sent_at, track](absl::Status status) {
+        self->OnReply(i, attempt, sent_at, track, status);
+      });
+  if (!sent.ok() && !closed_) AddLeftover(i, attempt);
+  return sent.ok();
+}
+
+void AttemptReleases::OnReply(size_t i, int attempt, absl::Time sent_at, uint32_t track,
+                              const absl::Status& status) {
+  const absl::Time now = core_->loop()->Now();
+  core_->ReportVote(resource_, "release", i, status, now - sent_at);
+  core_->NoteResult(i, status);
+  if (IsServerFailure(status) && !closed_ && MayStillExist(attempt, now)) {
+    AddLeftover(i, attempt);
+  }
+  if (track != 0 && final_.IsCurrent(track)) Settle(i);
+}
+
+void AttemptReleases::SendEverywhere(const std::shared_ptr<Op>& owner, int attempt) {
+  for (size_t i = 0; i < core_->n(); ++i) Send(owner, i, attempt);
+}
+
+void AttemptReleases::SendLeftovers(const std::shared_ptr<Op>& owner, size_t i) {
+  const absl::Time now = core_->loop()->Now();
+  absl::InlinedVector<int, 2> attempts;
+  size_t kept = 0;
+  for (size_t k = 0; k < leftovers_.size(); ++k) {
+    if (leftovers_[k].first != i) {
+      leftovers_[kept++] = leftovers_[k];
+    } else if (MayStillExist(leftovers_[k].second, now)) {
+      attempts.push_back(leftovers_[k].second);
+    }
+  }
+  leftovers_.resize(kept);
+  for (int attempt : attempts) Send(owner, i, attempt);
+}
+
+bool AttemptReleases::StartFinal(const std::shared_ptr<Op>& owner, int attempt,
+                                 absl::Span<const bool> await,
+                                 absl::AnyInvocable<void() &&> on_settled) {
+  EventLoop* loop = core_->loop();
+  const uint32_t generation = final_.Begin(loop, await.size(), loop->Now());
+  for (size_t i = 0; i < await.size(); ++i) {
+    const bool sent = Send(owner, i, attempt, await[i] ? generation : 0);
+    if (!sent || !await[i]) final_.Set(i, Vote::kOut);
+  }
+  if (final_.Count().pending == 0) {
+    final_.Close(loop);
+    return false;
+  }
+  on_settled_ = std::move(on_settled);
+  std::weak_ptr<Op> weak = owner;
+  final_.ArmDeadline(loop, core_->Timeout(ttl_), [weak, self = this, generation] {
+    std::shared_ptr<Op> alive = weak.lock();
+    if (alive == nullptr || !self->final_.IsCurrent(generation)) return;
+    self->final_.DeadlineFired();
+    self->final_.ExpirePending();
+    self->MaybeSettled();
+  });
+  return true;
+}
+
+void AttemptReleases::Settle(size_t i) {
+  if (!final_.open() || final_.vote(i) != Vote::kPending) return;
+  final_.Set(i, Vote::kYes);
+  MaybeSettled();
+}
+
+void AttemptReleases::MaybeSettled() {
+  if (final_.Count().pending > 0) return;
+  final_.Close(core_->loop());
+  absl::AnyInvocable<void() &&> on_settled = std::move(on_settled_);
+  on_settled_ = nullptr;
+  if (on_settled) std::move(on_settled)();
+}
+
+void AttemptReleases::Close() {
+  closed_ = true;
+  final_.Close(core_->loop());
+  on_settled_ = nullptr;
+}
+
+}  // namespace redlock_internal
+}  // namespace dlock

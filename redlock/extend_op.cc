@@ -1,0 +1,122 @@
+// RedLock's Extend: one round of extend-or-reacquire on every server,
+// decided at quorum (see EXTEND in redlock.h).
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/redlock/operations.h"
+
+namespace dlock {
+namespace redlock_internal {
+
+ExtendOp::ExtendOp(std::shared_ptr<Core> core, const Lease& lease, absl::Duration ttl,
+                   LeaseCallback callback)
+    : QuorumOp(std::move(core), std::move(callback)), lease_(lease), ttl_(WholeMillis(ttl)) {}
+
+void ExtendOp::Start() {
+  const absl::Time t1 = loop()->Now();
+  const size_t n = core_->n();
+  const uint32_t generation = round_.Begin(loop(), n, t1);
+  if (t1 >= lease_.deadline) {
+    PostComplete(absl::FailedPreconditionError(
+        "extend: the lease's local deadline has passed"));
+    return;
+  }
+  const absl::Duration timeout = core_->Timeout(ttl_);
+  bool rejected = false;
+  for (size_t i = 0; i < n; ++i) {
+    const Probe probe = core_->BeforeLockCommand(i, timeout, /*gates_votes=*/true);
+    auto self = std::static_pointer_cast<ExtendOp>(shared_from_this());
+    absl::Status sent = core_->server(i).commands->ExtendOrReacquire(
+        lease_.resource, lease_.token, ttl_, timeout,
+        [self, generation, i, probe](absl::Status status) {
+          self->OnReply(generation, i, probe, std::move(status));
+        });
+    if (!sent.ok()) {
+      round_.Fail(i, sent);
+      rejected = true;
+    }
+  }
+  ArmRoundDeadline(std::min(timeout, lease_.deadline - t1), &ExtendOp::OnDeadline);
+  if (rejected) PostInRound(generation, &ExtendOp::Evaluate);
+}
+
+void ExtendOp::Shutdown() {
+  if (!done()) CompleteLater(absl::CancelledError("RedLock destroyed"));
+}
+
+void ExtendOp::OnReply(uint32_t generation, size_t i, const Probe& probe,
+                       absl::Status status) {
+  const absl::Time now = loop()->Now();
+  core_->ReportVote(lease_.resource, "extend", i, status, now - round_.sent_at());
+  core_->NoteResult(i, status);
+  if (!round_.IsCurrent(generation)) return;
+  if (status.ok()) {
+    round_.Set(i, core_->Counted(i, now, probe) ? Vote::kYes : Vote::kUncounted);
+  } else if (absl::IsFailedPrecondition(status)) {
+    round_.Set(i, Vote::kNo);
+  } else {
+    round_.Fail(i, status);
+  }
+  Evaluate();
+}
+
+void ExtendOp::OnDeadline() {
+  round_.ExpirePending();
+  Decide(/*round_over=*/true);
+}
+
+void ExtendOp::Decide(bool round_over) {
+  if (!core_->misconfigured().ok()) {
+    Complete(core_->misconfigured());
+    return;
+  }
+  const absl::Time now = loop()->Now();
+  const int quorum = core_->quorum();
+  const Tally t = round_.Count();
+  const absl::Time new_deadline = round_.sent_at() + ttl_ - core_->Drift(ttl_);
+  if (t.yes >= quorum) {
+    if (now >= lease_.deadline || now >= new_deadline) {
+      Complete(absl::DeadlineExceededError(
+          "extend: quorum reached after the lease's deadline"));
+      return;
+    }
+    Lease lease = lease_;
+    lease.ttl = ttl_;
+    lease.deadline = new_deadline;
+    Complete(std::move(lease));
+    return;
+  }
+  if (t.yes + t.pending >= quorum) return;
+  const std::string counts = absl::StrFormat(
+      "%d of %d servers extended (need %d): %d refused (another owner), "
+      "%d failed, %d not counted after a restart",
+      t.yes, t.servers, quorum, t.no, t.failed, t.uncounted);
+  if (round_over && now >= lease_.deadline) {
+    Complete(absl::DeadlineExceededError(
+        absl::StrCat("extend: the lease's deadline passed first: ", counts)));
+  } else if (t.no > t.servers - quorum) {
+    Complete(absl::FailedPreconditionError(
+        absl::StrCat("extend: the lease no longer owns a quorum: ", counts)));
+  } else {
+    Complete(absl::UnavailableError(
+        absl::StrCat("extend: not enough servers: ", counts, round_.LastErrorSuffix())));
+  }
+}
+
+void ExtendOp::Report(const absl::Status& status) {
+  ExtendEvent event;
+  event.policy = kPolicy;
+  event.resource = lease_.resource;
+  event.status = status;
+  event.latency = loop()->Now() - round_.sent_at();
+  event.ttl = ttl_;
+  core_->observer()->OnExtend(event);
+}
+
+}  // namespace redlock_internal
+}  // namespace dlock

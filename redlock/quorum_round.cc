@@ -1,0 +1,69 @@
+#include "dlock/redlock/quorum_round.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace dlock {
+namespace redlock_internal {
+
+uint32_t QuorumRound::Begin(EventLoop* loop, size_t n, absl::Time sent_at) {
+  Close(loop);
+  open_ = true;
+  ++generation_;
+  sent_at_ = sent_at;
+  last_error_ = absl::OkStatus();
+  slots_.assign(n, Slot{});
+  return generation_;
+}
+
+void QuorumRound::Close(EventLoop* loop) {
+  open_ = false;
+  if (timer_ != 0) {
+    loop->Cancel(timer_);
+    timer_ = 0;
+  }
+}
+
+void QuorumRound::Fail(size_t i, const absl::Status& status, bool timeouts) {
+  slots_[i].vote =
+      timeouts && absl::IsDeadlineExceeded(status) ? Vote::kTimedOut : Vote::kFailed;
+  last_error_ = status;
+}
+
+std::string QuorumRound::LastErrorSuffix() const {
+  if (last_error_.ok()) return "";
+  return absl::StrCat("; last error: ", last_error_.ToString());
+}
+
+void QuorumRound::ExpirePending() {
+  for (Slot& slot : slots_) {
+    if (slot.vote == Vote::kPending) slot.vote = Vote::kTimedOut;
+  }
+}
+
+Tally QuorumRound::Count() const {
+  Tally t;
+  t.servers = static_cast<int>(slots_.size());
+  for (const Slot& slot : slots_) {
+    switch (slot.vote) {
+      case Vote::kPending: ++t.pending; break;
+      case Vote::kYes: ++t.yes; break;
+      case Vote::kNo: ++t.no; break;
+      case Vote::kFailed: ++t.failed; break;
+      case Vote::kTimedOut: ++t.failed; ++t.timed_out; break;
+      case Vote::kUncounted: ++t.uncounted; break;
+      case Vote::kOut: break;
+    }
+  }
+  return t;
+}
+
+void QuorumRound::ArmDeadline(EventLoop* loop, absl::Duration delay,
+                              absl::AnyInvocable<void() &&> on_deadline) {
+  if (timer_ != 0) loop->Cancel(timer_);
+  timer_ = loop->RunAfter(delay, std::move(on_deadline));
+}
+
+}  // namespace redlock_internal
+}  // namespace dlock

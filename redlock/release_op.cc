@@ -1,0 +1,104 @@
+// RedLock's Release: one round of compare-and-delete on every server,
+// decided at quorum (see RELEASE in redlock.h).
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dlock/redlock/operations.h"
+
+namespace dlock {
+namespace redlock_internal {
+
+ReleaseOp::ReleaseOp(std::shared_ptr<Core> core, const Lease& lease,
+                     StatusCallback callback)
+    : QuorumOp(std::move(core), std::move(callback)),
+      resource_(lease.resource),
+      token_(lease.token),
+      ttl_(lease.ttl) {}
+
+void ReleaseOp::Start() {
+  const size_t n = core_->n();
+  const uint32_t generation = round_.Begin(loop(), n, loop()->Now());
+  const absl::Duration timeout = core_->ReleaseTimeout(ttl_);
+  bool rejected = false;
+  for (size_t i = 0; i < n; ++i) {
+    auto self = std::static_pointer_cast<ReleaseOp>(shared_from_this());
+    absl::Status sent = core_->server(i).commands->Release(
+        resource_, token_, timeout, [self, generation, i](absl::Status status) {
+          self->OnReply(generation, i, std::move(status));
+        });
+    if (!sent.ok()) {
+      round_.Fail(i, sent);
+      rejected = true;
+    }
+  }
+  ArmRoundDeadline(timeout, &ReleaseOp::OnDeadline);
+  if (rejected) PostInRound(generation, &ReleaseOp::Evaluate);
+}
+
+void ReleaseOp::Shutdown() {
+  if (!done()) CompleteLater(absl::CancelledError("RedLock destroyed"));
+}
+
+// Every reply is reported, also those that arrive after the decision.
+void ReleaseOp::OnReply(uint32_t generation, size_t i, absl::Status status) {
+  core_->ReportVote(resource_, "release", i, status, loop()->Now() - round_.sent_at());
+  core_->NoteResult(i, status);
+  if (!round_.IsCurrent(generation)) return;
+  if (status.ok()) {
+    round_.Set(i, Vote::kYes);
+  } else if (absl::IsFailedPrecondition(status)) {
+    round_.Set(i, Vote::kNo);
+  } else {
+    round_.Fail(i, status);
+  }
+  Evaluate();
+}
+
+void ReleaseOp::OnDeadline() {
+  round_.ExpirePending();
+  Decide(/*round_over=*/true);
+}
+
+void ReleaseOp::Decide(bool /*round_over*/) {
+  const Tally t = round_.Count();
+  const int quorum = core_->quorum();
+  // Decided at quorum: a quorum confirmed and one of them deleted the key
+  // (the rest completes in the background, its votes still reported), or a
+  // quorum of confirmations is impossible. Otherwise (so far only "did not
+  // hold the token") wait: a straggler may still delete it.
+  const bool released_by_quorum = t.yes > 0 && t.yes + t.no >= quorum;
+  if (!released_by_quorum && t.pending > 0 && t.yes + t.no + t.pending >= quorum) {
+    return;
+  }
+  std::string counts =
+      absl::StrFormat("%d of %d servers released, %d did not hold the token, %d failed",
+                      t.yes, t.servers, t.no, t.failed);
+  if (t.pending > 0) absl::StrAppend(&counts, ", ", t.pending, " not answered yet");
+  if (t.yes + t.no >= quorum) {
+    if (t.yes > 0) {
+      Complete(absl::OkStatus());
+    } else {
+      Complete(absl::FailedPreconditionError(
+          absl::StrCat("release: the lease no longer owns the key: ", counts)));
+    }
+  } else {
+    Complete(absl::UnavailableError(absl::StrCat("release: fewer than ", quorum,
+                                                 " servers confirmed: ", counts,
+                                                 round_.LastErrorSuffix())));
+  }
+}
+
+void ReleaseOp::Report(const absl::Status& status) {
+  ReleaseEvent event;
+  event.policy = kPolicy;
+  event.resource = resource_;
+  event.status = status;
+  event.latency = loop()->Now() - round_.sent_at();
+  core_->observer()->OnRelease(event);
+}
+
+}  // namespace redlock_internal
+}  // namespace dlock
