@@ -184,9 +184,6 @@ dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
 dlock_test(redlock_test BAZEL //redlock:redlock_test
   SRCS redlock/redlock_test.cc
   DEPS dlock::redlock dlock::fake dlock::status_matchers)
-dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
-  SRCS redlock/redlock_ttl_test.cc
-  DEPS dlock::redlock dlock::fake dlock::status_matchers)
 dlock_test(redlock_watchdog_test BAZEL //redlock:redlock_watchdog_test
   SRCS redlock/redlock_watchdog_test.cc
   DEPS dlock::redlock dlock::watchdog dlock::fake dlock::status_matchers)
