@@ -98,8 +98,8 @@ dlock_binary(dlock INSTALL
 # ---- Test helpers (only with DLOCK_BUILD_TESTS) ----------------------------
 
 dlock_library(status_matchers TESTONLY
-  BAZEL //tests/testing:status_matchers
-  HDRS tests/testing/status_matchers.h
+  BAZEL //testing:status_matchers
+  HDRS testing/status_matchers.h
   PUBLIC_DEPS PkgConfig::dlock_absl GTest::gmock)
 
 dlock_library(uv_test_loop TESTONLY
@@ -185,7 +185,7 @@ dlock_bazel_only(//bench/... REASON "benchmarks run under Bazel (bench/run)")
 dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
 dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
-dlock_bazel_only(//tests/testing:redis_server //tests/testing:redis_server_test
+dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:redis_process
   //transport/uv:hiredis_transport_test //client:blocking_client_test
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
   //tests/differential/...
