@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,7 @@
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
+#include "dlock/transport/mutex.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 #include "dlock/watchdog/renewing_blocking_lock.h"
@@ -52,21 +54,21 @@ std::string Named(const std::string& name, absl::string_view message) {
 
 // Shared by the loop-thread callbacks of one Connect and the waiting caller.
 struct ConnectWait {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool decided = false;  // guarded by mu
-  absl::Status result;   // guarded by mu
+  Mutex mu;
+  CondVar cv;
+  bool decided ABSL_GUARDED_BY(mu) = false;
+  absl::Status result ABSL_GUARDED_BY(mu);
   // Loop thread only.
   int ok = 0;
   int failed = 0;
   std::vector<std::string> errors;
 
-  void Decide(absl::Status status) {
-    std::lock_guard<std::mutex> lock(mu);
+  void Decide(absl::Status status) ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock lock(&mu);
     if (decided) return;
     decided = true;
     result = std::move(status);
-    cv.notify_all();
+    cv.SignalAll();
   }
 };
 
@@ -168,8 +170,8 @@ absl::Status BlockingClient::Start(const std::vector<HiredisTransportOptions>& s
   if (!posted) return absl::CancelledError("BlockingClient: loop thread stopped");
   if (!created.ok()) return created;
   {
-    std::unique_lock<std::mutex> lock(wait->mu);
-    wait->cv.wait(lock, [&] { return wait->decided; });
+    MutexLock lock(&wait->mu);
+    while (!wait->decided) wait->cv.Wait(&wait->mu);
     if (!wait->result.ok()) return wait->result;
   }
 

@@ -11,10 +11,10 @@
 
 # Interfaces: EventLoop, Transport, Reply, Script. No libuv/hiredis/Lua.
 dlock_library(transport INSTALL
-  BAZEL //transport:transport //transport:script
+  BAZEL //transport:transport //transport:script //transport:mutex
   SRCS transport/reply.cc transport/script.cc
   HDRS transport/event_loop.h transport/loop_thread.h transport/reply.h
-       transport/transport.h transport/script.h
+       transport/transport.h transport/script.h transport/mutex.h
   PUBLIC_DEPS PkgConfig::dlock_absl Threads::Threads
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -127,6 +127,8 @@ dlock_library(torture_client TESTONLY
 
 dlock_test(reply_test BAZEL //transport:reply_test
   SRCS transport/reply_test.cc DEPS dlock::transport)
+dlock_test(mutex_test BAZEL //transport:mutex_test
+  SRCS transport/mutex_test.cc DEPS dlock::transport)
 dlock_test(manual_event_loop_test BAZEL //transport/fake:manual_event_loop_test
   SRCS transport/fake/manual_event_loop_test.cc DEPS dlock::fake)
 dlock_test(fake_redis_test BAZEL //transport/fake:fake_redis_test

@@ -1,12 +1,12 @@
 #include "dlock/lock/blocking_lock.h"
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/transport/mutex.h"
 
 namespace dlock {
 namespace {
@@ -33,28 +33,28 @@ absl::StatusOr<U> Detached(absl::StatusOr<U> value) {
 // there AND no holder remains, so the caller is always the one that frees it
 // and nothing on the loop thread touches it afterwards.
 //
-// std::mutex (not absl::Mutex): TSan-clean with Debian's uninstrumented absl.
+// dlock::Mutex (std::mutex, annotated; see dlock/transport/mutex.h).
 template <typename T>
 class Call {
  public:
-  void AddRef() {
-    std::lock_guard<std::mutex> l(mu_);
+  void AddRef() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock l(&mu_);
     ++refs_;
   }
 
   // Sets the result unless already set (first completion wins), and drops
   // the holder's reference. The holder must not touch the call afterwards.
-  void CompleteAndDrop(std::optional<T> value) {
+  void CompleteAndDrop(std::optional<T> value) ABSL_LOCKS_EXCLUDED(mu_) {
     if (value.has_value()) value = Detached(*std::move(value));
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (value.has_value() && !result_.has_value()) result_ = std::move(value);
     --refs_;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
-  T Wait() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return result_.has_value() && refs_ == 0; });
+  T Wait() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock l(&mu_);
+    while (!(result_.has_value() && refs_ == 0)) cv_.Wait(&mu_);
     return std::move(*result_);
   }
 
@@ -63,10 +63,10 @@ class Call {
   bool accepted = false;
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int refs_ = 0;
-  std::optional<T> result_;
+  Mutex mu_;
+  CondVar cv_;
+  int refs_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<T> result_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::Status LoopStopped() {
@@ -133,26 +133,28 @@ T RunBlocking(LoopThread* thread, Fn fn) {
 
 }  // namespace
 
-// std::mutex (not absl::Mutex): TSan-clean with Debian's uninstrumented absl.
+// dlock::Mutex (std::mutex, annotated; see dlock/transport/mutex.h).
 struct BlockingLockGate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool closed = false;     // Shutdown() began: no call enters any more
-  bool loop_done = false;  // ShutdownOnLoop() ran
-  bool done = false;       // Shutdown() finished
-  int active = 0;          // calls inside
-  int releasing = 0;       // releases sent by ShutdownOnLoop, unanswered
+  Mutex mu;
+  CondVar cv;
+  // Shutdown() began: no call enters any more.
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  bool loop_done ABSL_GUARDED_BY(mu) = false;  // ShutdownOnLoop() ran
+  bool done ABSL_GUARDED_BY(mu) = false;       // Shutdown() finished
+  int active ABSL_GUARDED_BY(mu) = 0;          // calls inside
+  // Releases sent by ShutdownOnLoop, unanswered.
+  int releasing ABSL_GUARDED_BY(mu) = 0;
 
-  bool Enter() {
-    std::lock_guard<std::mutex> l(mu);
+  bool Enter() ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock l(&mu);
     if (closed) return false;
     ++active;
     return true;
   }
-  void Leave() {
-    std::lock_guard<std::mutex> l(mu);
+  void Leave() ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock l(&mu);
     --active;
-    cv.notify_all();
+    cv.SignalAll();
   }
 };
 
@@ -259,15 +261,17 @@ BlockingLock::~BlockingLock() { Shutdown(); }
 void BlockingLock::Shutdown() {
   BlockingLockGate& g = *gate_;
   {
-    std::unique_lock<std::mutex> l(g.mu);
+    MutexLock l(&g.mu);
     // Done: touch nothing else (the thread may be gone by now).
     if (g.done) return;
   }
   const bool on_loop = thread_->InLoopThread();
   {
-    std::unique_lock<std::mutex> l(g.mu);
+    MutexLock l(&g.mu);
     if (g.closed) {
-      if (!on_loop) g.cv.wait(l, [&] { return g.done; });
+      if (!on_loop) {
+        while (!g.done) g.cv.Wait(&g.mu);
+      }
       return;
     }
     g.closed = true;
@@ -275,19 +279,19 @@ void BlockingLock::Shutdown() {
   if (on_loop) {
     // Cannot wait for our own thread: do the loop-side part and return.
     ShutdownOnLoop();
-    std::lock_guard<std::mutex> l(g.mu);
+    MutexLock l(&g.mu);
     g.done = true;
-    g.cv.notify_all();
+    g.cv.SignalAll();
     return;
   }
   if (!thread_->Post([this] { ShutdownOnLoop(); })) {
     // The loop thread is stopping and runs nothing more of ours.
     ShutdownOnLoop();
   }
-  std::unique_lock<std::mutex> l(g.mu);
-  g.cv.wait(l, [&] { return g.loop_done && g.active == 0 && g.releasing == 0; });
+  MutexLock l(&g.mu);
+  while (!(g.loop_done && g.active == 0 && g.releasing == 0)) g.cv.Wait(&g.mu);
   g.done = true;
-  g.cv.notify_all();
+  g.cv.SignalAll();
 }
 
 void BlockingLock::ShutdownOnLoop() {
@@ -313,23 +317,23 @@ void BlockingLock::ShutdownOnLoop() {
     if (state->before_release) std::move(state->before_release)();
     if (!can_send) continue;
     {
-      std::lock_guard<std::mutex> l(gate->mu);
+      MutexLock l(&gate->mu);
       ++gate->releasing;
     }
     absl::Status s = lock_->Release(state->lease, [gate](absl::Status) {
-      std::lock_guard<std::mutex> l(gate->mu);
+      MutexLock l(&gate->mu);
       --gate->releasing;
-      gate->cv.notify_all();
+      gate->cv.SignalAll();
     });
     if (!s.ok()) {
-      std::lock_guard<std::mutex> l(gate->mu);
+      MutexLock l(&gate->mu);
       --gate->releasing;
     }
   }
   OnShutdown();
-  std::lock_guard<std::mutex> l(gate->mu);
+  MutexLock l(&gate->mu);
   gate->loop_done = true;
-  gate->cv.notify_all();
+  gate->cv.SignalAll();
 }
 
 absl::StatusOr<LockGuard> BlockingLock::TryLock(absl::string_view resource,
