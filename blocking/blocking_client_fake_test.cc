@@ -18,7 +18,7 @@
 #include "dlock/blocking/blocking_client.h"
 #include "dlock/blocking/post_and_wait.h"
 #include "dlock/lock/observer.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
 #include "dlock/transport/uv/uv_loop_thread.h"

@@ -20,8 +20,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dlock/lock/observer.h"
-#include "dlock/tests/testing/redis_server.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/redis_server.h"
+#include "dlock/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace dlock {

@@ -1,13 +1,13 @@
 #include "dlock/blocking/blocking_lock.h"
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/blocking/post_and_wait.h"
+#include "dlock/transport/mutex.h"
 
 namespace dlock {
 
@@ -40,26 +40,28 @@ absl::Status ShuttingDown() {
 
 }  // namespace
 
-// std::mutex (not absl::Mutex): TSan-clean with Debian's uninstrumented absl.
+// dlock::Mutex (std::mutex, annotated; see dlock/transport/mutex.h).
 struct BlockingLockGate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool closed = false;     // Shutdown() began: no call enters any more
-  bool loop_done = false;  // ShutdownOnLoop() ran
-  bool done = false;       // Shutdown() finished
-  int active = 0;          // calls inside
-  int releasing = 0;       // releases sent by ShutdownOnLoop, unanswered
+  Mutex mu;
+  CondVar cv;
+  // Shutdown() began: no call enters any more.
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  bool loop_done ABSL_GUARDED_BY(mu) = false;  // ShutdownOnLoop() ran
+  bool done ABSL_GUARDED_BY(mu) = false;       // Shutdown() finished
+  int active ABSL_GUARDED_BY(mu) = 0;          // calls inside
+  // Releases sent by ShutdownOnLoop, unanswered.
+  int releasing ABSL_GUARDED_BY(mu) = 0;
 
-  bool Enter() {
-    std::lock_guard<std::mutex> l(mu);
+  bool Enter() ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock l(&mu);
     if (closed) return false;
     ++active;
     return true;
   }
-  void Leave() {
-    std::lock_guard<std::mutex> l(mu);
+  void Leave() ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock l(&mu);
     --active;
-    cv.notify_all();
+    cv.SignalAll();
   }
 };
 
@@ -177,15 +179,17 @@ BlockingLock::~BlockingLock() {
 void BlockingLock::Shutdown() {
   BlockingLockGate& g = *gate_;
   {
-    std::unique_lock<std::mutex> l(g.mu);
+    MutexLock l(&g.mu);
     // Done: touch nothing else (the thread may be gone by now).
     if (g.done) return;
   }
   const bool on_loop = thread_->InLoopThread();
   {
-    std::unique_lock<std::mutex> l(g.mu);
+    MutexLock l(&g.mu);
     if (g.closed) {
-      if (!on_loop) g.cv.wait(l, [&] { return g.done; });
+      if (!on_loop) {
+        while (!g.done) g.cv.Wait(&g.mu);
+      }
       return;
     }
     g.closed = true;
@@ -193,19 +197,19 @@ void BlockingLock::Shutdown() {
   if (on_loop) {
     // Cannot wait for our own thread: do the loop-side part and return.
     ShutdownOnLoop();
-    std::lock_guard<std::mutex> l(g.mu);
+    MutexLock l(&g.mu);
     g.done = true;
-    g.cv.notify_all();
+    g.cv.SignalAll();
     return;
   }
   if (!thread_->Post([this] { ShutdownOnLoop(); })) {
     // The loop thread is stopping and runs nothing more of ours.
     ShutdownOnLoop();
   }
-  std::unique_lock<std::mutex> l(g.mu);
-  g.cv.wait(l, [&] { return g.loop_done && g.active == 0 && g.releasing == 0; });
+  MutexLock l(&g.mu);
+  while (!(g.loop_done && g.active == 0 && g.releasing == 0)) g.cv.Wait(&g.mu);
   g.done = true;
-  g.cv.notify_all();
+  g.cv.SignalAll();
 }
 
 void BlockingLock::ShutdownOnLoop() {
@@ -231,25 +235,25 @@ void BlockingLock::ShutdownOnLoop() {
     state->StopRenewal();
     if (!can_send) continue;
     {
-      std::lock_guard<std::mutex> l(gate->mu);
+      MutexLock l(&gate->mu);
       ++gate->releasing;
     }
     absl::Status s = lock_->Release(state->lease, [gate](absl::Status) {
-      std::lock_guard<std::mutex> l(gate->mu);
+      MutexLock l(&gate->mu);
       --gate->releasing;
-      gate->cv.notify_all();
+      gate->cv.SignalAll();
     });
     if (!s.ok()) {
-      std::lock_guard<std::mutex> l(gate->mu);
+      MutexLock l(&gate->mu);
       --gate->releasing;
     }
   }
   // Every watch is stopped: the watchdog goes (only when on the loop
   // thread; otherwise the destructor frees it once nothing runs).
   if (can_send) watchdog_.reset();
-  std::lock_guard<std::mutex> l(gate->mu);
+  MutexLock l(&gate->mu);
   gate->loop_done = true;
-  gate->cv.notify_all();
+  gate->cv.SignalAll();
 }
 
 void BlockingLock::StartRenewal(const std::shared_ptr<GuardState>& state) {

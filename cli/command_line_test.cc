@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "dlock/cli/exit_codes.h"
 #include "dlock/cli/flags.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

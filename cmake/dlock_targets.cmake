@@ -11,10 +11,10 @@
 
 # Interfaces: EventLoop, Transport, Reply, Script. No libuv/hiredis/Lua.
 dlock_library(transport INSTALL
-  BAZEL //transport:transport //transport:script
+  BAZEL //transport:transport //transport:script //transport:mutex
   SRCS transport/reply.cc transport/script.cc
   HDRS transport/event_loop.h transport/loop_thread.h transport/reply.h
-       transport/transport.h transport/script.h
+       transport/transport.h transport/script.h transport/mutex.h
   PUBLIC_DEPS PkgConfig::dlock_absl Threads::Threads
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -118,8 +118,8 @@ dlock_binary(dlock INSTALL
 # ---- Test helpers (only with DLOCK_BUILD_TESTS) ----------------------------
 
 dlock_library(status_matchers TESTONLY
-  BAZEL //tests/testing:status_matchers
-  HDRS tests/testing/status_matchers.h
+  BAZEL //testing:status_matchers
+  HDRS testing/status_matchers.h
   PUBLIC_DEPS PkgConfig::dlock_absl GTest::gmock)
 
 dlock_library(uv_test_loop TESTONLY
@@ -147,6 +147,8 @@ dlock_library(torture_client TESTONLY
 
 dlock_test(reply_test BAZEL //transport:reply_test
   SRCS transport/reply_test.cc DEPS dlock::transport)
+dlock_test(mutex_test BAZEL //transport:mutex_test
+  SRCS transport/mutex_test.cc DEPS dlock::transport)
 dlock_test(manual_event_loop_test BAZEL //transport/fake:manual_event_loop_test
   SRCS transport/fake/manual_event_loop_test.cc DEPS dlock::fake)
 dlock_test(fake_redis_test BAZEL //transport/fake:fake_redis_test
@@ -218,7 +220,7 @@ dlock_bazel_only(//bench/... REASON "benchmarks run under Bazel (bench/run)")
 dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
 dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
-dlock_bazel_only(//tests/testing:redis_server //tests/testing:redis_server_test
+dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:redis_process
   //transport/uv:hiredis_transport_test //blocking:blocking_client_test
   //client:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test

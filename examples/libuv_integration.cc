@@ -17,7 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "dlock/examples/support/redis_process.h"
+#include "dlock/testing/redis_process.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
@@ -44,12 +44,12 @@ struct Host {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  std::unique_ptr<dlock::examples::RedisProcess> server;
+  std::unique_ptr<dlock::testing::RedisProcess> server;
   std::string host_name = "127.0.0.1";
   int port = 0;
   std::string flag = absl::GetFlag(FLAGS_redis);
   if (flag.empty()) {
-    auto started = dlock::examples::RedisProcess::Start();
+    auto started = dlock::testing::RedisProcess::Start();
     if (!started.ok()) {
       Say(started.status().ToString());
       return 1;

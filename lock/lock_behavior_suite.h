@@ -33,7 +33,7 @@
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/reply.h"
 #include "dlock/transport/transport.h"

@@ -235,7 +235,7 @@ void PrometheusLockObserver::OnAcquire(const AcquireEvent& event) {
   Histogram* wait;
   bool wrapper;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Series* s = SeriesFor(event.policy, cls);
     total = GetOrAdd(s->acquire[code], families_->acquire,
                      [&] { return With(s->policy_labels, code); });
@@ -258,7 +258,7 @@ void PrometheusLockObserver::OnAcquireWait(const AcquireWaitEvent& event) {
   const int code = CodeIndex(event.last_error.code());
   Counter* retries;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Series* s = SeriesFor(event.policy, cls);
     retries = GetOrAdd(s->retries[code], families_->retries,
                        [&] { return With(s->policy_labels, code); });
@@ -271,7 +271,7 @@ void PrometheusLockObserver::OnRelease(const ReleaseEvent& event) {
   const int code = CodeIndex(event.status.code());
   Counter* total;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Series* s = SeriesFor(event.policy, cls);
     total = GetOrAdd(s->release[code], families_->release,
                      [&] { return With(s->policy_labels, code); });
@@ -285,7 +285,7 @@ void PrometheusLockObserver::OnExtend(const ExtendEvent& event) {
   const int code = CodeIndex(event.status.code());
   Counter* total;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Series* s = SeriesFor(event.policy, cls);
     total =
         GetOrAdd(s->extend[code], families_->extend, [&] { return With(s->policy_labels, code); });
@@ -299,7 +299,7 @@ void PrometheusLockObserver::OnRenewal(const RenewalEvent& event) {
   Counter* total;
   Histogram* margin;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Series* s = SeriesFor("", cls);
     total =
         GetOrAdd(s->renewal[code], families_->renewal, [&] { return With(s->plain_labels, code); });
@@ -316,7 +316,7 @@ void PrometheusLockObserver::OnLeaseLost(const LeaseLostEvent& event) {
   const int code = CodeIndex(event.status.code());
   Counter* lost;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Series* s = SeriesFor("", cls);
     lost = GetOrAdd(s->lost[code], families_->lost, [&] { return With(s->plain_labels, code); });
   }
@@ -333,7 +333,7 @@ void PrometheusLockObserver::OnServerVote(const ServerVoteEvent& event) {
   const int code = CodeIndex(event.status.code());
   Counter* votes;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto outer = votes_.find(event.operation);
     if (outer == votes_.end()) {
       outer = votes_.emplace(std::string(event.operation), decltype(outer->second)()).first;

@@ -119,14 +119,15 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dlock/lock/observer.h"
+#include "dlock/transport/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -197,8 +198,9 @@ class PrometheusLockObserver : public LockObserver {
                          std::unique_ptr<Families> families);
 
   // The cached series of one (policy or "", resource class) pair, created on
-  // first use; stable address. Call with mu_ held.
-  Series* SeriesFor(absl::string_view policy, absl::string_view resource);
+  // first use; stable address.
+  Series* SeriesFor(absl::string_view policy, absl::string_view resource)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The resource class label of `resource` ("" without resource_class).
   std::string ClassOf(absl::string_view resource) const;
 
@@ -207,13 +209,13 @@ class PrometheusLockObserver : public LockObserver {
   const std::unique_ptr<Families> families_;
   prometheus::Gauge* const held_;
 
-  std::mutex mu_;
+  Mutex mu_;
   // Key: policy, then resource class ("" without resource_class).
   absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::unique_ptr<Series>>>
-      series_;
+      series_ ABSL_GUARDED_BY(mu_);
   // Key: op, then server label.
   absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::unique_ptr<VoteSeries>>>
-      votes_;
+      votes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dlock

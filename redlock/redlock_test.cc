@@ -23,7 +23,7 @@
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/observer.h"
 #include "dlock/lock/scripts.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
 #include "dlock/transport/fake/manual_event_loop.h"

@@ -18,7 +18,7 @@
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
 #include "dlock/watchdog/stallable_loop.h"

@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/manual_event_loop.h"
 #include "dlock/watchdog/stallable_loop.h"
 #include "gmock/gmock.h"

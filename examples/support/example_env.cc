@@ -12,13 +12,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "dlock/examples/support/redis_process.h"
+#include "dlock/testing/redis_process.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
 namespace dlock {
 namespace examples {
 namespace {
+
+using ::dlock::testing::RedisProcess;
 
 FakeEnvFactory& FakeFactory() {
   static FakeEnvFactory* const kFactory = new FakeEnvFactory();

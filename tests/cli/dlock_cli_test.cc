@@ -24,8 +24,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "dlock/tests/testing/redis_server.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/redis_server.h"
+#include "dlock/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -40,7 +40,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "dlock/lock/scripts.h"
-#include "dlock/tests/testing/redis_server.h"
+#include "dlock/testing/redis_server.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/manual_event_loop.h"
 #include "dlock/transport/reply.h"

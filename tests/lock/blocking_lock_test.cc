@@ -16,8 +16,8 @@
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
-#include "dlock/tests/testing/redis_server.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/redis_server.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "dlock/lock/lock_behavior_suite.h"
-#include "dlock/tests/testing/redis_server.h"
+#include "dlock/testing/redis_server.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 #include "dlock/transport/uv/uv_test_loop.h"

@@ -25,7 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "dlock/tests/testing/redis_server.h"
+#include "dlock/testing/redis_server.h"
 
 namespace dlock {
 namespace torture {

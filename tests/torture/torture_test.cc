@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/tests/torture/torture_driver.h"
 #include "gtest/gtest.h"
 

@@ -9,7 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/manual_event_loop.h"
 #include "dlock/transport/script.h"

@@ -5,7 +5,7 @@
 // `freeReplyObject` (sync API); dlock never keeps one, it copies it here.
 //
 // Part of //transport/uv: only this package touches hiredis. The test helper
-// //tests/testing:redis_server uses it for its synchronous connection.
+// //testing:redis_server uses it for its synchronous connection.
 #ifndef DLOCK_TRANSPORT_UV_HIREDIS_REPLY_H_
 #define DLOCK_TRANSPORT_UV_HIREDIS_REPLY_H_
 

@@ -1,5 +1,5 @@
 // Tests of HiredisTransport against real redis-server processes started by
-// //tests/testing:redis_server. Every test ends with uv_loop_close() == 0.
+// //testing:redis_server. Every test ends with uv_loop_close() == 0.
 #include "dlock/transport/uv/hiredis_transport.h"
 
 #include <uv.h>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "dlock/tests/testing/redis_server.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/redis_server.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/transport/script.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 #include "dlock/transport/uv/uv_test_loop.h"

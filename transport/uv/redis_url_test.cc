@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "absl/status/status.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

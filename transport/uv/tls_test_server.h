@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "dlock/tests/testing/redis_server.h"
+#include "dlock/testing/redis_server.h"
 #include "dlock/transport/uv/tls_options.h"
 
 namespace dlock {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/transport/uv/tls_test_server.h"
 #include "dlock/transport/uv/uv_event_loop.h"

@@ -36,7 +36,7 @@ UvLoopThread::~UvLoopThread() {
   {
     // Wake the loop while holding the lock: the loop thread can only see
     // `stopping_` (and then close the handle and the loop) after we let go.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     uv_async_send(&impl_->wakeup);
   }
@@ -56,7 +56,7 @@ EventLoop* UvLoopThread::loop() { return event_loop_.get(); }
 uv_loop_s* UvLoopThread::uv_loop() { return &impl_->loop; }
 
 bool UvLoopThread::Post(absl::AnyInvocable<void() &&> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return false;  // `fn` is destroyed on return
   queue_.push_back(std::move(fn));
   // Under the lock, so the handle cannot be closed meanwhile (see ~).
@@ -71,14 +71,14 @@ bool UvLoopThread::InLoopThread() const {
 void UvLoopThread::RunQueue() {
   std::deque<absl::AnyInvocable<void() &&>> batch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     batch.swap(queue_);
   }
   for (auto& fn : batch) std::move(fn)();
   bool more;
   bool stopping;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     more = !queue_.empty();
     stopping = stopping_;
   }

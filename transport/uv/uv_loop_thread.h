@@ -23,12 +23,13 @@
 
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/loop_thread.h"
+#include "dlock/transport/mutex.h"
 
 struct uv_loop_s;
 
@@ -59,9 +60,9 @@ class UvLoopThread : public LoopThread {
 
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<UvEventLoop> event_loop_;  // touched only on the loop thread
-  std::mutex mu_;
-  std::deque<absl::AnyInvocable<void() &&>> queue_;  // guarded by mu_
-  bool stopping_ = false;                            // guarded by mu_
+  Mutex mu_;
+  std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread::id loop_thread_id_;
   std::thread thread_;
 };

@@ -1,4 +1,4 @@
-#include "dlock/tests/testing/redis_server.h"
+#include "dlock/testing/redis_server.h"
 
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
@@ -35,7 +35,7 @@ absl::StatusOr<std::string> MakeTempDir(const std::string& parent,
 }  // namespace
 
 RedisServer::RedisServer(RedisServerOptions options,
-                         std::unique_ptr<examples::RedisProcess> process)
+                         std::unique_ptr<RedisProcess> process)
     : options_(std::move(options)),
       process_(std::move(process)),
       port_(process_->port()) {}
@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
   auto dir = MakeTempDir(base, "redis-");
   if (!dir.ok()) return dir.status();
 
-  examples::RedisProcessOptions process_options;
+  RedisProcessOptions process_options;
   process_options.extra_args = options.extra_args;
   process_options.appendonly = options.appendonly;
   process_options.password = options.password;
@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
   process_options.dir = *dir;
   process_options.start_timeout = options.start_timeout;
   process_options.trusted_data_set_prefixes = options.trusted_data_set_prefixes;
-  auto process = examples::RedisProcess::Start(std::move(process_options));
+  auto process = RedisProcess::Start(std::move(process_options));
   if (!process.ok()) return process.status();
   return std::unique_ptr<RedisServer>(
       new RedisServer(std::move(options), *std::move(process)));

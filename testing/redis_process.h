@@ -1,8 +1,9 @@
 // This header defines `RedisProcess`: starts a private `redis-server` on a
 // free loopback port for dlock's examples, demo and tools, and stops it.
 //
-// It is the one process-management core: examples are ordinary binaries, so
-// it is not testonly, and the testonly //tests/testing:redis_server
+// It is the one process-management core: examples and tools are ordinary
+// binaries, so it is not testonly (unlike the rest of //testing), and the
+// testonly //testing:redis_server
 // (`dlock::testing::RedisServer`, which adds a synchronous hiredis client) is
 // a thin wrapper over it. It talks to the server with a raw `PING` (after
 // `AUTH` when `password` is set) on a socket only to know it is ready.
@@ -16,8 +17,8 @@
 // paused).
 //
 // This class is thread-compatible.
-#ifndef DLOCK_EXAMPLES_SUPPORT_REDIS_PROCESS_H_
-#define DLOCK_EXAMPLES_SUPPORT_REDIS_PROCESS_H_
+#ifndef DLOCK_TESTING_REDIS_PROCESS_H_
+#define DLOCK_TESTING_REDIS_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -30,7 +31,7 @@
 #include "absl/time/time.h"
 
 namespace dlock {
-namespace examples {
+namespace testing {
 
 struct RedisProcessOptions {
   // Extra `redis-server` arguments, one word each.
@@ -109,7 +110,7 @@ class RedisProcess {
   bool paused_ = false;
 };
 
-}  // namespace examples
+}  // namespace testing
 }  // namespace dlock
 
-#endif  // DLOCK_EXAMPLES_SUPPORT_REDIS_PROCESS_H_
+#endif  // DLOCK_TESTING_REDIS_PROCESS_H_

@@ -3,8 +3,8 @@
 // none (absl_testing::StatusIs arrived in 20240722); these keep its names.
 //
 // Tests check codes, not message text.
-#ifndef DLOCK_TESTS_TESTING_STATUS_MATCHERS_H_
-#define DLOCK_TESTS_TESTING_STATUS_MATCHERS_H_
+#ifndef DLOCK_TESTING_STATUS_MATCHERS_H_
+#define DLOCK_TESTING_STATUS_MATCHERS_H_
 
 #include <ostream>
 
@@ -55,4 +55,4 @@ MATCHER_P(IsOkAndHolds, inner, "is OK and holds a value that matches") {
 }  // namespace testing
 }  // namespace dlock
 
-#endif  // DLOCK_TESTS_TESTING_STATUS_MATCHERS_H_
+#endif  // DLOCK_TESTING_STATUS_MATCHERS_H_

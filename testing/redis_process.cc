@@ -1,4 +1,4 @@
-#include "dlock/examples/support/redis_process.h"
+#include "dlock/testing/redis_process.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -28,7 +28,7 @@
 #include "absl/time/clock.h"
 
 namespace dlock {
-namespace examples {
+namespace testing {
 namespace {
 
 absl::Status ErrnoStatus(absl::string_view what) {
@@ -372,5 +372,5 @@ std::string RedisProcess::LogTail(size_t max_bytes) const {
   return ReadTail(dir_ + "/redis.log", max_bytes);
 }
 
-}  // namespace examples
+}  // namespace testing
 }  // namespace dlock

@@ -13,8 +13,8 @@
 // follows the *thread* that called Start: start servers from a thread that
 // outlives them, e.g. the test's main thread.)
 //
-// The process management is //examples/support:redis_process
-// (`examples::RedisProcess`, not testonly); this class wraps it and adds
+// The process management is //testing:redis_process (`RedisProcess`, not
+// testonly); this class wraps it and adds
 // `Command`, which runs one command on a synchronous hiredis connection of the
 // helper's own, for test setup and inspection; it is not the code under test.
 //
@@ -24,8 +24,8 @@
 //   server->Pause();  ...  server->Resume();
 //
 // This class is thread-compatible.
-#ifndef DLOCK_TESTS_TESTING_REDIS_SERVER_H_
-#define DLOCK_TESTS_TESTING_REDIS_SERVER_H_
+#ifndef DLOCK_TESTING_REDIS_SERVER_H_
+#define DLOCK_TESTING_REDIS_SERVER_H_
 
 #include <sys/types.h>
 
@@ -36,7 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "dlock/examples/support/redis_process.h"
+#include "dlock/testing/redis_process.h"
 #include "dlock/transport/reply.h"
 
 struct redisContext;
@@ -61,7 +61,7 @@ struct RedisServerOptions {
   // Also listen on a unix socket (`<dir>/redis.sock`, see `unix_socket()`).
   bool unix_socket = false;
 
-  // Declared trusted on the first start (see examples::RedisProcessOptions::
+  // Declared trusted on the first start (see RedisProcessOptions::
   // trusted_data_set_prefixes): RedLock counts the server's votes at once and
   // fences start at 1. Restart() leaves a restarted server's data set young.
   // Clear it to test a brand-new, untrusted server.
@@ -129,12 +129,12 @@ class RedisServer {
 
  private:
   RedisServer(RedisServerOptions options,
-              std::unique_ptr<examples::RedisProcess> process);
+              std::unique_ptr<RedisProcess> process);
 
   void DropConnection();
 
   RedisServerOptions options_;
-  std::unique_ptr<examples::RedisProcess> process_;
+  std::unique_ptr<RedisProcess> process_;
   std::string host_ = "127.0.0.1";
   int port_ = 0;
   redisContext* conn_ = nullptr;
@@ -143,4 +143,4 @@ class RedisServer {
 }  // namespace testing
 }  // namespace dlock
 
-#endif  // DLOCK_TESTS_TESTING_REDIS_SERVER_H_
+#endif  // DLOCK_TESTING_REDIS_SERVER_H_

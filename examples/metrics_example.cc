@@ -13,7 +13,7 @@
 // not), prints the dlock series, writes the port to --port_file and keeps
 // serving until --serve_for has passed or it gets SIGTERM/SIGINT.
 //
-//   bazel run //metrics:metrics_example -- --serve_for=1h --listen=127.0.0.1:9464
+//   bazel run //examples:metrics_example -- --serve_for=1h --listen=127.0.0.1:9464
 //   curl -s http://127.0.0.1:9464/metrics | grep ^dlock_
 #include <signal.h>
 

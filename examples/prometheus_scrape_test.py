@@ -2,7 +2,7 @@
 """A real Prometheus server scrapes the metrics example; its HTTP API must
 then return dlock's series with the values the example's rounds produce.
 
-Starts //metrics:metrics_example (which starts its own redis-servers and
+Starts //examples:metrics_example (which starts its own redis-servers and
 serves /metrics on a free loopback port), writes a temporary prometheus.yml
 that scrapes it every second, starts `prometheus` (Debian package, loopback
 only, storage under $TEST_TMPDIR), and polls /api/v1/query until every

@@ -1,10 +1,10 @@
-#include "dlock/tests/testing/redis_server.h"
+#include "dlock/testing/redis_server.h"
 
 #include <signal.h>
 
 #include <string>
 
-#include "dlock/tests/testing/status_matchers.h"
+#include "dlock/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
