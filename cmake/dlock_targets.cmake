@@ -43,13 +43,17 @@ dlock_library(fake INSTALL
 # Lock interface, observer, scripts, SimpleLock, RetryLock, ReentrantLock,
 # and the blocking facade.
 dlock_library(lock INSTALL
-  BAZEL //lock:lock //lock:observer //lock:scripts //lock:lock_commands
-        //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
+  BAZEL //lock:lock //lock:observer //lock:scripts //lock:lease_rules
+        //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
+        //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
         //lock:blocking
-  SRCS lock/observer.cc lock/scripts.cc lock/lock_commands.cc
+  SRCS lock/observer.cc lock/scripts.cc lock/lease_rules.cc lock/keys.cc
+       lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/reentrant_lock.cc
        lock/blocking_lock.cc
-  HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lock_commands.h
+  HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lease_rules.h
+       lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
+       lock/lock_commands.h
        lock/simple_lock.h lock/retry_lock.h lock/reentrant_lock.h
        lock/blocking_lock.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl

@@ -39,7 +39,7 @@
 //   bad argument (resource; ttl outside [10 ms, max],   | kInvalidArgument,
 //     see ValidateLeaseTtl; ...)                        |   from the call
 //
-// The mapping of server error replies is ErrorReplyStatus (lock_commands.h).
+// The mapping of server error replies is ErrorReplyStatus (reply_status.h).
 //
 // Async contract (all methods): a bad argument is rejected by the call
 // itself (non-OK Status returned) and the callback never runs; otherwise the
@@ -82,7 +82,7 @@ struct Lease {
 struct AcquireOptions {
   // Lease time-to-live on the server: whole milliseconds (a fraction is
   // truncated) in [kMinLeaseTtl = 10 ms, the policy's maximum]; see
-  // ValidateLeaseTtl in lock_commands.h.
+  // ValidateLeaseTtl in lease_rules.h.
   absl::Duration ttl = absl::Seconds(30);
   // How long the policy may keep trying for the lock. RetryLock: zero means
   // one attempt. RedLock: zero means its configured `retry_count` retries

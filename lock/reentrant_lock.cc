@@ -8,7 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "dlock/lock/scripts.h"
-#include "dlock/lock/simple_lock.h"
+#include "dlock/lock/lease_ops.h"
+#include "dlock/lock/reply_status.h"
 
 namespace dlock {
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/lock/lease_ops.h"
 
 namespace dlock {
 

@@ -44,7 +44,7 @@
 // not reply time). Extend gives the new deadline counted from when the
 // extend was sent. Because the deadline must be after the send time, a ttl
 // must leave validity after the drift allowance: every ttl is checked by
-// ValidateLeaseTtl (lock_commands.h: at least kMinLeaseTtl = 10 ms with the
+// ValidateLeaseTtl (lease_rules.h: at least kMinLeaseTtl = 10 ms with the
 // default drift options, at most kMaxTtl), else kInvalidArgument.
 //
 // Lifetime: `loop` and `transport` must outlive this object and every
