@@ -114,6 +114,12 @@ ReentrantLock::~ReentrantLock() { core_->retries.Stop(); }
 
 const std::string& ReentrantLock::client_id() const { return core_->client_id; }
 
+std::string ReentrantLock::ReleaseChannel(absl::string_view resource) const {
+  return core_->keys.ChannelKey(resource);
+}
+
+Transport* ReentrantLock::ReleaseSubscriber() const { return core_->transport; }
+
 std::string ReentrantLock::OwnerId(absl::string_view task_id) const {
   return absl::StrCat(core_->client_id, ":", task_id);
 }

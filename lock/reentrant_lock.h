@@ -90,7 +90,7 @@ struct ReentrantLockOptions {
   LockObserver* observer = nullptr;
 };
 
-class ReentrantLock : public Lock {
+class ReentrantLock : public Lock, private ReleaseNotifier {
  public:
   ReentrantLock(EventLoop* loop, Transport* transport,
                 ReentrantLockOptions options = ReentrantLockOptions());
@@ -125,9 +125,15 @@ class ReentrantLock : public Lock {
   // The owner id for `task_id`: client_id() + ":" + task_id.
   std::string OwnerId(absl::string_view task_id) const;
 
+  // Releases publish on KeyScheme::ChannelKey over this lock's transport.
+  const ReleaseNotifier* release_notifier() const override { return this; }
+
   struct Core;
 
  private:
+  std::string ReleaseChannel(absl::string_view resource) const override;
+  Transport* ReleaseSubscriber() const override;
+
   std::shared_ptr<Core> core_;
 };
 

@@ -60,6 +60,12 @@ SimpleLock::~SimpleLock() { core_->retries.Stop(); }
 
 const KeyScheme& SimpleLock::keys() const { return core_->commands.keys(); }
 
+std::string SimpleLock::ReleaseChannel(absl::string_view resource) const {
+  return keys().ChannelKey(resource);
+}
+
+Transport* SimpleLock::ReleaseSubscriber() const { return core_->commands.transport(); }
+
 absl::StatusOr<AcquireHandle> SimpleLock::Acquire(absl::string_view resource,
                                                   const AcquireOptions& options,
                                                   LeaseCallback callback) {

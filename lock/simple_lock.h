@@ -96,7 +96,7 @@ struct SimpleLockOptions {
   LockObserver* observer = nullptr;
 };
 
-class SimpleLock : public Lock {
+class SimpleLock : public Lock, private ReleaseNotifier {
  public:
   SimpleLock(EventLoop* loop, Transport* transport,
              SimpleLockOptions options = SimpleLockOptions());
@@ -135,9 +135,15 @@ class SimpleLock : public Lock {
   const KeyScheme& keys() const;
 
   // Shared with operations in flight (so the lock may die before them).
+  // Releases publish on KeyScheme::ChannelKey over this lock's transport.
+  const ReleaseNotifier* release_notifier() const override { return this; }
+
   struct Core;
 
  private:
+  std::string ReleaseChannel(absl::string_view resource) const override;
+  Transport* ReleaseSubscriber() const override;
+
   std::shared_ptr<Core> core_;
 };
 
