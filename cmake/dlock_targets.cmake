@@ -11,8 +11,8 @@
 
 # Interfaces: EventLoop, Transport, Reply, Script. No libuv/hiredis/Lua.
 dlock_library(transport INSTALL
-  BAZEL //transport:transport //transport:script
-  SRCS transport/reply.cc transport/script.cc
+  BAZEL //transport:transport //transport:script //transport:script_sha1
+  SRCS transport/reply.cc transport/script.cc transport/script_sha1.cc
   HDRS transport/event_loop.h transport/loop_thread.h transport/reply.h
        transport/transport.h transport/script.h
   PUBLIC_DEPS PkgConfig::dlock_absl Threads::Threads
@@ -150,6 +150,8 @@ dlock_test(simple_lock_test BAZEL //lock:simple_lock_test
   SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(scripts_sha1_test BAZEL //lock:scripts_sha1_test
+  SRCS lock/scripts_sha1_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(reentrant_lock_test BAZEL //lock:reentrant_lock_test
   SRCS lock/reentrant_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(redlock_test BAZEL //redlock:redlock_test

@@ -1,12 +1,12 @@
 #include "dlock/lock/tokens.h"
 
-#include <openssl/crypto.h>
-#include <openssl/rand.h>
-#include <pthread.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
-#include <atomic>
 #include <cstddef>
-#include <cstdint>
 
 #include "absl/random/random.h"
 #include "absl/strings/escaping.h"
@@ -16,55 +16,54 @@ namespace dlock {
 
 namespace {
 
-// Bumped in the child of every fork(), so a thread-local token buffer copied
-// into the child is thrown away instead of handing out the parent's tokens.
-std::atomic<uint64_t> fork_generation{0};
-void BumpForkGeneration() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
-
-// Random bytes for kTokensPerRefill tokens, drawn from OpenSSL in one call:
-// RAND_bytes costs about 10,000 instructions a call (provider lookup,
-// locking, fork check), which was a third of the client-side cost of an
-// acquire+release cycle (bench/RESULTS.md). One call per 64 tokens keeps the
-// same CSPRNG at a 64th of the cost.
 constexpr size_t kTokenBytes = 16;
-constexpr size_t kTokensPerRefill = 64;
-struct TokenBuffer {
-  unsigned char bytes[kTokenBytes * kTokensPerRefill];
-  size_t next = sizeof(bytes);  // empty
-  uint64_t generation = 0;
-};
 
-void Refill(TokenBuffer& buf) {
-  // OpenSSL's CSPRNG: seeded by the OS, thread-safe, reseeded after fork.
-  if (RAND_bytes(buf.bytes, sizeof(buf.bytes)) != 1) {
-    // Practically unreachable; fall back to a freshly OS-seeded Abseil
-    // generator rather than failing the acquisition.
-    absl::BitGen gen;
-    for (unsigned char& b : buf.bytes) b = absl::Uniform<unsigned char>(gen);
+// Fills `buf` from getrandom(2), retrying short reads and EINTR. False when
+// the call is missing or fails otherwise.
+bool FromGetrandom(unsigned char* buf, size_t size) {
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = getrandom(buf + got, size - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    got += static_cast<size_t>(n);
   }
-  buf.next = 0;
+  return true;
+}
+
+bool FromDevUrandom(unsigned char* buf, size_t size) {
+  int fd;
+  do {
+    fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return false;
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = read(fd, buf + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  return got == size;
 }
 
 }  // namespace
 
 std::string NewToken() {
-  static const bool registered = [] {
-    pthread_atfork(nullptr, nullptr, &BumpForkGeneration);
-    return true;
-  }();
-  (void)registered;
-  thread_local TokenBuffer buf;
-  const uint64_t generation = fork_generation.load(std::memory_order_relaxed);
-  if (buf.next + kTokenBytes > sizeof(buf.bytes) || buf.generation != generation) {
-    Refill(buf);
-    buf.generation = generation;
+  unsigned char bytes[kTokenBytes];
+  if (!FromGetrandom(bytes, sizeof(bytes)) && !FromDevUrandom(bytes, sizeof(bytes))) {
+    // Practically unreachable; an OS-seeded generator rather than failing
+    // the acquisition.
+    absl::BitGen gen;
+    for (unsigned char& b : bytes) b = absl::Uniform<unsigned char>(gen);
   }
-  unsigned char* token = buf.bytes + buf.next;
-  buf.next += kTokenBytes;
   std::string hex = absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(token), kTokenBytes));
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
   // Never keep a handed-out token in memory longer than needed.
-  OPENSSL_cleanse(token, kTokenBytes);
+  explicit_bzero(bytes, sizeof(bytes));
   return hex;
 }
 

@@ -6,11 +6,12 @@
 
 namespace dlock {
 
-// A fresh random token: 128 bits from OpenSSL's OS-seeded CSPRNG, as 32
-// lower-case hex characters. Thread-safe. Bytes are drawn 64 tokens at a time
-// into a thread-local buffer that is discarded in the child of fork(), so a
-// forked worker never repeats its parent's tokens (a raw clone(2) that skips
-// pthread_atfork handlers is not covered).
+// A fresh random token: 128 bits from the kernel's CSPRNG (getrandom(2)),
+// as 32 lower-case hex characters. Thread-safe and fork-safe: every token
+// is read from the kernel when it is made (no buffer a forked child could
+// share with its parent). Where getrandom(2) is missing (ENOSYS, kernels
+// before 3.17) it reads /dev/urandom; should that fail too, an OS-seeded
+// absl::BitGen (never fails an acquire for want of entropy).
 std::string NewToken();
 
 }  // namespace dlock
