@@ -11,8 +11,8 @@
 
 # Interfaces: EventLoop, Transport, Reply, Script. No libuv/hiredis/Lua.
 dlock_library(transport INSTALL
-  BAZEL //transport:transport //transport:script //transport:mutex
-  SRCS transport/reply.cc transport/script.cc
+  BAZEL //transport:transport //transport:script //transport:mutex //transport:script_sha1
+  SRCS transport/reply.cc transport/script.cc transport/script_sha1.cc
   HDRS transport/event_loop.h transport/loop_thread.h transport/reply.h
        transport/transport.h transport/script.h transport/mutex.h
   PUBLIC_DEPS PkgConfig::dlock_absl Threads::Threads
@@ -52,11 +52,15 @@ dlock_library(fake INSTALL
 
 # Lock interface, observer, scripts, SimpleLock, RetryLock, ReentrantLock.
 dlock_library(lock INSTALL
-  BAZEL //lock:lock //lock:observer //lock:scripts //lock:lock_commands
-        //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
-  SRCS lock/observer.cc lock/scripts.cc lock/lock_commands.cc
+  BAZEL //lock:lock //lock:observer //lock:scripts //lock:lease_rules
+        //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
+        //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
+  SRCS lock/observer.cc lock/scripts.cc lock/lease_rules.cc lock/keys.cc
+       lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/reentrant_lock.cc
-  HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lock_commands.h
+  HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lease_rules.h
+       lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
+       lock/lock_commands.h
        lock/simple_lock.h lock/retry_lock.h lock/reentrant_lock.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)
@@ -173,6 +177,8 @@ dlock_test(simple_lock_test BAZEL //lock:simple_lock_test
   SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(scripts_sha1_test BAZEL //lock:scripts_sha1_test
+  SRCS lock/scripts_sha1_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(reentrant_lock_test BAZEL //lock:reentrant_lock_test
   SRCS lock/reentrant_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(lease_ttl_test BAZEL //lock:lease_ttl_test

@@ -39,7 +39,7 @@
 //   bad argument (resource; ttl outside [10 ms, max],   | kInvalidArgument,
 //     see ValidateLeaseTtl; ...)                        |   from the call
 //
-// The mapping of server error replies is ErrorReplyStatus (lock_commands.h).
+// The mapping of server error replies is ErrorReplyStatus (reply_status.h).
 //
 // Async contract (all methods): a bad argument is rejected by the call
 // itself (non-OK Status returned) and the callback never runs; otherwise the
@@ -82,7 +82,7 @@ struct Lease {
 struct AcquireOptions {
   // Lease time-to-live on the server: whole milliseconds (a fraction is
   // truncated) in [kMinLeaseTtl = 10 ms, the policy's maximum]; see
-  // ValidateLeaseTtl in lock_commands.h.
+  // ValidateLeaseTtl in lease_rules.h.
   absl::Duration ttl = absl::Seconds(30);
   // How long the policy may keep trying for the lock. RetryLock: zero means
   // one attempt. RedLock: zero means its configured `retry_count` retries
@@ -124,9 +124,31 @@ class AcquireHandle {
   std::weak_ptr<Cancellable> op_;
 };
 
+class Transport;
+
+// Implemented by a lock whose releases publish a notification on a pub/sub
+// channel (SimpleLock, ReentrantLock). RetryLock learns from it where to
+// wait for a release, so it need not be told the wrapped lock's key prefix
+// or be handed a separate subscriber transport.
+class ReleaseNotifier {
+ public:
+  virtual ~ReleaseNotifier() = default;
+  // The channel a release of `resource` publishes on (for dlock's keys:
+  // KeyScheme::ChannelKey).
+  virtual std::string ReleaseChannel(absl::string_view resource) const = 0;
+  // The transport to SUBSCRIBE on (the lock's own; it must outlive the
+  // lock). nullptr: none, the waiter polls with backoff.
+  virtual Transport* ReleaseSubscriber() const = 0;
+};
+
 class Lock {
  public:
   virtual ~Lock() = default;
+
+  // How this lock's releases are announced; nullptr (the default) when they
+  // are not, or not on one channel (RedLock today): RetryLock then polls
+  // with backoff.
+  virtual const ReleaseNotifier* release_notifier() const { return nullptr; }
 
   // Tries to take `resource`. On success the callback gets the Lease. Errors:
   // kAborted (held by another owner), kUnavailable (server down or a

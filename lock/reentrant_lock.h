@@ -56,7 +56,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
-#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/keys.h"
+#include "dlock/lock/lease_rules.h"
+#include "dlock/lock/reply_status.h"
+#include "dlock/lock/tokens.h"
 #include "dlock/lock/observer.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/transport.h"
@@ -87,7 +90,7 @@ struct ReentrantLockOptions {
   LockObserver* observer = nullptr;
 };
 
-class ReentrantLock : public Lock {
+class ReentrantLock : public Lock, private ReleaseNotifier {
  public:
   ReentrantLock(EventLoop* loop, Transport* transport,
                 ReentrantLockOptions options = ReentrantLockOptions());
@@ -122,9 +125,15 @@ class ReentrantLock : public Lock {
   // The owner id for `task_id`: client_id() + ":" + task_id.
   std::string OwnerId(absl::string_view task_id) const;
 
+  // Releases publish on KeyScheme::ChannelKey over this lock's transport.
+  const ReleaseNotifier* release_notifier() const override { return this; }
+
   struct Core;
 
  private:
+  std::string ReleaseChannel(absl::string_view resource) const override;
+  Transport* ReleaseSubscriber() const override;
+
   std::shared_ptr<Core> core_;
 };
 

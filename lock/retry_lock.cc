@@ -65,10 +65,20 @@ struct RetryLock::Waiter : public Cancellable {
   std::list<Waiter*>::iterator pos;
 };
 
+RetryLock::RetryLock(EventLoop* loop, Lock* inner, RetryLockOptions options)
+    : loop_(loop),
+      inner_(inner),
+      notifier_(inner->release_notifier()),
+      subscriber_(notifier_ != nullptr ? notifier_->ReleaseSubscriber() : nullptr),
+      options_(std::move(options)),
+      observer_(ObserverOrNoop(options_.observer)),
+      keys_{options_.key_prefix} {}
+
 RetryLock::RetryLock(EventLoop* loop, Lock* inner, Transport* subscriber,
                      RetryLockOptions options)
     : loop_(loop),
       inner_(inner),
+      notifier_(nullptr),
       subscriber_(subscriber),
       options_(std::move(options)),
       observer_(ObserverOrNoop(options_.observer)),
@@ -323,13 +333,18 @@ void RetryLock::FinishAtDeadline(const std::shared_ptr<Waiter>& w, bool in_fligh
   Finish(w, absl::DeadlineExceededError(message));
 }
 
+std::string RetryLock::ChannelOf(absl::string_view resource) const {
+  return notifier_ != nullptr ? notifier_->ReleaseChannel(resource)
+                              : keys_.ChannelKey(resource);
+}
+
 void RetryLock::EnsureSubscribed(const std::shared_ptr<Group>& g) {
   if (g->subscription != nullptr || g->subscribing) return;
   g->subscribing = true;
   Group* raw = g.get();
   std::weak_ptr<Group> weak = g;
   absl::StatusOr<std::unique_ptr<Subscription>> sub = subscriber_->Subscribe(
-      keys_.ChannelKey(g->resource),
+      ChannelOf(g->resource),
       // The subscription is owned by the group and destroyed with it, after
       // which this never runs again: the raw pointers are safe.
       [this, raw](absl::string_view, absl::string_view message) {

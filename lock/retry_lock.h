@@ -4,8 +4,11 @@
 //
 // Waiting is event-driven, not blind polling:
 //   - When an attempt meets contention (kAborted), RetryLock subscribes to
-//     the resource's release channel (KeyScheme::ChannelKey, published by
-//     every dlock release). Once the subscription is confirmed it attempts
+//     the resource's release channel, which it learns from the wrapped lock
+//     (Lock::release_notifier(): the channel and the transport to subscribe
+//     on; SimpleLock and ReentrantLock publish on KeyScheme::ChannelKey). A
+//     wrapped lock without a ReleaseNotifier (RedLock today, or any Lock of
+//     your own) is waited for by polling with the backoff below only. Once the subscription is confirmed it attempts
 //     once more, so a release that happened between the failed attempt and
 //     the subscription is not missed.
 //   - A release notification wakes ONE local waiter of that resource, the
@@ -59,7 +62,8 @@
 // an attempt in flight is cancelled (the inner lock releases whatever it
 // took), and the subscription is dropped if no other waiter needs it.
 //
-// Lifetime: `loop`, `inner` and `subscriber` must outlive this object.
+// Lifetime: `loop`, `inner` (and its subscriber transport), and `subscriber`
+// of the deprecated constructor must outlive this object.
 // Destroying the RetryLock cancels every pending wait as Cancel() would:
 // their callbacks never run.
 //
@@ -80,7 +84,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
-#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/keys.h"
+#include "dlock/lock/lease_rules.h"
 #include "dlock/lock/observer.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/transport.h"
@@ -88,9 +93,9 @@
 namespace dlock {
 
 struct RetryLockOptions {
-  // Key prefix of the wrapped lock: names the release channel. Must match
-  // the wrapped lock's prefix or notifications never arrive (the backoff
-  // timer still works).
+  // DEPRECATED: read only by the deprecated constructor that takes a
+  // subscriber (the key prefix of the wrapped lock, naming the release
+  // channel). The other constructor asks the wrapped lock.
   std::string key_prefix = "dlock:";
   // Backoff before attempt n+1: cap = min(max_backoff, initial_backoff *
   // backoff_multiplier^(n-1)), then jitter(cap).
@@ -107,9 +112,13 @@ struct RetryLockOptions {
 
 class RetryLock : public Lock {
  public:
-  // `subscriber` carries the release-channel subscriptions (typically the
-  // transport the inner lock uses); nullptr: no notifications, backoff
-  // timers only.
+  // Waits on `inner`'s release notifications when it has a ReleaseNotifier
+  // (channel and subscriber transport from it), else polls with backoff.
+  RetryLock(EventLoop* loop, Lock* inner,
+            RetryLockOptions options = RetryLockOptions());
+  // DEPRECATED (kept for existing callers): `subscriber` carries the
+  // subscriptions to KeyScheme{options.key_prefix}.ChannelKey(resource),
+  // whatever `inner` says; nullptr: no notifications, backoff timers only.
   RetryLock(EventLoop* loop, Lock* inner, Transport* subscriber,
             RetryLockOptions options = RetryLockOptions());
   ~RetryLock() override;
@@ -160,9 +169,13 @@ class RetryLock : public Lock {
   void Finish(const std::shared_ptr<Waiter>& w, absl::StatusOr<Lease> result);
   bool CancelWaiter(Waiter* w);
   absl::Duration Jitter(absl::Duration cap);
+  std::string ChannelOf(absl::string_view resource) const;
 
   EventLoop* loop_;
   Lock* inner_;
+  // Where releases are announced: `notifier_` when the wrapped lock has
+  // one, else `keys_` (deprecated constructor) with `subscriber_`.
+  const ReleaseNotifier* notifier_;
   Transport* subscriber_;
   RetryLockOptions options_;
   LockObserver* observer_;

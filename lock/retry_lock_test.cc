@@ -581,5 +581,76 @@ TEST_F(RetryLockTest, ObserverSeesWaitsAndOneOutcomePerAcquire) {
   EXPECT_EQ(rec.retry_outcomes, std::vector<absl::StatusCode>{absl::StatusCode::kOk});
 }
 
+// RetryLock learns the release channel and the transport to subscribe on
+// from the lock it wraps (ReleaseNotifier): no key prefix in the options, no
+// separate subscriber. With a non-default prefix and a long backoff, the
+// release notification must wake the waiter at once.
+TEST_F(RetryLockTest, LearnsTheReleaseChannelFromTheWrappedLock) {
+  SimpleLockOptions custom;
+  custom.key_prefix = "custom:";
+  FakeTransport holder_conn(&loop_, &server_);
+  FakeTransport conn(&loop_, &server_);
+  SimpleLock holder(&loop_, &holder_conn, custom);
+  SimpleLock inner(&loop_, &conn, custom);
+  RetryLockOptions o;
+  o.initial_backoff = absl::Seconds(10);
+  o.max_backoff = absl::Seconds(10);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &inner, o);
+  absl::StatusOr<Lease> held = absl::UnknownError("pending");
+  ASSERT_THAT(holder.Acquire("r", Wait(absl::Seconds(60), absl::ZeroDuration()),
+                             [&](absl::StatusOr<Lease> l) { held = std::move(l); }),
+              IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_THAT(held, IsOk());
+  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  EXPECT_TRUE(Pending(r));
+  EXPECT_EQ(lock.subscriptions(), 1u);
+  ASSERT_THAT(holder.Release(*held, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  EXPECT_THAT(*r, IsOk());
+}
+
+// A wrapped lock that says nothing about its releases: RetryLock polls with
+// backoff (and subscribes to nothing).
+TEST_F(RetryLockTest, WithoutAReleaseNotifierItPollsWithBackoff) {
+  class Opaque : public Lock {
+   public:
+    explicit Opaque(Lock* inner) : inner_(inner) {}
+    absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
+                                          const AcquireOptions& options,
+                                          LeaseCallback callback) override {
+      return inner_->Acquire(resource, options, std::move(callback));
+    }
+    absl::Status Release(const Lease& lease, StatusCallback callback) override {
+      return inner_->Release(lease, std::move(callback));
+    }
+    absl::Status Extend(const Lease& lease, absl::Duration ttl,
+                        LeaseCallback callback) override {
+      return inner_->Extend(lease, ttl, std::move(callback));
+    }
+
+   private:
+    Lock* inner_;
+  };
+  Opaque opaque(&inner_);
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(300);
+  o.max_backoff = absl::Milliseconds(300);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &opaque, o);
+  Lease held = Hold("r");
+  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  EXPECT_EQ(lock.subscriptions(), 0u);
+  ASSERT_THAT(holder_.Release(held, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_TRUE(Pending(r));
+  loop_.AdvanceTime(absl::Milliseconds(200));
+  EXPECT_THAT(*r, IsOk());
+  EXPECT_EQ(lock.attempts(), 2);
+}
+
 }  // namespace
 }  // namespace dlock

@@ -6,7 +6,7 @@
 // on both the in-memory FakeRedis and a real redis-server and compare the
 // replies (`AllScripts()` lists them with the KEYS/ARGV they expect).
 //
-// Key layout (see lock_commands.h): P{R} is the lock key, P{R}:fence the
+// Key layout (see keys.h): P{R} is the lock key, P{R}:fence the
 // fencing counter, P{R}:released the release channel (passed as an ARGV,
 // since a channel is not a key).
 //

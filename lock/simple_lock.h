@@ -44,7 +44,7 @@
 // not reply time). Extend gives the new deadline counted from when the
 // extend was sent. Because the deadline must be after the send time, a ttl
 // must leave validity after the drift allowance: every ttl is checked by
-// ValidateLeaseTtl (lock_commands.h: at least kMinLeaseTtl = 10 ms with the
+// ValidateLeaseTtl (lease_rules.h: at least kMinLeaseTtl = 10 ms with the
 // default drift options, at most kMaxTtl), else kInvalidArgument.
 //
 // Lifetime: `loop` and `transport` must outlive this object and every
@@ -96,7 +96,7 @@ struct SimpleLockOptions {
   LockObserver* observer = nullptr;
 };
 
-class SimpleLock : public Lock {
+class SimpleLock : public Lock, private ReleaseNotifier {
  public:
   SimpleLock(EventLoop* loop, Transport* transport,
              SimpleLockOptions options = SimpleLockOptions());
@@ -135,9 +135,15 @@ class SimpleLock : public Lock {
   const KeyScheme& keys() const;
 
   // Shared with operations in flight (so the lock may die before them).
+  // Releases publish on KeyScheme::ChannelKey over this lock's transport.
+  const ReleaseNotifier* release_notifier() const override { return this; }
+
   struct Core;
 
  private:
+  std::string ReleaseChannel(absl::string_view resource) const override;
+  Transport* ReleaseSubscriber() const override;
+
   std::shared_ptr<Core> core_;
 };
 

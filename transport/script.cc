@@ -1,26 +1,14 @@
 #include "dlock/transport/script.h"
 
-#include <openssl/sha.h>
-
 #include <memory>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace dlock {
 
-// OpenSSL's SHA-1 rather than a hand-written one: it is already a Debian
-// package every server has, and it is checked far better than ours would be.
-std::string Sha1Hex(absl::string_view data) {
-  unsigned char digest[SHA_DIGEST_LENGTH];
-  SHA1(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
-}
-
-Script::Script(std::string source)
-    : source_(std::move(source)), sha1_(Sha1Hex(source_)) {}
+Script::Script(std::string source, std::string sha1)
+    : source_(std::move(source)), sha1_(std::move(sha1)) {}
 
 namespace {
 

@@ -23,6 +23,13 @@ namespace dlock {
 
 class Script {
  public:
+  // `sha1` must be the lower-case hex SHA-1 of `source` (Redis's script
+  // id). dlock's own scripts pass constants (lock/scripts.cc), checked by a
+  // test against Sha1Hex, FakeRedis and a real server's SCRIPT LOAD, so the
+  // core needs no hash code and no libcrypto.
+  Script(std::string source, std::string sha1);
+  // Computes the SHA-1 with OpenSSL. Defined in //transport:script_sha1
+  // (link it to use this constructor); the core does not.
   explicit Script(std::string source);
 
   const std::string& source() const { return source_; }
@@ -49,7 +56,8 @@ class Script {
   std::string sha1_;
 };
 
-// Lower-case hex SHA-1 of `data` (OpenSSL).
+// Lower-case hex SHA-1 of `data` (OpenSSL). Defined in
+// //transport:script_sha1.
 std::string Sha1Hex(absl::string_view data);
 
 }  // namespace dlock

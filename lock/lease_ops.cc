@@ -1,0 +1,172 @@
+#include "dlock/lock/lease_ops.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/lock/reply_status.h"
+
+namespace dlock {
+
+absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
+                                    absl::StatusOr<int64_t> fence, absl::Time now,
+                                    LockObserver* observer,
+                                    absl::FunctionRef<void()> undo) {
+  absl::StatusOr<Lease> result;
+  if (fence.ok()) {
+    if (now >= attempt.deadline) {
+      undo();
+      result = absl::DeadlineExceededError(absl::StrCat(
+          "acquire reply came ", absl::FormatDuration(now - attempt.sent_at),
+          " after sending, past the lease deadline"));
+    } else {
+      Lease lease;
+      lease.resource = std::string(attempt.resource);
+      lease.token = std::string(attempt.token);
+      lease.fence = *fence;
+      lease.ttl = attempt.ttl;
+      lease.deadline = attempt.deadline;
+      result = std::move(lease);
+    }
+  } else {
+    // A refusal (held, young data set) set nothing: nothing to undo.
+    if (!absl::IsAborted(fence.status()) && !IsYoungDataSet(fence.status())) undo();
+    result = fence.status();
+  }
+  AcquireEvent event;
+  event.policy = attempt.policy;
+  event.resource = attempt.resource;
+  event.status = result.status();
+  event.latency = now - attempt.sent_at;
+  event.attempts = 1;
+  if (result.ok()) {
+    event.fence = result->fence;
+    event.ttl = result->ttl;
+  }
+  observer->OnAcquire(event);
+  return result;
+}
+
+void BackgroundRetries::RunLater(absl::Duration delay, absl::AnyInvocable<void() &&> fn) {
+  if (stopped_) return;
+  auto id = std::make_shared<TimerId>(0);
+  *id = loop_->RunAfter(delay, [this, id, fn = std::move(fn)]() mutable {
+    timers_.erase(*id);
+    std::move(fn)();
+  });
+  timers_.insert(*id);
+}
+
+void BackgroundRetries::Stop() {
+  stopped_ = true;
+  absl::flat_hash_set<TimerId> timers = std::move(timers_);
+  timers_.clear();
+  for (TimerId id : timers) loop_->Cancel(id);
+}
+
+namespace {
+
+constexpr int kCleanupAttempts = 3;
+constexpr absl::Duration kCleanupRetryDelay = absl::Milliseconds(100);
+
+void CleanupAttempt(std::shared_ptr<LeaseCore> core, absl::Time key_expiry,
+                    std::shared_ptr<CleanupSend> send, int attempts_left) {
+  // Kept here too: a transport that rejects the send drops the callback,
+  // and with it the last other reference, before `s` returns.
+  std::shared_ptr<CleanupSend> keep = send;
+  CleanupSend& s = *keep;
+  absl::Status sent = s([core = std::move(core), key_expiry, send = std::move(send),
+                         attempts_left](bool unknown) mutable {
+    if (!unknown || attempts_left <= 1) return;
+    if (core->loop->Now() + kCleanupRetryDelay >= key_expiry) return;
+    LeaseCore* c = core.get();
+    c->retries.RunLater(kCleanupRetryDelay, [core = std::move(core), key_expiry,
+                                              send = std::move(send),
+                                              attempts_left]() mutable {
+      CleanupAttempt(std::move(core), key_expiry, std::move(send), attempts_left - 1);
+    });
+  });
+  // A rejected send (transport closed): nothing more we can do; the key
+  // expires by its TTL.
+  (void)sent;
+}
+
+}  // namespace
+
+void RunCleanup(std::shared_ptr<LeaseCore> core, absl::Time key_expiry,
+                CleanupSend send) {
+  CleanupAttempt(std::move(core), key_expiry,
+                 std::make_shared<CleanupSend>(std::move(send)), kCleanupAttempts);
+}
+
+SingleServerAcquire::SingleServerAcquire(std::shared_ptr<LeaseCore> core,
+                                         absl::string_view policy, std::string resource,
+                                         std::string token, absl::Duration ttl,
+                                         LeaseCallback callback)
+    : core_(std::move(core)),
+      policy_(policy),
+      resource_(std::move(resource)),
+      token_(std::move(token)),
+      ttl_(ttl),
+      sent_at_(core_->loop->Now()),
+      callback_(std::move(callback)) {}
+
+bool SingleServerAcquire::Cancel() {
+  if (state_ != State::kPending) return false;
+  state_ = State::kCancelled;
+  LeaseCallback dropped = std::move(callback_);
+  (void)dropped;  // destroyed here, before Cancel returns
+  return true;
+}
+
+void SingleServerAcquire::OnReply(absl::StatusOr<int64_t> fence) {
+  const absl::Time now = core_->loop->Now();
+  const absl::Time deadline = sent_at_ + ttl_ - core_->Drift(ttl_);
+  if (state_ == State::kCancelled) {
+    // Nobody wants the lock any more; give back whatever we may hold.
+    if (!absl::IsAborted(fence.status())) Undo();
+    return;
+  }
+  state_ = State::kDone;
+  absl::StatusOr<Lease> result =
+      FinishAcquire({policy_, resource_, token_, ttl_, sent_at_, deadline},
+                    std::move(fence), now, core_->observer, [this] { Undo(); });
+  LeaseCallback cb = std::move(callback_);
+  std::move(cb)(std::move(result));
+}
+
+void FinishRelease(const LeaseCore& core, absl::string_view policy,
+                   absl::string_view resource, absl::Time sent_at,
+                   absl::Status status, absl::string_view warning,
+                   StatusCallback callback) {
+  ReleaseEvent event;
+  event.policy = policy;
+  event.resource = resource;
+  event.status = status;
+  event.latency = core.loop->Now() - sent_at;
+  event.warning = warning;
+  core.observer->OnRelease(event);
+  std::move(callback)(std::move(status));
+}
+
+void FinishExtend(const LeaseCore& core, absl::string_view policy, Lease lease,
+                  absl::Duration ttl, absl::Time sent_at, absl::Status status,
+                  LeaseCallback callback) {
+  ExtendEvent event;
+  event.policy = policy;
+  event.resource = lease.resource;
+  event.status = status;
+  event.latency = core.loop->Now() - sent_at;
+  event.ttl = ttl;
+  core.observer->OnExtend(event);
+  if (!status.ok()) {
+    std::move(callback)(std::move(status));
+    return;
+  }
+  lease.ttl = ttl;
+  lease.deadline = sent_at + ttl - core.Drift(ttl);
+  std::move(callback)(std::move(lease));
+}
+
+}  // namespace dlock

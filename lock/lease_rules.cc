@@ -1,0 +1,93 @@
+#include "dlock/lock/lease_rules.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace dlock {
+
+absl::Status ValidateResource(absl::string_view resource) {
+  if (resource.empty()) {
+    return absl::InvalidArgumentError("resource must not be empty");
+  }
+  if (resource.size() > kMaxResourceLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resource is ", resource.size(), " bytes; at most ", kMaxResourceLength,
+        " allowed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Duration DriftAllowance(absl::Duration ttl, double factor,
+                              absl::Duration constant) {
+  return ttl * factor + constant;
+}
+
+namespace {
+
+bool DriftOptionsValid(double factor, absl::Duration constant) {
+  return factor >= 0.0 && factor < 1.0 && constant >= absl::ZeroDuration() &&
+         constant < kMaxTtl;
+}
+
+}  // namespace
+
+absl::Duration MinLeaseTtl(double drift_factor, absl::Duration drift_constant) {
+  if (!DriftOptionsValid(drift_factor, drift_constant)) {
+    return kMaxTtl + absl::Milliseconds(1);
+  }
+  // ttl - (ttl * f + c) >= V  <=>  ttl >= (V + c) / (1 - f); start just
+  // below that (whole ms) and step up, so rounding never decides.
+  const double bound_ms =
+      absl::ToDoubleMilliseconds(kMinLeaseValidity + drift_constant) / (1.0 - drift_factor);
+  absl::Duration min = kMinLeaseTtl;
+  if (bound_ms > absl::ToDoubleMilliseconds(kMinLeaseTtl)) {
+    min = absl::Milliseconds(static_cast<int64_t>(bound_ms) - 1);
+  }
+  while (min <= kMaxTtl &&
+         min - DriftAllowance(min, drift_factor, drift_constant) < kMinLeaseValidity) {
+    min += absl::Milliseconds(1);
+  }
+  return std::max(min, kMinLeaseTtl);
+}
+
+absl::Status ValidateLeaseTtl(absl::Duration ttl, absl::Duration max_ttl,
+                              double drift_factor, absl::Duration drift_constant) {
+  if (!DriftOptionsValid(drift_factor, drift_constant)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "drift allowance ", drift_factor, " * ttl + ",
+        absl::FormatDuration(drift_constant),
+        " is invalid: the factor must be in [0, 1) and the constant >= 0"));
+  }
+  if (max_ttl < kMinLeaseTtl || max_ttl > kMaxTtl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "maximum ttl ", absl::FormatDuration(max_ttl), " is outside [",
+        absl::FormatDuration(kMinLeaseTtl), ", ", absl::FormatDuration(kMaxTtl), "]"));
+  }
+  const absl::Duration min = MinLeaseTtl(drift_factor, drift_constant);
+  // Compare the whole milliseconds that would be sent (ttl > max_ttl first:
+  // WholeMillis of an infinite ttl is not meaningful).
+  if (ttl > max_ttl || min > max_ttl || WholeMillis(ttl) < min) {
+    std::string why;
+    if (min > kMinLeaseTtl) {
+      why = absl::StrCat(" (the drift allowance ", drift_factor, " * ttl + ",
+                         absl::FormatDuration(drift_constant), " must leave at least ",
+                         absl::FormatDuration(kMinLeaseValidity), " of validity)");
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl ", absl::FormatDuration(ttl), " is outside the accepted range [",
+        absl::FormatDuration(min), ", ", absl::FormatDuration(max_ttl), "]", why));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTtl(absl::Duration ttl) { return ValidateLeaseTtl(ttl); }
+
+int64_t TtlMillis(absl::Duration ttl) { return absl::ToInt64Milliseconds(ttl); }
+
+absl::Duration WholeMillis(absl::Duration ttl) {
+  return absl::Milliseconds(TtlMillis(ttl));
+}
+
+}  // namespace dlock

@@ -1,0 +1,117 @@
+#include "dlock/lock/reply_status.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace dlock {
+
+namespace {
+// The refusal's message: "data set began <age> ms ago (<key>): young, <left>
+// ms left of the restart window; ..." (a message rather than a payload, so
+// Status::ToString() stays readable).
+constexpr absl::string_view kYoungPrefix = "data set began ";
+constexpr absl::string_view kYoungLeft = "): young, ";
+}  // namespace
+
+bool IsYoungDataSet(const absl::Status& status) {
+  return absl::IsUnavailable(status) &&
+         absl::StartsWith(status.message(), kYoungPrefix) &&
+         absl::StrContains(status.message(), kYoungLeft);
+}
+
+absl::Duration YoungDataSetTimeLeft(const absl::Status& status) {
+  if (!IsYoungDataSet(status)) return absl::ZeroDuration();
+  absl::string_view m = status.message();
+  m.remove_prefix(m.find(kYoungLeft) + kYoungLeft.size());
+  int64_t ms = 0;
+  if (!absl::SimpleAtoi(m.substr(0, m.find(' ')), &ms)) return absl::ZeroDuration();
+  return absl::Milliseconds(ms);
+}
+
+std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
+                                                 absl::string_view resource,
+                                                 const Reply& reply) {
+  if (!reply.is_array() || reply.elements.empty() || !reply.elements[0].is_string()) {
+    return std::nullopt;
+  }
+  const std::vector<Reply>& e = reply.elements;
+  const std::string& kind = e[0].str;
+  if (kind == "young" && e.size() == 3 && e[1].is_integer() && e[2].is_integer()) {
+    return absl::UnavailableError(absl::StrCat(
+        kYoungPrefix, e[2].integer, " ms ago (", keys.DataSetKey(), kYoungLeft,
+        e[1].integer,
+        " ms left of the restart window; a server that may have lost data "
+        "does not grant until every lease it could have granted has expired"));
+  }
+  if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[1].str == "marker") {
+    return absl::InternalError(absl::StrCat(
+        "foreign data under the data-set marker key ", keys.DataSetKey(), ": ",
+        e[2].DebugString(), " is not a time in ms"));
+  }
+  if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[2].is_integer()) {
+    return absl::InternalError(absl::StrCat(
+        "foreign data under the lock key ", keys.LockKey(resource), ": a ", e[1].str,
+        e[2].integer < 0 ? " with no TTL" : " with a TTL",
+        ", not a dlock lock of this kind; left untouched"));
+  }
+  if (kind == "exhausted" && e.size() == 2) {
+    return absl::InternalError(absl::StrCat(
+        "the fencing counter ", keys.FenceKey(resource), " is exhausted (",
+        e[1].str, "): no larger fence can be issued exactly"));
+  }
+  return std::nullopt;
+}
+
+absl::Status ErrorReplyStatus(const Reply& reply) {
+  const absl::string_view text = reply.str;
+  // The error code is the first word ("ERR" when the server gave none). An
+  // error inside a script keeps the failing call's code (Redis 7 appends
+  // " script: <sha>, on @user_script:<line>.").
+  const absl::string_view code = text.substr(0, text.find(' '));
+  // Permanent: the user may not do this; retrying cannot help.
+  if (code == "NOPERM" || code == "NOAUTH" || code == "WRONGPASS" ||
+      absl::StartsWith(text, "ERR The user executing the script can't")) {
+    return absl::PermissionDeniedError(absl::StrCat("server refused: ", text));
+  }
+  // Transient: failover, memory pressure, loading, a busy script, cluster or
+  // replica trouble, too many clients. Worth another attempt.
+  static constexpr absl::string_view kTransient[] = {
+      "READONLY", "OOM",         "LOADING",    "BUSY",   "MASTERDOWN",
+      "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "MISCONF"};
+  for (absl::string_view t : kTransient) {
+    if (code == t) return absl::UnavailableError(absl::StrCat("server error: ", text));
+  }
+  if (absl::StartsWith(text, "ERR max number of clients")) {
+    return absl::UnavailableError(absl::StrCat("server error: ", text));
+  }
+  // Permanent: foreign data under a lock or fence key.
+  if (code == "WRONGTYPE" || absl::StrContains(text, "value is not an integer")) {
+    return absl::InternalError(absl::StrCat("foreign data under a lock key: ", text));
+  }
+  if (absl::StrContains(text, "increment or decrement would overflow")) {
+    return absl::InternalError(absl::StrCat(
+        "the resource's fencing counter is at its maximum (2^63 - 1): ", text));
+  }
+  // Everything else (unknown command, a script error, a code we do not
+  // know) is permanent: retrying the same script cannot fix it.
+  return absl::InternalError(absl::StrCat("server error: ", text));
+}
+
+absl::Status UnexpectedReplyStatus(absl::string_view what, const Reply& reply) {
+  if (reply.is_error()) return ErrorReplyStatus(reply);
+  return absl::InternalError(
+      absl::StrCat("unexpected reply to ", what, ": ", reply.DebugString()));
+}
+
+std::string UnpublishedReleaseWarning(absl::string_view publish_error) {
+  return absl::StrCat(
+      "released, but the release notification was refused (", publish_error,
+      "): waiters on other connections will not be woken and retry only on their "
+      "backoff timers; give the Redis user channel permission (ACL &<pattern>)");
+}
+
+}  // namespace dlock

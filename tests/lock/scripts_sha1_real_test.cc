@@ -1,0 +1,27 @@
+// The scripts' constant SHA-1s (lock/scripts.cc) are the ids a real
+// redis-server gives them: SCRIPT LOAD answers each constant.
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "dlock/lock/scripts.h"
+#include "dlock/testing/redis_server.h"
+
+namespace dlock {
+namespace {
+
+TEST(ScriptsSha1RealTest, ScriptLoadAnswersEachConstant) {
+  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+      testing::RedisServer::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (const NamedScript& s : AllScripts()) {
+    absl::StatusOr<Reply> reply =
+        (*server)->Command({"SCRIPT", "LOAD", s.script->source()});
+    ASSERT_TRUE(reply.ok()) << s.name << ": " << reply.status();
+    ASSERT_TRUE(reply->is_string()) << s.name << ": " << reply->DebugString();
+    EXPECT_EQ(reply->str, s.script->sha1()) << s.name;
+  }
+}
+
+}  // namespace
+}  // namespace dlock
