@@ -31,6 +31,8 @@ dlock_library(uv INSTALL
        transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_transport_internal.h
        transport/uv/hiredis_uv_glue.h
        transport/uv/redis_url.cc transport/uv/tls_transport.cc
+       transport/uv/tls_connection.cc transport/uv/tls_session.cc
+       transport/uv/tls_transport_internal.h
        transport/uv/uv_transport.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h

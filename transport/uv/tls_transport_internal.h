@@ -1,0 +1,116 @@
+// Internal state of `TlsTransport`, shared by its three source files:
+// tls_transport.cc (creation, the command path, deadlines, Close, pub/sub),
+// tls_connection.cc (the connection state machine: resolve, connect,
+// AUTH/SELECT/PING set-up, ready, failure, backoff, reconnect) and
+// tls_session.cc (OpenSSL: TLS set-up on a connected socket, handshake,
+// certificate verification and error naming, encrypted bytes in and out).
+// Private to //transport/uv:tls_transport.
+#ifndef DLOCK_TRANSPORT_UV_TLS_TRANSPORT_INTERNAL_H_
+#define DLOCK_TRANSPORT_UV_TLS_TRANSPORT_INTERNAL_H_
+
+#include <hiredis/hiredis.h>
+#include <openssl/ssl.h>
+#include <uv.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "dlock/transport/transport.h"
+#include "dlock/transport/uv/tls_transport.h"
+
+namespace dlock {
+namespace tls_internal {
+
+constexpr size_t kReadChunk = 64 * 1024;
+
+// The RESP encoding of `argv` (hiredis's formatter). In tls_transport.cc.
+std::string FormatCommand(const std::vector<std::string>& argv);
+
+// The oldest error on OpenSSL's queue (and clears the queue). In
+// tls_session.cc.
+std::string OpenSslError();
+
+}  // namespace tls_internal
+
+// One command, from Send to its callback.
+struct TlsTransport::Request {
+  ReplyCallback callback;  // empty once delivered (deadline)
+  TimerId timer = 0;
+  std::string wire;        // the formatted command, until written
+};
+
+// One TCP + TLS stream. Freed by its uv close callback; `conn` is null once
+// the transport let go of it.
+struct TlsTransport::Link {
+  uv_tcp_t tcp;
+  uv_connect_t connect_req;
+  Conn* conn = nullptr;
+  SSL* ssl = nullptr;
+  BIO* in = nullptr;   // ciphertext from the socket, read by OpenSSL
+  BIO* out = nullptr;  // ciphertext from OpenSSL, written to the socket
+  redisReader* reader = nullptr;
+  char buf[tls_internal::kReadChunk];
+  ~Link() {
+    if (ssl != nullptr) SSL_free(ssl);  // frees the BIOs
+    if (reader != nullptr) redisReaderFree(reader);
+  }
+};
+
+struct TlsTransport::Conn {
+  enum class State { kIdle, kConnecting, kReady, kBackoff };
+  enum class Phase { kResolve, kTcp, kHandshake, kSetup };
+  Conn(TlsTransport* owner, bool pubsub) : owner(owner), pubsub(pubsub) {}
+  TlsTransport* const owner;
+  const bool pubsub;
+  State state = State::kIdle;
+  Phase phase = Phase::kResolve;
+  Link* link = nullptr;
+  std::shared_ptr<bool> resolve_alive;  // set false to orphan a lookup
+  TimerId attempt_timer = 0;
+  TimerId retry_timer = 0;
+  TimerId flush_timer = 0;
+  int failures = 0;
+  absl::Status last_error;
+  absl::Time ready_at;
+  bool saw_first_byte = false;
+  int setup_replies = 0;  // AUTH/SELECT/PING replies still expected
+  std::string out_plain;  // commands waiting for the next flush
+  std::deque<std::unique_ptr<Request>> inflight;  // command conn: in order
+  std::deque<std::string> pending_subscribes;     // pub/sub: SUBSCRIBE sent
+};
+
+struct TlsTransport::Channel {
+  std::vector<uint64_t> subscribers;
+  bool confirmed = false;
+};
+
+struct TlsTransport::Subscriber {
+  std::string channel;
+  MessageCallback on_message;
+  absl::AnyInvocable<void(absl::Status) &&> on_ready;  // empty once fired
+  SubscriptionImpl* handle = nullptr;
+};
+
+class TlsTransport::SubscriptionImpl : public Subscription {
+ public:
+  SubscriptionImpl(TlsTransport* t, uint64_t id) : transport_(t), id_(id) {}
+  ~SubscriptionImpl() override {
+    if (transport_ != nullptr) transport_->Unsubscribe(id_);
+  }
+  void Detach() { transport_ = nullptr; }
+
+ private:
+  TlsTransport* transport_;
+  const uint64_t id_;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_TRANSPORT_UV_TLS_TRANSPORT_INTERNAL_H_
