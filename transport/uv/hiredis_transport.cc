@@ -57,9 +57,7 @@ constexpr int64_t kFarAwayNs = int64_t{1} << 62;
 // ---------------------------------------------------------------------------
 // Creation.
 
-absl::StatusOr<std::unique_ptr<HiredisTransport>> HiredisTransport::Create(
-    uv_loop_s* loop, HiredisTransportOptions options) {
-  if (loop == nullptr) return absl::InvalidArgumentError("null uv loop");
+absl::Status ValidateConnectionOptions(const HiredisTransportOptions& options) {
   if (options.unix_socket.empty()) {
     if (options.host.empty()) return absl::InvalidArgumentError("empty host");
     if (options.port < 1 || options.port > 65535) {
@@ -81,6 +79,13 @@ absl::StatusOr<std::unique_ptr<HiredisTransport>> HiredisTransport::Create(
   if (!(options.reconnect_jitter >= 0 && options.reconnect_jitter <= 1)) {
     return absl::InvalidArgumentError("reconnect_jitter must be in [0, 1]");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<HiredisTransport>> HiredisTransport::Create(
+    uv_loop_s* loop, HiredisTransportOptions options) {
+  if (loop == nullptr) return absl::InvalidArgumentError("null uv loop");
+  if (absl::Status s = ValidateConnectionOptions(options); !s.ok()) return s;
   IgnoreSigpipeIfDefault();
   auto t = std::unique_ptr<HiredisTransport>(
       new HiredisTransport(loop, std::move(options)));

@@ -132,6 +132,11 @@ struct HiredisTransportOptions {
   double reconnect_jitter = 0.5;
 };
 
+// Checks the connection options shared by HiredisTransport and TlsTransport
+// (address, credentials, db, timeouts, backoff): kInvalidArgument naming the
+// first bad field. Both transports' Create call it.
+absl::Status ValidateConnectionOptions(const HiredisTransportOptions& options);
+
 class HiredisTransport : public Transport {
  public:
   // Validates `options` (kInvalidArgument: empty host, port outside

@@ -77,25 +77,7 @@ absl::StatusOr<std::unique_ptr<TlsTransport>> TlsTransport::Create(
   if (!c.unix_socket.empty()) {
     return absl::InvalidArgumentError("TLS needs host:port, not a unix socket");
   }
-  if (c.host.empty()) return absl::InvalidArgumentError("empty host");
-  if (c.port < 1 || c.port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("bad port ", c.port));
-  }
-  if (!c.username.empty() && c.password.empty()) {
-    return absl::InvalidArgumentError("username without password");
-  }
-  if (c.db < 0) return absl::InvalidArgumentError("negative db");
-  if (c.connect_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("connect_timeout must be positive");
-  }
-  if (c.reconnect_backoff_min <= absl::ZeroDuration() ||
-      c.reconnect_backoff_max < c.reconnect_backoff_min) {
-    return absl::InvalidArgumentError(
-        "need 0 < reconnect_backoff_min <= reconnect_backoff_max");
-  }
-  if (!(c.reconnect_jitter >= 0 && c.reconnect_jitter <= 1)) {
-    return absl::InvalidArgumentError("reconnect_jitter must be in [0, 1]");
-  }
+  if (absl::Status s = ValidateConnectionOptions(c); !s.ok()) return s;
   const TlsOptions& tls = options.tls;
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return absl::InvalidArgumentError(
