@@ -1,5 +1,5 @@
 // Internal to //transport/fake: the embedded Lua 5.1 engine of FakeRedis.
-// Not a public API; include only from fake_redis.cc and its tests.
+// Not a public API; include only from fake_redis*.cc and its tests.
 //
 // One `FakeRedisLua` is one Redis scripting environment: a lua_State with
 // Redis's libraries, `redis.*` API and global protection, plus the script
@@ -31,6 +31,18 @@ namespace dlock {
 // Redis's addReplyErrorFormat: trims CR/LF at both ends, turns inner ones
 // into spaces, and prefixes "ERR " unless the text starts with '-'.
 Reply FormatErrorReply(std::string text);
+
+// Error tables, shared by fake_redis_lua.cc (the redis.* API) and
+// fake_redis_lua_reply.cc (reply conversion). Neither raises.
+namespace fake_redis_lua_internal {
+
+// Redis's luaPushErrorBuff: "-CODE msg" or "msg" (code ERR) becomes the
+// table {err = "CODE msg"}, msg trimmed of CR/LF. C-string semantics.
+void PushErrorBuff(lua_State* L, const char* buf);
+// Sets ignore_error_stats_update = true in the table on top of the stack.
+void MarkIgnoreStats(lua_State* L);
+
+}  // namespace fake_redis_lua_internal
 
 class FakeRedisLua {
  public:
