@@ -274,11 +274,15 @@ absl::Status Run(ExampleEnv& env, const std::shared_ptr<prometheus::Registry>& r
   if (serve_for > absl::ZeroDuration()) {
     Say(absl::StrCat("serving http://127.0.0.1:", port, "/metrics for ",
                      absl::FormatDuration(serve_for), " (SIGTERM ends it)"));
-    // A periodic wake-up so a signal is noticed within 100 ms.
+    // A periodic wake-up so a signal is noticed within 100 ms. Cancelled
+    // before `tick` goes out of scope: the loop runs on (the release below)
+    // and a pending wake-up must not call a destroyed function.
+    TimerId pending = 0;
     std::function<void()> tick;
-    tick = [&] { env.loop()->RunAfter(absl::Milliseconds(100), [&] { tick(); }); };
+    tick = [&] { pending = env.loop()->RunAfter(absl::Milliseconds(100), [&] { tick(); }); };
     tick();
     env.RunUntil([&] { return g_stop != 0 || lost.has_value(); }, serve_for);
+    env.loop()->Cancel(pending);
   }
   if (lost.has_value()) return absl::InternalError("leader lease lost: " + lost->ToString());
   std::optional<absl::Status> released;
