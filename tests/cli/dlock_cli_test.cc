@@ -911,11 +911,14 @@ TEST_F(DlockCliTest, TrustShowsAYoungServerAndForceTrustsIt) {
 }
 
 // RedLock over the same instance twice (here under two host names) is a
-// configuration error: exit 64 naming it, not "busy".
+// configuration error: exit 64 naming it, not "busy". (Two listings only:
+// with a third, independent server the first lease may be granted by two
+// distinct instances before the duplicate's INFO is in -- a sound lease;
+// the error then comes with the next operation. A quorum is never made of
+// two listings of one instance: each vote's INFO is answered before it.)
 TEST_F(DlockCliRedLockTest, RunOverTheSameInstanceTwiceIsAUsageError) {
   Dlock d({"run", "--redis", url_, "--redis",
-           absl::StrCat("redis://localhost:", server_->port()), "--redis",
-           absl::StrCat("redis://127.0.0.1:", more_[0]->port()), "r", "--", "true"});
+           absl::StrCat("redis://localhost:", server_->port()), "r", "--", "true"});
   EXPECT_EQ(d.Wait(), kExitUsage) << d.err();
   EXPECT_THAT(d.err(), HasSubstr("same Redis instance"));
 }
