@@ -57,6 +57,23 @@ constexpr int64_t kFarAwayNs = int64_t{1} << 62;
 // ---------------------------------------------------------------------------
 // Creation.
 
+absl::Status ValidateSendArguments(const std::vector<std::string>& argv,
+                                   absl::Duration timeout, bool has_callback) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty command");
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout must be positive");
+  }
+  if (!has_callback) return absl::InvalidArgumentError("null callback");
+  if (argv.size() > static_cast<size_t>(INT32_MAX)) {
+    return absl::InvalidArgumentError("too many arguments");
+  }
+  if (IsForbiddenCommand(argv[0])) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(argv[0], " changes the connection's protocol; use Subscribe"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateConnectionOptions(const HiredisTransportOptions& options) {
   if (options.unix_socket.empty()) {
     if (options.host.empty()) return absl::InvalidArgumentError("empty host");
@@ -132,17 +149,8 @@ size_t HiredisTransport::pending_commands() const { return pending_; }
 absl::Status HiredisTransport::Send(std::vector<std::string> argv,
                                     absl::Duration timeout, ReplyCallback callback) {
   if (closed_) return absl::CancelledError("transport closed");
-  if (argv.empty()) return absl::InvalidArgumentError("empty command");
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("timeout must be positive");
-  }
-  if (!callback) return absl::InvalidArgumentError("null callback");
-  if (argv.size() > static_cast<size_t>(INT32_MAX)) {
-    return absl::InvalidArgumentError("too many arguments");
-  }
-  if (IsForbiddenCommand(argv[0])) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(argv[0], " changes the connection's protocol; use Subscribe"));
+  if (absl::Status s = ValidateSendArguments(argv, timeout, callback != nullptr); !s.ok()) {
+    return s;
   }
   auto r = std::make_unique<Request>();
   r->callback = std::move(callback);

@@ -137,6 +137,13 @@ struct HiredisTransportOptions {
 // first bad field. Both transports' Create call it.
 absl::Status ValidateConnectionOptions(const HiredisTransportOptions& options);
 
+// Checks one Send's arguments the same way for HiredisTransport and
+// TlsTransport: a non-empty command that does not change the connection's
+// protocol (SUBSCRIBE & co., MONITOR: use Subscribe), a positive timeout, a
+// callback. kInvalidArgument naming what is wrong.
+absl::Status ValidateSendArguments(const std::vector<std::string>& argv,
+                                   absl::Duration timeout, bool has_callback);
+
 class HiredisTransport : public Transport {
  public:
   // Validates `options` (kInvalidArgument: empty host, port outside

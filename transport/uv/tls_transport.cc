@@ -36,14 +36,6 @@ void IgnoreSigpipeIfDefault() {
   }
 }
 
-bool IsForbiddenCommand(const std::string& name) {
-  for (const char* f : {"subscribe", "psubscribe", "unsubscribe", "punsubscribe",
-                        "monitor", "ssubscribe", "sunsubscribe"}) {
-    if (absl::EqualsIgnoreCase(name, f)) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 namespace tls_internal {
@@ -155,17 +147,8 @@ std::string TlsTransport::Endpoint() const {
 absl::Status TlsTransport::Send(std::vector<std::string> argv, absl::Duration timeout,
                                 ReplyCallback callback) {
   if (closed_) return absl::CancelledError("transport closed");
-  if (argv.empty()) return absl::InvalidArgumentError("empty command");
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("timeout must be positive");
-  }
-  if (!callback) return absl::InvalidArgumentError("null callback");
-  if (argv.size() > static_cast<size_t>(INT32_MAX)) {
-    return absl::InvalidArgumentError("too many arguments");
-  }
-  if (IsForbiddenCommand(argv[0])) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(argv[0], " changes the connection's protocol; use Subscribe"));
+  if (absl::Status s = ValidateSendArguments(argv, timeout, callback != nullptr); !s.ok()) {
+    return s;
   }
   auto r = std::make_unique<Request>();
   r->callback = std::move(callback);
