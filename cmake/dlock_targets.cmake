@@ -63,11 +63,13 @@ dlock_library(lock INSTALL
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
   SRCS lock/observer.cc lock/scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
-       lock/simple_lock.cc lock/retry_lock.cc lock/reentrant_lock.cc
+       lock/simple_lock.cc lock/retry_lock.cc lock/retry_lock_wake.cc
+       lock/retry_backoff.cc lock/reentrant_lock.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lease_rules.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
        lock/lock_commands.h
-       lock/simple_lock.h lock/retry_lock.h lock/reentrant_lock.h
+       lock/simple_lock.h lock/retry_lock.h lock/retry_backoff.h
+       lock/retry_lock_internal.h lock/reentrant_lock.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 

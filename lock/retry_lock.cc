@@ -1,69 +1,15 @@
+// RetryLock's wait: Acquire, attempts, backoff, the deadline, finishing and
+// cancelling (see retry_lock.h). Wake-ups: retry_lock_wake.cc.
 #include "dlock/lock/retry_lock.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/lock/retry_lock_internal.h"
 
 namespace dlock {
-
-struct RetryLock::Group {
-  std::string resource;
-  std::unique_ptr<Subscription> subscription;
-  // Subscribe was called and on_ready has not run yet.
-  bool subscribing = false;
-  // The server confirmed the subscription: releases from now on reach us.
-  bool ready = false;
-  // Waiters of this resource, oldest first.
-  std::list<Waiter*> fifo;
-  // Tokens of releases made through this RetryLock that already woke a
-  // local waiter (the hand-off in Release): their notifications must not
-  // wake another.
-  absl::flat_hash_set<std::string> handed_off;
-};
-
-namespace {
-// Bounds Group::handed_off (a notification that never comes -- lost on a
-// reconnect -- must not make it grow); past it, hand-offs are not recorded
-// and their notifications wake one more waiter, as without hand-off.
-constexpr size_t kMaxHandedOff = 64;
-}  // namespace
-
-struct RetryLock::Waiter : public Cancellable {
-  enum class State { kPending, kDone, kCancelled };
-
-  bool Cancel() override { return lock != nullptr && lock->CancelWaiter(this); }
-
-  RetryLock* lock = nullptr;  // null once detached
-  std::string resource;
-  AcquireOptions options;  // wait = 0: what each attempt asks the inner lock
-  absl::Time start;
-  absl::Time deadline;
-  bool single = false;  // wait == 0: one attempt, the inner result as is
-  LeaseCallback callback;
-  State state = State::kPending;
-  int attempts = 0;
-  absl::Duration waited;
-  absl::Time sleep_start;
-  TimerId timer = 0;
-  // Fires at `deadline` (waits only): the wait's hard bound.
-  TimerId deadline_timer = 0;
-  // The error of the last attempt that failed (for the final message).
-  absl::Status last_error;
-  AcquireHandle inner;
-  bool in_flight = false;
-  // The attempt in flight was sent while the subscription was ready.
-  bool sent_ready = false;
-  // A release notification arrived while the attempt was in flight.
-  bool notified = false;
-  // Met contention before the subscription was ready: attempt once it is.
-  bool pending_ready = false;
-  std::shared_ptr<Group> group;
-  std::list<Waiter*>::iterator pos;
-};
 
 RetryLock::RetryLock(EventLoop* loop, Lock* inner, RetryLockOptions options)
     : loop_(loop),
@@ -72,7 +18,9 @@ RetryLock::RetryLock(EventLoop* loop, Lock* inner, RetryLockOptions options)
       subscriber_(notifier_ != nullptr ? notifier_->ReleaseSubscriber() : nullptr),
       options_(std::move(options)),
       observer_(ObserverOrNoop(options_.observer)),
-      keys_{options_.key_prefix} {}
+      keys_{options_.key_prefix},
+      backoff_(options_.initial_backoff, options_.max_backoff,
+               options_.backoff_multiplier, options_.jitter) {}
 
 RetryLock::RetryLock(EventLoop* loop, Lock* inner, Transport* subscriber,
                      RetryLockOptions options)
@@ -82,7 +30,9 @@ RetryLock::RetryLock(EventLoop* loop, Lock* inner, Transport* subscriber,
       subscriber_(subscriber),
       options_(std::move(options)),
       observer_(ObserverOrNoop(options_.observer)),
-      keys_{options_.key_prefix} {}
+      keys_{options_.key_prefix},
+      backoff_(options_.initial_backoff, options_.max_backoff,
+               options_.backoff_multiplier, options_.jitter) {}
 
 RetryLock::~RetryLock() {
   std::vector<Waiter*> all;
@@ -90,19 +40,6 @@ RetryLock::~RetryLock() {
   for (auto& [w, unused] : waiters_) all.push_back(w);
   for (Waiter* w : all) CancelWaiter(w);
   groups_.clear();
-}
-
-size_t RetryLock::subscriptions() const {
-  size_t n = 0;
-  for (const auto& [unused, g] : groups_) n += g->subscription != nullptr;
-  return n;
-}
-
-absl::Duration RetryLock::Jitter(absl::Duration cap) {
-  if (options_.jitter) return options_.jitter(cap);
-  if (cap <= absl::ZeroDuration()) return absl::ZeroDuration();
-  return absl::Nanoseconds(
-      absl::Uniform<int64_t>(absl::IntervalClosed, gen_, 0, absl::ToInt64Nanoseconds(cap)));
 }
 
 absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
@@ -264,11 +201,7 @@ void RetryLock::OnAttemptResult(const std::shared_ptr<Waiter>& w,
 
 void RetryLock::ScheduleBackoff(const std::shared_ptr<Waiter>& w,
                                 const absl::Status& last_error) {
-  const int failures = std::max(w->attempts, 1);
-  double factor = std::pow(std::max(options_.backoff_multiplier, 1.0), failures - 1);
-  absl::Duration cap = options_.max_backoff;
-  if (factor < 1e9) cap = std::min(cap, options_.initial_backoff * factor);
-  absl::Duration delay = std::max(Jitter(cap), absl::ZeroDuration());
+  absl::Duration delay = backoff_.Delay(w->attempts);
   const absl::Duration left = w->deadline - loop_->Now();
   delay = std::min(delay, left);
   // A wait ends at its deadline (the deadline timer) without one more
@@ -333,78 +266,6 @@ void RetryLock::FinishAtDeadline(const std::shared_ptr<Waiter>& w, bool in_fligh
   Finish(w, absl::DeadlineExceededError(message));
 }
 
-std::string RetryLock::ChannelOf(absl::string_view resource) const {
-  return notifier_ != nullptr ? notifier_->ReleaseChannel(resource)
-                              : keys_.ChannelKey(resource);
-}
-
-void RetryLock::EnsureSubscribed(const std::shared_ptr<Group>& g) {
-  if (g->subscription != nullptr || g->subscribing) return;
-  g->subscribing = true;
-  Group* raw = g.get();
-  std::weak_ptr<Group> weak = g;
-  absl::StatusOr<std::unique_ptr<Subscription>> sub = subscriber_->Subscribe(
-      ChannelOf(g->resource),
-      // The subscription is owned by the group and destroyed with it, after
-      // which this never runs again: the raw pointers are safe.
-      [this, raw](absl::string_view, absl::string_view message) {
-        OnReleased(raw, message);
-      },
-      [this, weak](absl::Status status) {
-        std::shared_ptr<Group> g = weak.lock();
-        if (g == nullptr) return;  // group gone (and `this` may be too)
-        OnSubscribed(g, std::move(status));
-      });
-  if (!sub.ok()) {
-    g->subscribing = false;  // timers only; retried on the next contention
-    return;
-  }
-  g->subscription = std::move(*sub);
-}
-
-void RetryLock::OnSubscribed(const std::shared_ptr<Group>& g, absl::Status status) {
-  g->subscribing = false;
-  if (!status.ok()) {
-    // Keep the dead subscription object until the group goes away (not
-    // destroyed inside its own callback); waiters rely on their timers.
-    return;
-  }
-  g->ready = true;
-  std::vector<std::shared_ptr<Waiter>> due;
-  for (Waiter* w : g->fifo) {
-    if (w->pending_ready && !w->in_flight) due.push_back(waiters_[w]);
-  }
-  for (const std::shared_ptr<Waiter>& w : due) {
-    if (w->state == Waiter::State::kPending && !w->in_flight) StartAttempt(w);
-  }
-}
-
-void RetryLock::OnReleased(Group* g, absl::string_view message) {
-  // Our own release, already handed to a local waiter.
-  if (g->handed_off.erase(message) > 0) return;
-  Wake(g, /*hand_off=*/false);
-}
-
-bool RetryLock::Wake(Group* g, bool hand_off) {
-  // Wake the oldest waiter that is not already covered.
-  for (Waiter* w : g->fifo) {
-    if (w->in_flight) {
-      if (w->notified) continue;  // already has a wake-up pending
-      w->notified = true;
-      return true;
-    }
-    std::shared_ptr<Waiter> sw = waiters_[w];
-    StartAttempt(sw);
-    // A hand-off attempt that still meets the lock (the release was not
-    // applied first: its script went through a NOSCRIPT fallback, or it
-    // only decremented a reentrant count) tries once more at once rather
-    // than sleeping through the notification that Release suppressed.
-    if (hand_off && sw->in_flight) sw->notified = true;
-    return true;
-  }
-  return false;
-}
-
 void RetryLock::Detach(Waiter* w) {
   if (w->timer != 0) {
     loop_->Cancel(w->timer);
@@ -460,31 +321,6 @@ bool RetryLock::CancelWaiter(Waiter* w) {
   (void)dropped;
   Detach(w);
   return true;
-}
-
-absl::Status RetryLock::Release(const Lease& lease, StatusCallback callback) {
-  auto it = groups_.find(lease.resource);
-  if (it == groups_.end()) return inner_->Release(lease, std::move(callback));
-  // Local hand-off. The oldest local waiter attempts now, so its acquire
-  // goes out in the same write as the release, right behind it on the same
-  // connection, instead of a round trip later when the notification comes.
-  std::weak_ptr<Group> weak = it->second;
-  std::string token = lease.token;
-  absl::Status s = inner_->Release(
-      lease, [weak, token, callback = std::move(callback)](absl::Status status) mutable {
-        // Not released (or not known to be): no notification will match.
-        if (!status.ok()) {
-          if (std::shared_ptr<Group> g = weak.lock()) g->handed_off.erase(token);
-        }
-        if (callback) std::move(callback)(std::move(status));
-      });
-  if (!s.ok()) return s;
-  std::shared_ptr<Group> g = weak.lock();
-  if (g != nullptr && Wake(g.get(), /*hand_off=*/true) && g->ready &&
-      g->handed_off.size() < kMaxHandedOff) {
-    g->handed_off.insert(std::move(token));
-  }
-  return s;
 }
 
 absl::Status RetryLock::Extend(const Lease& lease, absl::Duration ttl,

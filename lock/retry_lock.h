@@ -78,7 +78,6 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -87,6 +86,7 @@
 #include "dlock/lock/keys.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/observer.h"
+#include "dlock/lock/retry_backoff.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/transport.h"
 
@@ -168,7 +168,6 @@ class RetryLock : public Lock {
   void Detach(Waiter* w);
   void Finish(const std::shared_ptr<Waiter>& w, absl::StatusOr<Lease> result);
   bool CancelWaiter(Waiter* w);
-  absl::Duration Jitter(absl::Duration cap);
   std::string ChannelOf(absl::string_view resource) const;
 
   EventLoop* loop_;
@@ -180,7 +179,7 @@ class RetryLock : public Lock {
   RetryLockOptions options_;
   LockObserver* observer_;
   KeyScheme keys_;
-  absl::BitGen gen_;
+  RetryBackoff backoff_;
   int64_t attempts_ = 0;
   absl::flat_hash_map<Waiter*, std::shared_ptr<Waiter>> waiters_;
   absl::flat_hash_map<std::string, std::shared_ptr<Group>> groups_;
