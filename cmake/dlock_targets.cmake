@@ -61,15 +61,19 @@ dlock_library(lock INSTALL
   BAZEL //lock:lock //lock:observer //lock:scripts //lock:lease_rules
         //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
-  SRCS lock/observer.cc lock/scripts.cc lock/lease_rules.cc lock/keys.cc
+        //lock:fair_lock
+  SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/retry_lock_wake.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
+       lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lease_rules.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
        lock/lock_commands.h
        lock/simple_lock.h lock/retry_lock.h lock/retry_backoff.h
        lock/retry_lock_internal.h lock/reentrant_lock.h
+       lock/fair_scripts.h lock/script_parts.h lock/fair_commands.h lock/fair_lock.h
+       lock/fair_lock_internal.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -185,6 +189,8 @@ dlock_test(simple_lock_test BAZEL //lock:simple_lock_test
   SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(fair_lock_test BAZEL //lock:fair_lock_test
+  SRCS lock/fair_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(scripts_sha1_test BAZEL //lock:scripts_sha1_test
   SRCS lock/scripts_sha1_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(reentrant_lock_test BAZEL //lock:reentrant_lock_test

@@ -1,0 +1,130 @@
+#include "dlock/lock/fair_commands.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/lock/fair_scripts.h"
+#include "dlock/lock/lease_rules.h"
+#include "dlock/lock/reply_status.h"
+#include "dlock/transport/reply.h"
+
+namespace dlock {
+
+FairCommands::FairCommands(Transport* transport, KeyScheme keys)
+    : transport_(transport), keys_(std::move(keys)) {}
+
+std::string FairCommands::QueueKey(absl::string_view resource) const {
+  return absl::StrCat(keys_.LockKey(resource), ":queue");
+}
+
+std::string FairCommands::WaiterChannel(absl::string_view instance) const {
+  return absl::StrCat(keys_.prefix, "waiter:", instance);
+}
+
+namespace {
+
+absl::Status ValidateCommon(absl::string_view resource, absl::string_view token,
+                            absl::Duration timeout) {
+  absl::Status s = ValidateResource(resource);
+  if (!s.ok()) return s;
+  if (token.empty()) return absl::InvalidArgumentError("token must not be empty");
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout must be positive");
+  }
+  return absl::OkStatus();
+}
+
+// {'queued', position, waiters} -> FairAcquireReply; nullopt otherwise.
+std::optional<FairAcquireReply> QueuedReply(const Reply& reply) {
+  if (!reply.is_array() || reply.elements.size() != 3) return std::nullopt;
+  const Reply& tag = reply.elements[0];
+  if (!tag.is_string() || tag.str != "queued") return std::nullopt;
+  if (!reply.elements[1].is_integer() || !reply.elements[2].is_integer()) {
+    return std::nullopt;
+  }
+  FairAcquireReply r;
+  r.position = reply.elements[1].integer;
+  r.waiters = reply.elements[2].integer;
+  return r;
+}
+
+}  // namespace
+
+absl::Status FairCommands::Acquire(
+    absl::string_view resource, absl::string_view token, absl::string_view waiter,
+    absl::Duration ttl, absl::Duration restart_window, absl::Duration queue_ttl,
+    absl::Duration timeout,
+    absl::AnyInvocable<void(absl::StatusOr<FairAcquireReply>) &&> cb) {
+  absl::Status s = ValidateCommon(resource, token, timeout);
+  if (!s.ok()) return s;
+  s = ValidateTtl(ttl);
+  if (!s.ok()) return s;
+  if (restart_window < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("restart window must be >= 0");
+  }
+  if (queue_ttl < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("queue ttl must be >= 1 ms");
+  }
+  return FairAcquireScript().Run(
+      *transport_,
+      {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey(),
+       QueueKey(resource)},
+      {std::string(token), absl::StrCat(TtlMillis(ttl)),
+       absl::StrCat(absl::ToInt64Milliseconds(restart_window)), std::string(waiter),
+       absl::StrCat(absl::ToInt64Milliseconds(queue_ttl)), WaiterChannel("")},
+      timeout,
+      [cb = std::move(cb), keys = keys_,
+       resource = std::string(resource)](absl::StatusOr<Reply> reply) mutable {
+        if (!reply.ok()) {
+          std::move(cb)(reply.status());
+          return;
+        }
+        if (std::optional<FairAcquireReply> q = QueuedReply(*reply)) {
+          std::move(cb)(*q);
+          return;
+        }
+        if (std::optional<absl::Status> refusal =
+                AcquireRefusalStatus(keys, resource, *reply)) {
+          std::move(cb)(*std::move(refusal));
+          return;
+        }
+        if (reply->is_integer() && reply->integer >= 1) {
+          FairAcquireReply r;
+          r.fence = reply->integer;
+          std::move(cb)(r);
+          return;
+        }
+        std::move(cb)(UnexpectedReplyStatus("fair acquire", *reply));
+      });
+}
+
+absl::Status FairCommands::Release(
+    absl::string_view resource, absl::string_view token, absl::string_view waiter,
+    absl::Duration timeout,
+    absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb) {
+  absl::Status s = ValidateCommon(resource, token, timeout);
+  if (!s.ok()) return s;
+  return FairReleaseScript().Run(
+      *transport_, {keys_.LockKey(resource), QueueKey(resource)},
+      {std::string(token), std::string(waiter), WaiterChannel("")}, timeout,
+      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+        if (!reply.ok()) {
+          std::move(cb)(reply.status());
+        } else if (reply->is_string()) {
+          ReleaseNotice notice;  // deleted; the PUBLISH was refused
+          notice.published = false;
+          notice.publish_error = reply->str;
+          std::move(cb)(std::move(notice));
+        } else if (reply->is_integer() && reply->integer == 1) {
+          std::move(cb)(ReleaseNotice());
+        } else if (reply->is_integer() && reply->integer == 0) {
+          std::move(cb)(absl::FailedPreconditionError(
+              "release: the lease no longer owns the key"));
+        } else {
+          std::move(cb)(UnexpectedReplyStatus("fair release", *reply));
+        }
+      });
+}
+
+}  // namespace dlock
