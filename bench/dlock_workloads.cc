@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "dlock/lock/blocking_lock.h"
+#include "dlock/lock/fair_lock.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
@@ -38,6 +39,7 @@ struct DlockStack {
   std::unique_ptr<SimpleLock> simple;
   std::unique_ptr<RedLock> redlock;
   std::unique_ptr<RetryLock> retry;
+  std::unique_ptr<FairLock> fair;  // contend --policy fair (instead of retry)
   Lock* base = nullptr;  // simple or redlock
 
   bool delayed_restart = true;
@@ -93,6 +95,7 @@ struct DlockStack {
 
   void Destroy() {
     retry.reset();
+    fair.reset();
     simple.reset();
     redlock.reset();
     for (auto& t : transports) t->Close();
@@ -449,6 +452,9 @@ struct Shared {
 // processes would be (all on one loop thread; they share nothing else).
 absl::StatusOr<BenchResult> AsyncContend(const DlockOptions& o) {
   if (o.raw.ports.size() != 1) return absl::InvalidArgumentError("contend: one server");
+  if (o.policy != "retry" && o.policy != "fair") {
+    return absl::InvalidArgumentError("contend: --policy retry|fair");
+  }
   LocalLoop l;
   const bool separate = o.clients > 0;
   const int workers = separate ? o.clients : o.raw.workers;
@@ -473,10 +479,16 @@ absl::StatusOr<BenchResult> AsyncContend(const DlockOptions& o) {
   sh.acquire.wait = absl::Seconds(60);
   sh.total = o.raw.total;
   std::vector<AsyncContender> ws(workers);
+  const bool fair = o.policy == "fair";
   for (int i = 0; i < workers; ++i) {
     DlockStack& s = *stacks[separate ? i : 0];
+    if (fair && s.fair == nullptr) {
+      FairLockOptions fo;
+      fo.key_prefix = absl::StrCat(o.raw.prefix, "dlock:");
+      s.fair = std::make_unique<FairLock>(l.loop.get(), s.transports[0].get(), fo);
+    }
     ws[i].sh = &sh;
-    ws[i].lock = s.retry.get();
+    ws[i].lock = fair ? static_cast<Lock*>(s.fair.get()) : s.retry.get();
     ws[i].transport = s.transports[0].get();
   }
   Usage before = Usage::Now();
@@ -486,14 +498,17 @@ absl::StatusOr<BenchResult> AsyncContend(const DlockOptions& o) {
   l.RunUntil([&] { return sh.active == 0; });
   int64_t t1 = NowNanos();
   Usage after = Usage::Now();
+  // Acquire scripts sent (RetryLock: inner attempts; FairLock: joins,
+  // wake-ups and refreshes).
   int64_t attempts = 0;
-  for (auto& s : stacks) attempts += s->retry->attempts();
+  for (auto& s : stacks) attempts += fair ? s->fair->attempts() : s->retry->attempts();
   destroy();
   if (!sh.error.ok()) return sh.error;
   std::vector<int64_t> per;
   for (auto& w : ws) per.push_back(w.done);
   BenchResult r = Header("async", "contend", 1);
   if (separate) r.Set("clients", static_cast<int64_t>(workers));
+  r.SetString("policy", o.policy);
   if (absl::Status fs = FinishContend(o, keys, per, attempts, t1 - t0, before, after, &r);
       !fs.ok()) {
     return fs;

@@ -8,7 +8,8 @@
 //   seq        | SimpleLock (async) or the        | RedLock
 //              | blocking facade (api blocking)   |
 //   pipelined  | D SimpleLock chains on one loop  | D RedLock chains
-//   contend    | RetryLock: W tasks on one loop   | -
+//   contend    | RetryLock (or FairLock, policy   | -
+//              | fair): W tasks on one loop       |
 //              | (async) or W threads (blocking)  |
 //   watchdog   | L SimpleLock leases renewed by   | -
 //              | one Watchdog                     |
@@ -36,6 +37,9 @@ struct DlockOptions {
   // connection and RetryLock (separate clients); 0: `raw.workers` tasks
   // sharing one RetryLock.
   int clients = 0;
+  // contend, async: "retry" (RetryLock over SimpleLock) or "fair" (FairLock,
+  // waiting in its server-side queue).
+  std::string policy = "retry";
   // RedLock's delayed-restart rule (RedLockOptions::delayed_restart). On by
   // default, as in the library; off as a diagnostic (it adds an INFO to
   // every acquire).

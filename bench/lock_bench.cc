@@ -11,6 +11,8 @@
 //              --workers 4 --total 2000
 //   lock_bench --ports 7001 --peer dlock --workload contend --clients 4
 //              --total 2000      (4 separate clients, each its own RetryLock)
+//   lock_bench --ports 7001 --peer dlock --workload contend --clients 4
+//              --policy fair     (... each its own FairLock)
 //   lock_bench --ports 7001 --peer dlock --workload watchdog --leases 10000
 //              --seconds 10
 //
@@ -50,6 +52,8 @@ ABSL_FLAG(int, clients, 0,
           "contend: separate clients, each with its own connection(s) and lock "
           "(dlock: its own RetryLock; hiredis-raw: same as --workers)");
 ABSL_FLAG(int64_t, total, 2000, "contend: critical sections in all");
+ABSL_FLAG(std::string, policy, "retry",
+          "contend, dlock async: retry (RetryLock over SimpleLock) | fair (FairLock)");
 ABSL_FLAG(int, retry_ms, 1, "contend, hiredis-raw: sleep between attempts");
 ABSL_FLAG(int64_t, leases, 10000, "watchdog: leases held");
 ABSL_FLAG(double, seconds, 10, "watchdog: how long to hold them");
@@ -120,6 +124,7 @@ int main(int argc, char** argv) {
     d.api = api;
     d.leases = absl::GetFlag(FLAGS_leases);
     d.clients = clients;
+    d.policy = absl::GetFlag(FLAGS_policy);
     d.seconds = absl::GetFlag(FLAGS_seconds);
     d.redlock_delayed_restart = absl::GetFlag(FLAGS_redlock_delayed_restart);
     d.redlock_info_every_command = absl::GetFlag(FLAGS_redlock_info_every_command);
