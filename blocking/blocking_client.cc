@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dlock/blocking/post_and_wait.h"
+#include "dlock/lock/fair_lock.h"
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
@@ -27,6 +28,18 @@ std::string Named(const std::string& name, absl::string_view message) {
   return absl::StrCat(name, ": ", message);
 }
 
+absl::Status CheckFairOptions(const BlockingClientOptions& options, size_t servers) {
+  if (!options.fair) return absl::OkStatus();
+  if (servers > 1) {
+    return absl::InvalidArgumentError(
+        "BlockingClient: fair locks need a single server (RedLock has no queue)");
+  }
+  if (options.reentrant) {
+    return absl::InvalidArgumentError("BlockingClient: a lock cannot be both fair and reentrant");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckCommonOptions(const BlockingClientOptions& options, size_t servers) {
   if (options.connect_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("BlockingClient: connect_timeout must be positive");
@@ -38,7 +51,7 @@ absl::Status CheckCommonOptions(const BlockingClientOptions& options, size_t ser
     return absl::InvalidArgumentError(
         "BlockingClient: reentrant locks need a single server (RedLock is not reentrant)");
   }
-  return absl::OkStatus();
+  return CheckFairOptions(options, servers);
 }
 
 // Loop thread: the outcome of one connect wait, shared by the transports'
@@ -154,6 +167,10 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
               "BlockingClient: reentrant locks need a single server (RedLock is not reentrant)"));
           return;
         }
+        if (absl::Status fair = CheckFairOptions(options_, transports_.size()); !fair.ok()) {
+          done(fair);
+          return;
+        }
         while (names.size() < transports_.size()) {
           names.push_back(absl::StrCat("server ", names.size()));
         }
@@ -196,6 +213,18 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
   // 2. The policy stack, on the loop thread.
   absl::Status built = PostAndWait<absl::Status>(thread_, [&](Completion<absl::Status> done) {
     EventLoop* loop = thread_->loop();
+    if (transports_.size() == 1 && options_.fair) {
+      // Waits in its own server-side queue: no RetryLock over it (whose
+      // attempts, with wait 0, would never queue).
+      FairLockOptions o;
+      o.key_prefix = options_.key_prefix;
+      o.command_timeout = options_.command_timeout;
+      o.queue_ttl = options_.fair_queue_ttl;
+      o.observer = options_.observer;
+      inner_ = std::make_unique<FairLock>(loop, transports_[0].get(), o);
+      done(absl::OkStatus());
+      return;
+    }
     if (transports_.size() == 1) {
       if (options_.reentrant) {
         ReentrantLockOptions o;
@@ -237,7 +266,8 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
   BlockingLockOptions facade;
   facade.auto_renew = options_.auto_renew;
   facade.renewal.watchdog.observer = options_.observer;
-  facade_ = std::make_unique<BlockingLock>(thread_, retry_.get(), std::move(facade));
+  facade_ = std::make_unique<BlockingLock>(
+      thread_, retry_ != nullptr ? retry_.get() : inner_.get(), std::move(facade));
   return absl::OkStatus();
 }
 

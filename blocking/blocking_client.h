@@ -30,6 +30,10 @@
 //              |           | thread count up (owner = this client + thread)
 //   N > 1 URLs | false     | RetryLock(RedLock over N independent servers,
 //              |           | quorum N/2+1, one voting round per attempt)
+//   one URL,   | false     | FairLock: waiters queue on the server and are
+//   fair=true  |           | served first-come-first-served across
+//              |           | processes; a release wakes only the next one
+//              |           | (dlock/lock/fair_lock.h)
 //
 // The facade is a `BlockingLock` (dlock/blocking/blocking_lock.h). With
 // `auto_renew` (the default) a watchdog renews each guard's lease while it is
@@ -125,6 +129,14 @@ struct BlockingClientOptions {
   // several URLs). Nested TryLock/Lock of one resource on one thread
   // succeed; each guard releases one level.
   bool reentrant = false;
+
+  // True: a FairLock (single server only, not reentrant; kInvalidArgument
+  // otherwise). Lock() queues on the server: waiters of all processes using
+  // fair clients on this prefix get the resource in the order they asked; a
+  // waiter that dies holds the line for at most `fair_queue_ttl` after its
+  // last refresh. TryLock() never queues and never barges past a waiter.
+  bool fair = false;
+  absl::Duration fair_queue_ttl = absl::Seconds(3);
 
   // Bound on each round trip of the single-server policies (RedLock uses its
   // own per-server deadline, min(ttl / 10, 50 ms)).
