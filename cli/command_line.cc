@@ -115,7 +115,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(
 std::string UsageText(const std::string& program) {
   std::string text = absl::StrCat(
       "usage:\n"
-      "  ", program, " run [--redis URL]... [--ttl 30s] [--wait 0s]\n"
+      "  ", program, " run [--redis URL]... [--ttl 30s] [--wait 0s] [--fair]\n"
       "      [--on-lost term|kill|ignore] RESOURCE -- CMD [ARGS...]\n"
       "      Takes the lock RESOURCE (RedLock when several --redis are given),\n"
       "      runs CMD in a process group of its own while the watchdog renews\n"

@@ -43,6 +43,8 @@ struct RunOptions {
   std::vector<std::string> command;
   absl::Duration ttl = absl::Seconds(30);
   absl::Duration wait = absl::ZeroDuration();
+  // --fair: a FairLock (one server only), FIFO across processes.
+  bool fair = false;
   OnLost on_lost = OnLost::kTerm;
   absl::Duration kill_after = absl::Seconds(10);
   // The delayed-restart rule's window (--restart-window): a server whose data

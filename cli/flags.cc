@@ -17,6 +17,11 @@ ABSL_FLAG(absl::Duration, ttl, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
           "run: how long to wait for a busy lock (0: one attempt, exit 75 if "
           "busy)");
+ABSL_FLAG(bool, fair, false,
+          "run (one --redis only): wait in the resource's first-come-first-served "
+          "queue (FairLock): with --wait, dlock runs get the lock in the order "
+          "they asked, across machines, and a release wakes only the next one. "
+          "Only fair runs of a resource queue; use --fair for all of them");
 ABSL_FLAG(std::string, on_lost, "term",
           "run: what to do to the command's process group when the lock is "
           "lost: term (SIGTERM, then SIGKILL after --kill-after), kill "

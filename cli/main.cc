@@ -136,6 +136,10 @@ int Main(int argc, char** argv) {
     run.command = cl->command;
     run.ttl = ttl;
     run.wait = absl::GetFlag(FLAGS_wait);
+    run.fair = absl::GetFlag(FLAGS_fair);
+    if (run.fair && common.urls.size() > 1) {
+      return UsageError(program, "--fair needs a single --redis (RedLock has no queue)");
+    }
     run.kill_after = absl::GetFlag(FLAGS_kill_after);
     run.restart_window = absl::GetFlag(FLAGS_restart_window);
     run.restart_window_set = cl->given.count("restart_window") > 0;

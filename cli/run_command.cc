@@ -81,6 +81,7 @@
 #include "dlock/cli/session.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
+#include "dlock/lock/fair_lock.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
@@ -173,6 +174,7 @@ class Runner {
     watchdog_.reset();
     retry_.reset();
     simple_.reset();
+    fair_.reset();
     redlock_.reset();
   }
 
@@ -215,6 +217,17 @@ class Runner {
 
  private:
   absl::Status BuildLock() {
+    if (s_.size() == 1 && run_.fair) {
+      // Waits in its own queue (no RetryLock: its attempts would not queue).
+      FairLockOptions o;
+      o.key_prefix = common_.prefix;
+      o.command_timeout = common_.timeout;
+      o.observer = &observer_;
+      if (run_.restart_window_set) o.restart_window = run_.restart_window;
+      fair_ = std::make_unique<FairLock>(s_.loop(), s_.transport(0), o);
+      lock_ = fair_.get();
+      return absl::OkStatus();
+    }
     if (s_.size() == 1) {
       SimpleLockOptions o;
       o.key_prefix = common_.prefix;
@@ -856,6 +869,7 @@ class Runner {
 
   std::unique_ptr<SimpleLock> simple_;
   std::unique_ptr<RetryLock> retry_;
+  std::unique_ptr<FairLock> fair_;
   std::unique_ptr<RedLock> redlock_;
   Lock* lock_ = nullptr;
   std::unique_ptr<Watchdog> watchdog_;

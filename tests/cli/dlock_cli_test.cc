@@ -294,6 +294,35 @@ TEST_F(DlockCliTest, MissingCommandExits127) {
   EXPECT_EQ(key->integer, 0);  // released
 }
 
+// --fair: runs that queued one after another get the lock in that order
+// (the command machinery is the same as without it).
+TEST_F(DlockCliTest, FairRunsAreServedInTheOrderTheyQueued) {
+  const std::string order = Path("order"), go = Path("go"), started = Path("started");
+  Dlock holder({"run", "--redis", url_, "--fair", "job", "--", "sh", "-c",
+                absl::StrCat("touch ", started, "; while [ ! -e ", go,
+                             " ]; do sleep 0.02; done")});
+  ASSERT_TRUE(WaitForFile(started)) << holder.err();
+  auto queued = [&](int64_t n) {  // live waiters (the hash also holds "#next")
+    for (int i = 0; i < 500; ++i) {
+      absl::StatusOr<Reply> r = server_->Command({"HLEN", "dlock:{job}:queue"});
+      if (r.ok() && r->is_integer() && r->integer == n + 1) return true;
+      usleep(10000);
+    }
+    return false;
+  };
+  std::vector<std::unique_ptr<Dlock>> waiters;
+  for (int i = 1; i <= 3; ++i) {
+    waiters.push_back(std::make_unique<Dlock>(std::vector<std::string>{
+        "run", "--redis", url_, "--fair", "--wait", "20s", "job", "--", "sh", "-c",
+        absl::StrCat("echo ", i, " >> ", order)}));
+    ASSERT_TRUE(queued(i)) << waiters.back()->err();
+  }
+  ASSERT_TRUE(std::ofstream(go).good());
+  EXPECT_EQ(holder.Wait(), 0) << holder.err();
+  for (auto& w : waiters) EXPECT_EQ(w->Wait(), 0) << w->err();
+  EXPECT_EQ(ReadFile(order), "1\n2\n3\n");
+}
+
 TEST_F(DlockCliTest, BadUrlsAndDurationsAreUsageErrors) {
   struct Case {
     std::vector<std::string> args;
@@ -305,6 +334,9 @@ TEST_F(DlockCliTest, BadUrlsAndDurationsAreUsageErrors) {
       {{"run", "--wait", "-1s", "r", "--", "true"}, "--wait"},
       {{"run", "--ttl", "0", "r", "--", "true"}, "--ttl"},
       {{"run", "--on-lost", "explode", "r", "--", "true"}, "--on-lost"},
+      {{"run", "--fair", "--redis", "redis://a:1", "--redis", "redis://b:1", "r", "--",
+        "true"},
+       "--fair"},
       {{"run", "r"}, "command after '--'"},
       {{"frobnicate"}, "unknown subcommand"},
       {{"--bogus", "check"}, "unknown flag"},
