@@ -24,9 +24,11 @@ class RetryBackoff {
 
   // The delay after `failures` (>= 1) failed attempts; never negative.
   absl::Duration Delay(int failures);
+  // A delay in [0, cap] by the jitter function (also RetryLock's wake
+  // stagger).
+  absl::Duration Jitter(absl::Duration cap);
 
  private:
-  absl::Duration Jitter(absl::Duration cap);
 
   const absl::Duration initial_;
   const absl::Duration max_;

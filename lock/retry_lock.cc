@@ -52,6 +52,9 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
   if (options.wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("wait must not be negative");
   }
+  if (options_.wake_stagger < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("wake_stagger must not be negative");
+  }
   auto w = std::make_shared<Waiter>();
   w->lock = this;
   w->resource = std::string(resource);

@@ -102,6 +102,17 @@ struct RetryLockOptions {
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(1);
   double backoff_multiplier = 2.0;
+  // When > 0: a release notification (not a local hand-off) wakes the
+  // oldest local waiter after a delay jitter(wake_stagger) instead of at
+  // once, and a further notification during that delay draws it again.
+  // Waiters of separate processes woken by one release then seldom attempt
+  // together, and while the lock changes hands faster than the stagger a
+  // sleeping waiter does not attempt at all. Measured (bench/RESULTS.md, 4
+  // separate clients, 1 ms): 4.0 -> 1.1 attempts per critical section,
+  // slowest client 0.0 -> 0.67 of the mean share. Costs up to wake_stagger
+  // of latency per wake-up; fairness stays statistical (FairLock for a
+  // guarantee). Zero (the default): wake at once. Must be >= 0.
+  absl::Duration wake_stagger = absl::ZeroDuration();
   // Picks the actual delay from the cap. Default (empty): full jitter,
   // uniform in [0, cap] from absl::BitGen. Tests may pin it.
   std::function<absl::Duration(absl::Duration cap)> jitter;
@@ -165,6 +176,9 @@ class RetryLock : public Lock {
   // Wakes the oldest waiter of `g` not already woken; false if none.
   // `hand_off`: woken by a local Release rather than a notification.
   bool Wake(Group* g, bool hand_off);
+  // wake_stagger > 0: (re)arms the oldest waiter's attempt after a
+  // jittered delay; an attempt in flight is marked to retry instead.
+  void StaggerWake(Group* g);
   void Detach(Waiter* w);
   void Finish(const std::shared_ptr<Waiter>& w, absl::StatusOr<Lease> result);
   bool CancelWaiter(Waiter* w);

@@ -652,5 +652,41 @@ TEST_F(RetryLockTest, WithoutAReleaseNotifierItPollsWithBackoff) {
   EXPECT_EQ(lock.attempts(), 2);
 }
 
+// wake_stagger: a notification arms the waiter's attempt after the stagger;
+// a further release within it draws it again (the lock changed hands
+// without this waiter); with no further release it attempts once.
+TEST_F(RetryLockTest, WakeStaggerDelaysTheWakeUpAndANewReleaseDrawsItAgain) {
+  RetryLockOptions o;
+  o.wake_stagger = absl::Milliseconds(10);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock lock(&loop_, &inner_, o);
+  Lease held = Hold("r");
+  auto r = Start(lock, "r", Wait(absl::Seconds(1), absl::Seconds(10)));
+  loop_.RunUntilIdle();  // failed, subscribed, failed again: backoff 100 ms
+  const int64_t before = lock.attempts();
+  ASSERT_THAT(holder_.Release(held, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
+  loop_.RunUntilIdle();
+  EXPECT_EQ(lock.attempts(), before);  // not at once
+  loop_.AdvanceTime(absl::Milliseconds(5));
+  held = Hold("r");
+  ASSERT_THAT(holder_.Release(held, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
+  loop_.RunUntilIdle();
+  loop_.AdvanceTime(absl::Milliseconds(9));  // the first draw would have fired
+  EXPECT_EQ(lock.attempts(), before);
+  EXPECT_TRUE(Pending(r));
+  loop_.AdvanceTime(absl::Milliseconds(1));  // 10 ms after the second release
+  EXPECT_EQ(lock.attempts(), before + 1);
+  EXPECT_THAT(*r, IsOk());
+}
+
+TEST_F(RetryLockTest, NegativeWakeStaggerIsRejected) {
+  RetryLockOptions o;
+  o.wake_stagger = -absl::Milliseconds(1);
+  RetryLock lock(&loop_, &inner_, o);
+  EXPECT_THAT(lock.Acquire("r", Wait(absl::Seconds(1), absl::Seconds(1)),
+                           [](absl::StatusOr<Lease>) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 }  // namespace
 }  // namespace dlock

@@ -2,6 +2,7 @@
 // being waited on, the notification that wakes one local waiter, and the
 // local hand-off on Release (see retry_lock.h). The wait itself:
 // retry_lock.cc.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -69,7 +70,28 @@ void RetryLock::OnSubscribed(const std::shared_ptr<Group>& g, absl::Status statu
 void RetryLock::OnReleased(Group* g, absl::string_view message) {
   // Our own release, already handed to a local waiter.
   if (g->handed_off.erase(message) > 0) return;
+  if (options_.wake_stagger > absl::ZeroDuration()) return StaggerWake(g);
   Wake(g, /*hand_off=*/false);
+}
+
+void RetryLock::StaggerWake(Group* g) {
+  if (g->fifo.empty()) return;
+  Waiter* w = g->fifo.front();
+  if (w->in_flight) {
+    w->notified = true;  // retries at once should that attempt fail
+    return;
+  }
+  std::shared_ptr<Waiter> sw = waiters_[w];
+  if (sw->timer != 0) loop_->Cancel(sw->timer);
+  const absl::Duration delay =
+      std::min(backoff_.Jitter(options_.wake_stagger), sw->deadline - loop_->Now());
+  std::weak_ptr<Waiter> weak = sw;
+  sw->timer = loop_->RunAfter(std::max(delay, absl::ZeroDuration()), [this, weak] {
+    std::shared_ptr<Waiter> w = weak.lock();
+    if (w == nullptr || w->state != Waiter::State::kPending) return;
+    w->timer = 0;
+    StartAttempt(w);
+  });
 }
 
 bool RetryLock::Wake(Group* g, bool hand_off) {
