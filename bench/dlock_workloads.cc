@@ -44,6 +44,7 @@ struct DlockStack {
 
   bool delayed_restart = true;
   bool info_every_command = false;
+  absl::Duration wake_stagger;  // RetryLockOptions::wake_stagger
 
   absl::Status Build(uv_loop_t* uv, EventLoop* loop, const RawOptions& o, bool with_retry) {
     for (int port : o.ports) {
@@ -75,6 +76,7 @@ struct DlockStack {
     if (with_retry) {
       RetryLockOptions ro;
       ro.key_prefix = prefix;
+      ro.wake_stagger = wake_stagger;
       retry = std::make_unique<RetryLock>(loop, base, transports[0].get(), ro);
     }
     return absl::OkStatus();
@@ -462,6 +464,7 @@ absl::StatusOr<BenchResult> AsyncContend(const DlockOptions& o) {
   absl::Status st;
   for (auto& s : stacks) {
     s = std::make_unique<DlockStack>();
+    s->wake_stagger = o.wake_stagger;
     if (st.ok()) st = OpenLocal(&l, s.get(), o.raw, true);
   }
   auto destroy = [&] {
@@ -509,6 +512,7 @@ absl::StatusOr<BenchResult> AsyncContend(const DlockOptions& o) {
   BenchResult r = Header("async", "contend", 1);
   if (separate) r.Set("clients", static_cast<int64_t>(workers));
   r.SetString("policy", o.policy);
+  r.Set("wake_stagger_us", absl::ToInt64Microseconds(o.wake_stagger));
   if (absl::Status fs = FinishContend(o, keys, per, attempts, t1 - t0, before, after, &r);
       !fs.ok()) {
     return fs;

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "dlock/bench/bench_util.h"
 #include "dlock/bench/raw_hiredis.h"
 
@@ -40,6 +41,8 @@ struct DlockOptions {
   // contend, async: "retry" (RetryLock over SimpleLock) or "fair" (FairLock,
   // waiting in its server-side queue).
   std::string policy = "retry";
+  // contend, policy retry: RetryLockOptions::wake_stagger.
+  absl::Duration wake_stagger = absl::ZeroDuration();
   // RedLock's delayed-restart rule (RedLockOptions::delayed_restart). On by
   // default, as in the library; off as a diagnostic (it adds an INFO to
   // every acquire).

@@ -52,6 +52,8 @@ ABSL_FLAG(int, clients, 0,
           "contend: separate clients, each with its own connection(s) and lock "
           "(dlock: its own RetryLock; hiredis-raw: same as --workers)");
 ABSL_FLAG(int64_t, total, 2000, "contend: critical sections in all");
+ABSL_FLAG(int, wake_stagger_us, 0,
+          "contend, dlock async, policy retry: RetryLockOptions::wake_stagger (us)");
 ABSL_FLAG(std::string, policy, "retry",
           "contend, dlock async: retry (RetryLock over SimpleLock) | fair (FairLock)");
 ABSL_FLAG(int, retry_ms, 1, "contend, hiredis-raw: sleep between attempts");
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
     d.leases = absl::GetFlag(FLAGS_leases);
     d.clients = clients;
     d.policy = absl::GetFlag(FLAGS_policy);
+    d.wake_stagger = absl::Microseconds(absl::GetFlag(FLAGS_wake_stagger_us));
     d.seconds = absl::GetFlag(FLAGS_seconds);
     d.redlock_delayed_restart = absl::GetFlag(FLAGS_redlock_delayed_restart);
     d.redlock_info_every_command = absl::GetFlag(FLAGS_redlock_info_every_command);
