@@ -67,12 +67,12 @@ dlock_library(lock INSTALL
        lock/simple_lock.cc lock/retry_lock.cc lock/retry_lock_wake.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
        lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
-  HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lease_rules.h
+  HDRS lock/lock.h lock/observer.h lock/scripts.h lock/script_prelude.h lock/lease_rules.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
        lock/lock_commands.h
        lock/simple_lock.h lock/retry_lock.h lock/retry_backoff.h
        lock/retry_lock_internal.h lock/reentrant_lock.h
-       lock/fair_scripts.h lock/script_parts.h lock/fair_commands.h lock/fair_lock.h
+       lock/fair_scripts.h lock/fair_commands.h lock/fair_lock.h
        lock/fair_lock_internal.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)

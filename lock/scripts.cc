@@ -1,6 +1,6 @@
 #include "dlock/lock/scripts.h"
 
-#include "dlock/lock/script_parts.h"
+#include "dlock/lock/script_prelude.h"
 
 namespace dlock {
 namespace {

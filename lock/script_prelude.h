@@ -1,8 +1,10 @@
-// Internal to //lock:scripts: the Lua pieces the acquire scripts of several
-// primitives share (scripts.cc, fair_scripts.cc), as string-literal macros
-// so each script stays one constant string (its SHA-1 is a constant).
-#ifndef DLOCK_LOCK_SCRIPT_PARTS_H_
-#define DLOCK_LOCK_SCRIPT_PARTS_H_
+// Internal to //lock:scripts: the Lua fragments every acquire script shares
+// (the data-set marker and the fence base, see scripts.h), as macros that
+// paste into a script's source at compile time. Each script's SHA-1 is a
+// constant of its full text, so a change here changes every acquire
+// script's SHA-1 (scripts_sha1_test names them).
+#ifndef DLOCK_LOCK_SCRIPT_PRELUDE_H_
+#define DLOCK_LOCK_SCRIPT_PRELUDE_H_
 
 // The data-set marker (KEYS[M], ARGV[W] the restart window in ms), shared by
 // both acquire scripts: read it, or create it with the server's TIME on first
@@ -41,4 +43,4 @@
   "  return {'exhausted', f}\n" \
   "end\n"
 
-#endif  // DLOCK_LOCK_SCRIPT_PARTS_H_
+#endif  // DLOCK_LOCK_SCRIPT_PRELUDE_H_
