@@ -194,6 +194,8 @@ dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fair_lock_test BAZEL //lock:fair_lock_test
   SRCS lock/fair_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(fair_lock_torture_test BAZEL //lock:fair_lock_torture_test
+  SRCS lock/fair_lock_torture_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(scripts_sha1_test BAZEL //lock:scripts_sha1_test
   SRCS lock/scripts_sha1_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(reentrant_lock_test BAZEL //lock:reentrant_lock_test
