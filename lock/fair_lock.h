@@ -78,31 +78,25 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
+#include "dlock/lock/simple_lock.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/transport.h"
 
 namespace dlock {
 
-struct FairLockOptions {
-  // As SimpleLockOptions: key prefix (FairLocks that queue together need
-  // the same one), per-command timeout, drift, restart window.
-  std::string key_prefix = "dlock:";
-  absl::Duration command_timeout = absl::Seconds(2);
-  double drift_factor = kDefaultDriftFactor;
-  absl::Duration drift_constant = kDefaultDriftConstant;
-  absl::Duration restart_window = absl::ZeroDuration();
+// SimpleLockOptions' fields (key prefix -- FairLocks that queue together
+// need the same one --, per-command timeout, drift, restart window,
+// observer: policy "fair", OnAcquire with attempts and waited for a wait,
+// OnAcquireWait each time a wait's attempt queued), plus the queue's.
+struct FairLockOptions : SimpleLockOptions {
   // How long a queue entry lives without a refresh: the bound on how long a
   // dead waiter holds the line. Live waiters refresh every queue_ttl / 3.
   // Whole milliseconds, at least 30 ms (else Acquire with a wait returns
   // kInvalidArgument). Keep it well above a round trip plus loop stalls: a
   // live waiter that misses its refreshes for this long loses its place.
   absl::Duration queue_ttl = absl::Seconds(3);
-  // Receives OnAcquire (policy "fair"; attempts and waited for a wait),
-  // OnAcquireWait (each time a wait's attempt queued), OnRelease, OnExtend.
-  LockObserver* observer = nullptr;
 };
 
 class FairLock : public Lock {
