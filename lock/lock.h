@@ -3,7 +3,8 @@
 //
 // Policies (each in its own header): `SimpleLock` (one SET NX PX attempt),
 // `RetryLock` (wraps any Lock: waits with backoff, woken by release
-// notifications), `ReentrantLock` (owner-counted), `RedLock` (//redlock,
+// notifications), `ReentrantLock` (owner-counted), `FairLock` (waits in a
+// first-come-first-served queue on the server), `RedLock` (//redlock,
 // quorum over N servers). The blocking facade (blocking_lock.h) wraps any of
 // them for threaded programs.
 //
