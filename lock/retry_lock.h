@@ -30,7 +30,8 @@
 //     one attempt per hand-over once the channel is live. (TryLocks, wait
 //     == 0, always make their one attempt.)
 //     Waiters in other processes compete on equal terms at each release;
-//     the lock is not fair across processes.
+//     the lock is not fair across processes (FairLock is; wake_stagger
+//     below damps the stampede of separate clients).
 //   - A backoff timer still runs in case a notification is lost (or the
 //     holder crashed and the key simply expired): capped exponential
 //     backoff, initial_backoff * multiplier^(n-1) up to max_backoff, with
