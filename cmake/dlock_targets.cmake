@@ -61,16 +61,17 @@ dlock_library(lock INSTALL
   BAZEL //lock:lock //lock:observer //lock:scripts //lock:lease_rules
         //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
-        //lock:read_write_lock
+        //lock:read_write_lock //lock:multi_lock
   SRCS lock/observer.cc lock/scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/reentrant_lock.cc
-       lock/read_write_scripts.cc lock/read_write_lock.cc
+       lock/read_write_scripts.cc lock/read_write_lock.cc lock/multi_lock.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lease_rules.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
        lock/lock_commands.h
        lock/simple_lock.h lock/retry_lock.h lock/reentrant_lock.h
        lock/script_fragments.h lock/read_write_scripts.h lock/read_write_lock.h
+       lock/multi_lock.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -199,6 +200,8 @@ dlock_test(release_publish_test BAZEL //lock:release_publish_test
 dlock_test(read_write_lock_test BAZEL //lock:read_write_lock_test
   SRCS lock/read_write_lock_test.cc
   DEPS dlock::lock dlock::watchdog dlock::fake dlock::status_matchers)
+dlock_test(multi_lock_test BAZEL //lock:multi_lock_test
+  SRCS lock/multi_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
   SRCS redlock/redlock_ttl_test.cc DEPS dlock::redlock dlock::fake dlock::status_matchers)
 dlock_test(redlock_test BAZEL //redlock:redlock_test
