@@ -97,9 +97,9 @@ dlock_library(redlock INSTALL
 dlock_library(blocking INSTALL
   BAZEL //blocking:post_and_wait //blocking:blocking_lock //lock:blocking
         //watchdog:blocking
-  SRCS blocking/blocking_lock.cc
+  SRCS blocking/blocking_lock.cc blocking/multi_lock_guard.cc
   HDRS blocking/post_and_wait.h blocking/blocking_lock.h lock/blocking_lock.h
-       watchdog/renewing_blocking_lock.h
+       watchdog/renewing_blocking_lock.h blocking/multi_lock_guard.h
   PUBLIC_DEPS dlock::watchdog dlock::lock dlock::transport PkgConfig::dlock_absl)
 
 # BlockingClient.
@@ -178,6 +178,9 @@ dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
   SRCS blocking/post_and_wait_test.cc DEPS dlock::blocking dlock::uv)
 dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test
   SRCS blocking/blocking_client_fake_test.cc
+  DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
+dlock_test(rw_multi_client_fake_test BAZEL //blocking:rw_multi_client_fake_test
+  SRCS blocking/rw_multi_client_fake_test.cc
   DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(observer_test BAZEL //lock:observer_test
   SRCS lock/observer_test.cc DEPS dlock::lock)
