@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/lock/lease_rules.h"
 
@@ -225,6 +226,101 @@ absl::Status MultiLock::Extend(const std::vector<Lease>& leases, absl::Duration 
     }
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// Token encoding: per sub-lease "<n>:<resource><n>:<token><fence>;".
+std::string EncodeSubLeases(const std::vector<Lease>& leases) {
+  std::string out;
+  for (const Lease& l : leases) {
+    absl::StrAppend(&out, l.resource.size(), ":", l.resource, l.token.size(), ":", l.token,
+                    l.fence, ";");
+  }
+  return out;
+}
+
+// Reads "<n>:<n bytes>" at `pos`.
+bool ReadSized(absl::string_view s, size_t& pos, std::string* out) {
+  size_t colon = s.find(':', pos);
+  if (colon == absl::string_view::npos) return false;
+  size_t n = 0;
+  if (!absl::SimpleAtoi(s.substr(pos, colon - pos), &n)) return false;
+  if (colon + 1 + n > s.size() || n > s.size()) return false;
+  *out = std::string(s.substr(colon + 1, n));
+  pos = colon + 1 + n;
+  return true;
+}
+
+Lease Combine(absl::string_view label, absl::Duration ttl, const std::vector<Lease>& subs) {
+  Lease out;
+  out.resource = std::string(label);
+  out.token = EncodeSubLeases(subs);
+  out.fence = subs.front().fence;
+  out.ttl = ttl;
+  out.deadline = subs.front().deadline;
+  for (const Lease& l : subs) out.deadline = std::min(out.deadline, l.deadline);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Lease>> ResourceSetLock::SubLeases(const Lease& lease) {
+  std::vector<Lease> subs;
+  absl::string_view s = lease.token;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    Lease l;
+    size_t semi;
+    if (!ReadSized(s, pos, &l.resource) || !ReadSized(s, pos, &l.token) ||
+        (semi = s.find(';', pos)) == absl::string_view::npos ||
+        !absl::SimpleAtoi(s.substr(pos, semi - pos), &l.fence)) {
+      return absl::InvalidArgumentError("not a resource-set lease token");
+    }
+    pos = semi + 1;
+    l.ttl = lease.ttl;
+    l.deadline = lease.deadline;
+    subs.push_back(std::move(l));
+  }
+  if (subs.empty()) return absl::InvalidArgumentError("not a resource-set lease token");
+  return subs;
+}
+
+ResourceSetLock::ResourceSetLock(EventLoop* loop, Lock* inner,
+                                 std::vector<std::string> resources)
+    : multi_(loop, inner), resources_(std::move(resources)) {}
+
+absl::StatusOr<AcquireHandle> ResourceSetLock::Acquire(absl::string_view label,
+                                                       const AcquireOptions& options,
+                                                       LeaseCallback callback) {
+  absl::Status s = ValidateResource(label);
+  if (!s.ok()) return s;
+  return multi_.Acquire(
+      resources_, options,
+      [label = std::string(label), ttl = options.ttl, callback = std::move(callback)](
+          absl::StatusOr<std::vector<Lease>> leases) mutable {
+        if (!leases.ok()) return std::move(callback)(leases.status());
+        std::move(callback)(Combine(label, WholeMillis(ttl), *leases));
+      });
+}
+
+absl::Status ResourceSetLock::Release(const Lease& lease, StatusCallback callback) {
+  absl::StatusOr<std::vector<Lease>> subs = SubLeases(lease);
+  if (!subs.ok()) return subs.status();
+  return multi_.Release(*subs, std::move(callback));
+}
+
+absl::Status ResourceSetLock::Extend(const Lease& lease, absl::Duration ttl,
+                                     LeaseCallback callback) {
+  absl::StatusOr<std::vector<Lease>> subs = SubLeases(lease);
+  if (!subs.ok()) return subs.status();
+  return multi_.Extend(
+      *subs, ttl,
+      [label = lease.resource, ttl, callback = std::move(callback)](
+          absl::StatusOr<std::vector<Lease>> leases) mutable {
+        if (!leases.ok()) return std::move(callback)(leases.status());
+        std::move(callback)(Combine(label, WholeMillis(ttl), *leases));
+      });
 }
 
 }  // namespace dlock

@@ -53,6 +53,8 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "dlock/lock/lock.h"
 #include "dlock/transport/event_loop.h"
 
@@ -91,6 +93,52 @@ class MultiLock {
  private:
   EventLoop* const loop_;
   Lock* const lock_;
+};
+
+// `ResourceSetLock`: a fixed set of resources as ONE `Lock`, so everything
+// built for a single lock -- RetryLock's callers, the Watchdog, the blocking
+// facade, the `dlock run` command -- takes a multi-lock unchanged:
+//
+//   ResourceSetLock both(&loop, &retry, {"accounts/7", "accounts/3"});
+//   both.Acquire("transfer", {.ttl = s(10), .wait = s(5)}, cb);   // one Lease
+//   Watchdog watchdog(&loop, &both);   // renews every resource together
+//
+// Acquire(label, ...) takes every resource of the set through MultiLock
+// (all-or-nothing, sorted order, options.wait for the whole set); `label` is
+// only the name the combined Lease carries (any valid resource string). The
+// combined Lease:
+//   resource  `label`
+//   token     every sub-lease's resource, token and fence, encoded
+//             (length-prefixed; DecodeResourceSetToken reads it back)
+//   fence     the first resource's (in sorted order) fence
+//   ttl       the ttl asked for
+//   deadline  the EARLIEST sub-lease deadline: the set is only as valid as
+//             its least valid member
+// Extend extends every sub-lease (MultiLock::Extend): OK only if all
+// succeeded, the new deadline again the earliest. Release releases all:
+// OK only if all did (else the first failure; the others are released
+// anyway). A token that does not decode: kInvalidArgument from the call.
+// No release_notifier(): wrap the INNER lock in a RetryLock to wait with
+// notifications (MultiLock passes the wait to it), not this one.
+class ResourceSetLock : public Lock {
+ public:
+  // kInvalidArgument from Acquire when `resources` is empty or has a
+  // duplicate (OrderResources).
+  ResourceSetLock(EventLoop* loop, Lock* inner, std::vector<std::string> resources);
+
+  absl::StatusOr<AcquireHandle> Acquire(absl::string_view label,
+                                        const AcquireOptions& options,
+                                        LeaseCallback callback) override;
+  absl::Status Release(const Lease& lease, StatusCallback callback) override;
+  absl::Status Extend(const Lease& lease, absl::Duration ttl,
+                      LeaseCallback callback) override;
+
+  // The sub-leases a combined lease stands for (sorted order).
+  static absl::StatusOr<std::vector<Lease>> SubLeases(const Lease& lease);
+
+ private:
+  MultiLock multi_;
+  const std::vector<std::string> resources_;
 };
 
 }  // namespace dlock

@@ -19,6 +19,7 @@
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
 #include "dlock/transport/fake/manual_event_loop.h"
+#include "dlock/watchdog/watchdog.h"
 
 namespace dlock {
 namespace {
@@ -267,6 +268,58 @@ TEST_F(MultiLockTest, BadInputIsRejectedByTheCall) {
   EXPECT_THAT(multi.Release({}, [](absl::Status) {}),
               StatusIs(absl::StatusCode::kInvalidArgument));
   loop_.RunUntilIdle();
+  EXPECT_FALSE(Held("a"));
+}
+
+TEST_F(MultiLockTest, AResourceSetLockIsOneLeaseForTheWholeSet) {
+  ResourceSetLock set(&loop_, &simple_, {"b", "a"});
+  absl::StatusOr<Lease> lease = absl::UnknownError("pending");
+  ASSERT_THAT(set.Acquire("a+b", Opts(absl::Seconds(10)),
+                          [&](absl::StatusOr<Lease> l) { lease = std::move(l); }),
+              IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_THAT(lease, IsOk());
+  EXPECT_EQ(lease->resource, "a+b");
+  EXPECT_TRUE(Held("a") && Held("b"));
+  absl::StatusOr<std::vector<Lease>> subs = ResourceSetLock::SubLeases(*lease);
+  ASSERT_THAT(subs, IsOk());
+  ASSERT_EQ(subs->size(), 2u);
+  EXPECT_EQ((*subs)[0].resource, "a");
+  EXPECT_EQ((*subs)[0].fence, lease->fence);
+  EXPECT_EQ(server_.Execute({"GET", keys_.LockKey("b")}).str, (*subs)[1].token);
+
+  // Renewed together by one watch; losing any member loses the set.
+  Watchdog watchdog(&loop_, &set);
+  absl::Status lost = absl::OkStatus();
+  bool lost_fired = false;
+  WatchOptions wo;
+  wo.on_lost = [&](absl::Status why) {
+    lost_fired = true;
+    lost = why;
+  };
+  ASSERT_THAT(set.Extend(*lease, absl::Milliseconds(300),
+                         [&](absl::StatusOr<Lease> l) { lease = std::move(l); }),
+              IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_THAT(lease, IsOk());
+  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, std::move(wo));
+  ASSERT_THAT(watch, IsOk());
+  for (int i = 0; i < 20; ++i) loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_FALSE(lost_fired);
+  EXPECT_TRUE(Held("a") && Held("b"));
+  server_.Execute({"DEL", keys_.LockKey("b")});  // evicted
+  for (int i = 0; i < 5; ++i) loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_TRUE(lost_fired);
+  EXPECT_THAT(lost, StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  Lease forged = *lease;
+  forged.token = "12:abc";
+  EXPECT_THAT(set.Release(forged, [](absl::Status) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  absl::Status released = absl::UnknownError("pending");
+  ASSERT_THAT(set.Release(*lease, [&](absl::Status s) { released = s; }), IsOk());
+  loop_.RunUntilIdle();
+  EXPECT_THAT(released, StatusIs(absl::StatusCode::kFailedPrecondition));  // b was gone
   EXPECT_FALSE(Held("a"));
 }
 
