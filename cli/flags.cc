@@ -17,6 +17,11 @@ ABSL_FLAG(absl::Duration, ttl, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
           "run: how long to wait for a busy lock (0: one attempt, exit 75 if "
           "busy)");
+ABSL_FLAG(bool, shared, false,
+          "run: take a SHARED (read) lock: any number of --shared runs of a "
+          "resource run at once; a run without --shared is exclusive (the "
+          "read-write lock's writer) and excludes them, and while it waits no "
+          "new --shared run starts. Single server only");
 ABSL_FLAG(std::string, on_lost, "term",
           "run: what to do to the command's process group when the lock is "
           "lost: term (SIGTERM, then SIGKILL after --kill-after), kill "

@@ -117,9 +117,9 @@ dlock_library(cli
   BAZEL //cli:command_line //cli:check //cli:commands
   SRCS cli/command_line.cc cli/flags.cc cli/check.cc cli/check_command.cc
        cli/lock_key.cc cli/run_command.cc cli/session.cc cli/status_command.cc
-       cli/trust_command.cc cli/unlock_command.cc
+       cli/trust_command.cc cli/unlock_command.cc cli/readers_status.cc
   HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h
-       cli/commands.h cli/lock_key.h cli/session.h
+       cli/commands.h cli/lock_key.h cli/session.h cli/readers_status.h
   PUBLIC_DEPS dlock::client dlock::lock dlock::redlock dlock::watchdog
               dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
               PkgConfig::dlock_libuv)
