@@ -117,19 +117,12 @@ return 1
 
 }  // namespace
 
-// As in scripts.cc: constant SHA-1s, checked by lock:scripts_sha1_test.
-#define DLOCK_DEFINE_SCRIPT(fn, src, sha1)                \
-  const Script& fn() {                                    \
-    static const Script* const s = new Script(src, sha1); \
-    return *s;                                            \
-  }
-
+// DLOCK_DEFINE_SCRIPT: script_fragments.h.
 DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "579d95927e2ab67abe624d9c2a56ea4410a5141b")
 DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "96cecb5fe218ee58d2ee958172a846213b9d8315")
 DLOCK_DEFINE_SCRIPT(ReadReleaseScript, kReadRelease, "c0471b4503aa79e3f06e695adce151d389997ae3")
 DLOCK_DEFINE_SCRIPT(ReadExtendScript, kReadExtend, "cb823b2f5a6ff50e4597c59e9ac8e985140cb2f0")
 
-#undef DLOCK_DEFINE_SCRIPT
 
 std::string ReadersKey(const KeyScheme& keys, absl::string_view resource) {
   return absl::StrCat(keys.LockKey(resource), ":readers");

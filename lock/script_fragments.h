@@ -1,7 +1,9 @@
 // This header defines the Lua fragments several dlock scripts share (the
-// data-set marker check and the fence counter's base), as macros that
-// expand to string literals, so each script stays one constant whose SHA-1
-// is known at compile time (scripts.cc). Internal to //lock:scripts.
+// server's time, the data-set marker check and the fence counter's base),
+// as macros that expand to string literals, so each script stays one
+// constant whose SHA-1 is known at compile time, and the macro that defines
+// a script's accessor. Internal to //lock:scripts (scripts.cc,
+// read_write_scripts.cc).
 #ifndef DLOCK_LOCK_SCRIPT_FRAGMENTS_H_
 #define DLOCK_LOCK_SCRIPT_FRAGMENTS_H_
 
@@ -45,5 +47,18 @@
   "elseif tonumber(f) ~= nil and tonumber(f) >= 9007199254740991 then\n" \
   "  return {'exhausted', f}\n" \
   "end\n"
+
+// Defines `const Script& fn()` for the script `src` with the constant
+// `sha1`. Function-local statics: built on first use, never destroyed (no
+// static initialization or destruction order issues, usable from any
+// thread). Each script's SHA-1 is a constant, so the core needs no hash
+// code (and no libcrypto). After editing a script, lock:scripts_sha1_test
+// fails and prints the new value; tests/lock:scripts_sha1_real_test checks
+// them against a real server's SCRIPT LOAD.
+#define DLOCK_DEFINE_SCRIPT(fn, src, sha1)                \
+  const Script& fn() {                                    \
+    static const Script* const s = new Script(src, sha1); \
+    return *s;                                            \
+  }
 
 #endif  // DLOCK_LOCK_SCRIPT_FRAGMENTS_H_
