@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "dlock/blocking/post_and_wait.h"
 #include "dlock/lock/fair_lock.h"
+#include "dlock/lock/read_write_lock.h"
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
@@ -260,12 +261,33 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
     // Release notifications come from the first server (every dlock release
     // publishes on each server it releases); the backoff covers the rest.
     retry_ = std::make_unique<RetryLock>(loop, inner_.get(), transports_[0].get(), r);
+    if (transports_.size() == 1) {
+      ReadWriteLockOptions o;
+      o.key_prefix = options_.key_prefix;
+      o.command_timeout = options_.command_timeout;
+      o.observer = options_.observer;
+      rw_ = std::make_unique<ReadWriteLock>(loop, transports_[0].get(), o);
+      RetryLockOptions rr;
+      rr.observer = options_.observer;
+      read_retry_ = std::make_unique<RetryLock>(loop, &rw_->reader(), rr);
+      write_retry_ = std::make_unique<RetryLock>(loop, &rw_->writer(), rr);
+    }
     done(absl::OkStatus());
   });
   if (!built.ok()) return built;
   BlockingLockOptions facade;
   facade.auto_renew = options_.auto_renew;
   facade.renewal.watchdog.observer = options_.observer;
+  if (rw_ != nullptr) {
+    // No on_lost hook in the client's options: plain copies of the rest.
+    for (auto* f : {&read_facade_, &write_facade_}) {
+      BlockingLockOptions o;
+      o.auto_renew = options_.auto_renew;
+      o.renewal.watchdog.observer = options_.observer;
+      *f = std::make_unique<BlockingLock>(
+          thread_, f == &read_facade_ ? read_retry_.get() : write_retry_.get(), std::move(o));
+    }
+  }
   facade_ = std::make_unique<BlockingLock>(
       thread_, retry_ != nullptr ? retry_.get() : inner_.get(), std::move(facade));
   return absl::OkStatus();
@@ -300,12 +322,17 @@ BlockingClient::~BlockingClient() {
   //    held by guards are released (answered before it returns); every call
   //    that had begun has returned. The watchdog is gone.
   if (facade_ != nullptr) facade_->Shutdown();
+  if (read_facade_ != nullptr) read_facade_->Shutdown();
+  if (write_facade_ != nullptr) write_facade_->Shutdown();
   // 2. Policies (they stop their timers and background cleanups), then let
   //    the connections answer what is still in flight (bounded by
   //    command_timeout), then close them all before destroying any, so a
   //    callback that Close() runs never meets a destroyed transport.
   (void)PostAndWait<absl::Status>(thread_, [this](Completion<absl::Status> done) {
     retry_.reset();
+    read_retry_.reset();
+    write_retry_.reset();
+    rw_.reset();
     inner_.reset();
     auto close_all = std::make_shared<absl::AnyInvocable<void()>>(
         [this, done = std::move(done)]() mutable {
@@ -339,6 +366,8 @@ BlockingClient::~BlockingClient() {
   // Inert since Shutdown: touches neither the loop nor the lock. Guards
   // that outlive it only keep its gate.
   facade_.reset();
+  read_facade_.reset();
+  write_facade_.reset();
 }
 
 absl::StatusOr<LockGuard> BlockingClient::TryLock(absl::string_view resource,
@@ -349,6 +378,40 @@ absl::StatusOr<LockGuard> BlockingClient::TryLock(absl::string_view resource,
 absl::StatusOr<LockGuard> BlockingClient::Lock(absl::string_view resource,
                                                absl::Duration ttl, absl::Duration wait) {
   return facade_->Lock(resource, ttl, wait);
+}
+
+}  // namespace dlock
+
+namespace dlock {
+
+absl::StatusOr<LockGuard> BlockingClient::ReadLock(absl::string_view resource,
+                                                   absl::Duration ttl, absl::Duration wait) {
+  if (read_facade_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "BlockingClient: read-write locks need a single server (not RedLock)");
+  }
+  return read_facade_->Lock(resource, ttl, wait);
+}
+
+absl::StatusOr<LockGuard> BlockingClient::WriteLock(absl::string_view resource,
+                                                    absl::Duration ttl, absl::Duration wait) {
+  if (write_facade_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "BlockingClient: read-write locks need a single server (not RedLock)");
+  }
+  return write_facade_->Lock(resource, ttl, wait);
+}
+
+absl::StatusOr<MultiLockGuard> BlockingClient::MultiLock(std::vector<std::string> resources,
+                                                         absl::Duration ttl,
+                                                         absl::Duration wait) {
+  AcquireOptions options;
+  options.ttl = ttl;
+  options.wait = wait;
+  absl::StatusOr<std::vector<LockGuard>> guards =
+      facade_->AcquireAll(std::move(resources), std::move(options));
+  if (!guards.ok()) return guards.status();
+  return MultiLockGuard(*std::move(guards));
 }
 
 }  // namespace dlock

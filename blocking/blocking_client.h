@@ -86,6 +86,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/blocking/blocking_lock.h"
+#include "dlock/blocking/multi_lock_guard.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
 #include "dlock/transport/loop_thread.h"
@@ -95,6 +96,7 @@
 namespace dlock {
 
 class UvLoopThread;
+class ReadWriteLock;
 
 struct BlockingClientOptions {
   // The Redis server(s), each as accepted by ParseRedisUrl
@@ -196,6 +198,25 @@ class BlockingClient {
   absl::StatusOr<LockGuard> Lock(absl::string_view resource, absl::Duration ttl,
                                  absl::Duration wait);
 
+  // Read-write lock (single server only; dlock/lock/read_write_lock.h):
+  // shared and exclusive guards of `resource`, waiting up to `wait` (zero:
+  // one attempt), renewed like any guard (auto_renew). Many ReadLocks of a
+  // resource are held at once; a WriteLock excludes readers, writers and
+  // plain Locks of it (the writer holds the plain lock's key) and, while it
+  // waits, keeps new readers out. Outcomes as Lock (kAborted /
+  // kDeadlineExceeded when busy); kInvalidArgument with several servers.
+  absl::StatusOr<LockGuard> ReadLock(absl::string_view resource, absl::Duration ttl,
+                                     absl::Duration wait);
+  absl::StatusOr<LockGuard> WriteLock(absl::string_view resource, absl::Duration ttl,
+                                      absl::Duration wait);
+
+  // All-or-nothing over several resources with this client's policy
+  // (BlockingLock::AcquireAll: sorted order, `wait` for the whole set,
+  // everything released on failure before it returns). kInvalidArgument
+  // for an empty list or a duplicate.
+  absl::StatusOr<MultiLockGuard> MultiLock(std::vector<std::string> resources,
+                                           absl::Duration ttl, absl::Duration wait);
+
   // The blocking facade, for Acquire with full options and Extend.
   BlockingLock& facade() { return *facade_; }
 
@@ -218,8 +239,14 @@ class BlockingClient {
   std::vector<std::unique_ptr<Transport>> transports_;
   std::unique_ptr<dlock::Lock> inner_;
   std::unique_ptr<dlock::Lock> retry_;
+  // Single server only: the read-write lock and a RetryLock per view.
+  std::unique_ptr<ReadWriteLock> rw_;
+  std::unique_ptr<dlock::Lock> read_retry_;
+  std::unique_ptr<dlock::Lock> write_retry_;
   // Created and destroyed on the caller's thread (it posts to the loop).
   std::unique_ptr<BlockingLock> facade_;
+  std::unique_ptr<BlockingLock> read_facade_;
+  std::unique_ptr<BlockingLock> write_facade_;
 };
 
 }  // namespace dlock

@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/blocking/post_and_wait.h"
+#include "dlock/lock/multi_lock.h"
 #include "dlock/transport/mutex.h"
 
 namespace dlock {
@@ -330,11 +331,7 @@ absl::StatusOr<LockGuard> BlockingLock::Acquire(absl::string_view resource,
                 done(ShuttingDown());
                 return;
               }
-              auto state = std::make_shared<GuardState>();
-              state->lease = *std::move(lease);
-              if (options_.auto_renew) StartRenewal(state);
-              held_[state.get()] = state;
-              done(std::move(state));
+              done(AdoptOnLoop(*std::move(lease)));
             });
         if (!handle.ok()) {
           mine(handle.status());
@@ -348,6 +345,68 @@ absl::StatusOr<LockGuard> BlockingLock::Acquire(absl::string_view resource,
   // Shutdown released it before we got here.
   if ((*result)->released_at_shutdown.load(std::memory_order_acquire)) return ShuttingDown();
   return LockGuard(this, gate_, *std::move(result));
+}
+
+std::shared_ptr<GuardState> BlockingLock::AdoptOnLoop(Lease lease) {
+  auto state = std::make_shared<GuardState>();
+  state->lease = std::move(lease);
+  if (options_.auto_renew) StartRenewal(state);
+  held_[state.get()] = state;
+  return state;
+}
+
+absl::StatusOr<std::vector<LockGuard>> BlockingLock::AcquireAll(
+    std::vector<std::string> resources, AcquireOptions options) {
+  GateCall entered(gate_.get());
+  if (!entered) return ShuttingDown();
+  if (options.task_id.empty()) options.task_id = CurrentThreadTaskId();
+  using States = std::vector<std::shared_ptr<GuardState>>;
+  using Result = absl::StatusOr<States>;
+  Result result = PostAndWait<Result>(
+      thread_, [this, resources = std::move(resources),
+                options = std::move(options)](Completion<Result> done) mutable {
+        if (shut_down_) {
+          done(ShuttingDown());
+          return;
+        }
+        Completion<Result> mine = done.Share();
+        auto key = std::make_shared<char>();
+        // MultiLock keeps no state of its own: its operation outlives it.
+        MultiLock multi(thread_->loop(), lock_);
+        absl::StatusOr<AcquireHandle> handle = multi.Acquire(
+            std::move(resources), options,
+            [this, key, done = std::move(done)](
+                absl::StatusOr<std::vector<Lease>> leases) mutable {
+              acquiring_.erase(key.get());
+              if (!leases.ok()) {
+                done(leases.status());
+                return;
+              }
+              if (shut_down_) {
+                for (const Lease& l : *leases) (void)lock_->Release(l, [](absl::Status) {});
+                done(ShuttingDown());
+                return;
+              }
+              States states;
+              for (Lease& l : *leases) states.push_back(AdoptOnLoop(std::move(l)));
+              done(std::move(states));
+            });
+        if (!handle.ok()) {
+          mine(handle.status());
+          return;
+        }
+        acquiring_[key.get()] = *handle;
+      });
+  if (!result.ok()) return result.status();
+  std::vector<LockGuard> guards;
+  bool released = false;
+  for (std::shared_ptr<GuardState>& state : *result) {
+    released |= state->released_at_shutdown.load(std::memory_order_acquire);
+    guards.push_back(LockGuard(this, gate_, std::move(state)));
+  }
+  // Shutdown released them before we got here (the guards then do nothing).
+  if (released) return ShuttingDown();
+  return guards;
 }
 
 absl::StatusOr<Lease> BlockingLock::Extend(const LockGuard& guard, absl::Duration ttl) {

@@ -79,6 +79,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -196,6 +197,16 @@ class BlockingLock {
   // Full control over the options (task id, ttl, wait).
   absl::StatusOr<LockGuard> Acquire(absl::string_view resource, AcquireOptions options);
 
+  // All-or-nothing over several resources: a MultiLock (lock/multi_lock.h)
+  // over the wrapped lock, on the loop thread -- taken in sorted order, so
+  // the guards come back in that order; `options.wait` bounds the whole
+  // acquisition; on any failure everything taken was released before this
+  // returns. One guard per resource, each renewed like any guard (see
+  // MultiLockGuard for one object holding them). kInvalidArgument for an
+  // empty list or a duplicate resource.
+  absl::StatusOr<std::vector<LockGuard>> AcquireAll(std::vector<std::string> resources,
+                                                    AcquireOptions options);
+
   // Blocking Extend of a guard's lease (e.g. without auto-renewal). On OK
   // the guard's lease keeps its old fields; the new lease is returned.
   absl::StatusOr<Lease> Extend(const LockGuard& guard, absl::Duration ttl);
@@ -214,6 +225,9 @@ class BlockingLock {
   absl::Status ReleaseState(std::shared_ptr<GuardState> state);
   // Loop thread: the loop-side part of Shutdown().
   void ShutdownOnLoop();
+  // Loop thread: the state of a guard for a newly acquired lease (held,
+  // and renewed when auto_renew).
+  std::shared_ptr<GuardState> AdoptOnLoop(Lease lease);
   // Loop thread: starts renewing a new lease (auto_renew).
   void StartRenewal(const std::shared_ptr<GuardState>& state);
 

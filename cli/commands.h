@@ -39,7 +39,14 @@ int TrustCommand(const CommonOptions& common, absl::Duration restart_window, boo
 enum class OnLost { kTerm, kKill, kIgnore };
 
 struct RunOptions {
+  // The lock's name in messages and $DLOCK_RESOURCE: the resource, or for
+  // several resources their sorted list joined by ',' (shortened if long).
   std::string resource;
+  // Every resource (sorted, no duplicates). More than one: a multi-lock,
+  // all or nothing (ResourceSetLock).
+  std::vector<std::string> resources;
+  // --shared: read locks (ReadWriteLock::reader()); else the writer.
+  bool shared = false;
   std::vector<std::string> command;
   absl::Duration ttl = absl::Seconds(30);
   absl::Duration wait = absl::ZeroDuration();

@@ -22,6 +22,11 @@ ABSL_FLAG(bool, fair, false,
           "queue (FairLock): with --wait, dlock runs get the lock in the order "
           "they asked, across machines, and a release wakes only the next one. "
           "Only fair runs of a resource queue; use --fair for all of them");
+ABSL_FLAG(bool, shared, false,
+          "run: take a SHARED (read) lock: any number of --shared runs of a "
+          "resource run at once; a run without --shared is exclusive (the "
+          "read-write lock's writer) and excludes them, and while it waits no "
+          "new --shared run starts. Single server only");
 ABSL_FLAG(std::string, on_lost, "term",
           "run: what to do to the command's process group when the lock is "
           "lost: term (SIGTERM, then SIGKILL after --kill-after), kill "

@@ -12,6 +12,7 @@ ABSL_DECLARE_FLAG(std::string, redis);
 ABSL_DECLARE_FLAG(absl::Duration, ttl);
 ABSL_DECLARE_FLAG(absl::Duration, wait);
 ABSL_DECLARE_FLAG(bool, fair);
+ABSL_DECLARE_FLAG(bool, shared);
 ABSL_DECLARE_FLAG(std::string, on_lost);
 ABSL_DECLARE_FLAG(absl::Duration, kill_after);
 ABSL_DECLARE_FLAG(absl::Duration, timeout);

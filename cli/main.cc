@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "dlock/cli/command_line.h"
 #include "dlock/cli/commands.h"
@@ -20,6 +21,7 @@
 #include "dlock/cli/flags.h"
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/lock/lock_commands.h"
+#include "dlock/lock/multi_lock.h"
 
 namespace dlock {
 namespace cli {
@@ -125,20 +127,40 @@ int Main(int argc, char** argv) {
   }
 
   if (sub == "run") {
-    if (cl->positional.size() != 2) {
-      return UsageError(program, "run needs exactly one RESOURCE before '--'");
+    if (cl->positional.size() < 2) {
+      return UsageError(program, "run needs a RESOURCE (or several) before '--'");
     }
     if (!cl->has_separator || cl->command.empty()) {
       return UsageError(program, "run needs a command after '--'");
     }
     RunOptions run;
-    run.resource = cl->positional[1];
+    absl::StatusOr<std::vector<std::string>> resources = OrderResources(
+        std::vector<std::string>(cl->positional.begin() + 1, cl->positional.end()));
+    if (!resources.ok()) return UsageError(program, std::string(resources.status().message()));
+    run.resources = *resources;
+    run.resource = absl::StrJoin(run.resources, ",");
+    if (run.resource.size() > kMaxResourceLength) {
+      run.resource = absl::StrCat(run.resources[0], ",...(", run.resources.size(), " resources)")
+                         .substr(0, kMaxResourceLength);
+    }
+    run.shared = absl::GetFlag(FLAGS_shared);
+    if (run.shared && common.urls.size() > 1) {
+      return UsageError(program, "--shared needs a single --redis server (RedLock has no "
+                                 "read-write lock)");
+    }
     run.command = cl->command;
     run.ttl = ttl;
     run.wait = absl::GetFlag(FLAGS_wait);
     run.fair = absl::GetFlag(FLAGS_fair);
     if (run.fair && common.urls.size() > 1) {
       return UsageError(program, "--fair needs a single --redis (RedLock has no queue)");
+    }
+    if (run.fair && run.shared) {
+      return UsageError(program, "--fair and --shared cannot be combined (the fair queue "
+                                 "serves exclusive runs only)");
+    }
+    if (run.fair && run.resources.size() > 1) {
+      return UsageError(program, "--fair takes one RESOURCE (a fair queue is per resource)");
     }
     run.kill_after = absl::GetFlag(FLAGS_kill_after);
     run.restart_window = absl::GetFlag(FLAGS_restart_window);

@@ -48,6 +48,16 @@
 //
 // CMD gets DLOCK_RESOURCE and DLOCK_FENCE (the lease's fencing token) in its
 // environment, so it can hand the fence to the resource it protects.
+//
+// Kinds of run (one server): without --shared the run is EXCLUSIVE -- the
+// read-write lock's writer (lock/read_write_lock.h), which holds the plain
+// lock's key, so it excludes other exclusive runs, SimpleLock holders AND
+// --shared runs, and while it waits keeps new --shared runs out. With
+// --shared it is a reader: --shared runs of a resource overlap. Several
+// RESOURCEs: all of them or none (ResourceSetLock: sorted order, released
+// on any failure, renewed together, the watcher's deadline the earliest
+// lease's); DLOCK_RESOURCE is their sorted list joined by ',', DLOCK_FENCE
+// the first one's fence and DLOCK_FENCES every fence in that order.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -74,16 +84,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
 #include "dlock/cli/session.h"
 #include "dlock/lock/lock.h"
+#include "dlock/lock/multi_lock.h"
 #include "dlock/lock/observer.h"
 #include "dlock/lock/fair_lock.h"
+#include "dlock/lock/read_write_lock.h"
 #include "dlock/lock/retry_lock.h"
-#include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
 #include "dlock/watchdog/watchdog.h"
 
@@ -172,9 +184,10 @@ class Runner {
     // callbacks are delivered as kCancelled while the loop runs dry.
     watch_ = WatchHandle();
     watchdog_.reset();
+    set_.reset();
     retry_.reset();
-    simple_.reset();
     fair_.reset();
+    rw_.reset();
     redlock_.reset();
   }
 
@@ -216,6 +229,9 @@ class Runner {
   }
 
  private:
+  // The lock of the run: one resource's, or a ResourceSetLock over the
+  // per-resource lock for several (all or nothing, renewed together by the
+  // one watch, its deadline the earliest of theirs).
   absl::Status BuildLock() {
     if (s_.size() == 1 && run_.fair) {
       // Waits in its own queue (no RetryLock: its attempts would not queue).
@@ -228,20 +244,32 @@ class Runner {
       lock_ = fair_.get();
       return absl::OkStatus();
     }
+    absl::Status s = BuildResourceLock();
+    if (!s.ok() || run_.resources.size() <= 1) return s;
+    set_ = std::make_unique<ResourceSetLock>(s_.loop(), lock_, run_.resources);
+    lock_ = set_.get();
+    return absl::OkStatus();
+  }
+
+  // One server: the read-write lock -- its reader with --shared, else its
+  // writer, which holds the plain lock's key (so it also excludes plain
+  // SimpleLock holders and older dlock runs) and excludes readers. Several
+  // servers: RedLock (no --shared, main.cc refuses it).
+  absl::Status BuildResourceLock() {
     if (s_.size() == 1) {
-      SimpleLockOptions o;
+      ReadWriteLockOptions o;
       o.key_prefix = common_.prefix;
       o.command_timeout = common_.timeout;
       o.observer = &observer_;
       if (run_.restart_window_set) o.restart_window = run_.restart_window;
-      simple_ = std::make_unique<SimpleLock>(s_.loop(), s_.transport(0), o);
-      lock_ = simple_.get();
+      rw_ = std::make_unique<ReadWriteLock>(s_.loop(), s_.transport(0), o);
+      lock_ = run_.shared ? &rw_->reader() : &rw_->writer();
       if (run_.wait > absl::ZeroDuration()) {
         RetryLockOptions r;
-        r.key_prefix = common_.prefix;
         r.observer = &observer_;
-        retry_ = std::make_unique<RetryLock>(s_.loop(), simple_.get(),
-                                             s_.transport(0), r);
+        // Woken by the view's release notifications (its channel, its
+        // transport).
+        retry_ = std::make_unique<RetryLock>(s_.loop(), lock_, r);
         lock_ = retry_.get();
       }
       return absl::OkStatus();
@@ -314,6 +342,7 @@ class Runner {
     std::vector<std::string> env_strings;
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::strncmp(*e, "DLOCK_FENCE=", 12) == 0 ||
+          std::strncmp(*e, "DLOCK_FENCES=", 13) == 0 ||
           std::strncmp(*e, "DLOCK_RESOURCE=", 15) == 0) {
         continue;
       }
@@ -321,6 +350,16 @@ class Runner {
     }
     env_strings.push_back(absl::StrCat("DLOCK_FENCE=", lease_.fence));
     env_strings.push_back(absl::StrCat("DLOCK_RESOURCE=", lease_.resource));
+    if (set_ != nullptr) {
+      // Several resources: each one's fence, in the sorted order of
+      // DLOCK_RESOURCE's list.
+      absl::StatusOr<std::vector<Lease>> subs = ResourceSetLock::SubLeases(lease_);
+      std::vector<int64_t> fences;
+      if (subs.ok()) {
+        for (const Lease& l : *subs) fences.push_back(l.fence);
+      }
+      env_strings.push_back(absl::StrCat("DLOCK_FENCES=", absl::StrJoin(fences, " ")));
+    }
     std::vector<char*> env;
     for (std::string& e : env_strings) env.push_back(e.data());
     env.push_back(nullptr);
@@ -867,10 +906,11 @@ class Runner {
   const RunOptions& run_;
   CliObserver observer_;
 
-  std::unique_ptr<SimpleLock> simple_;
+  std::unique_ptr<ReadWriteLock> rw_;
   std::unique_ptr<RetryLock> retry_;
   std::unique_ptr<FairLock> fair_;
   std::unique_ptr<RedLock> redlock_;
+  std::unique_ptr<ResourceSetLock> set_;
   Lock* lock_ = nullptr;
   std::unique_ptr<Watchdog> watchdog_;
   WatchHandle watch_;

@@ -10,6 +10,7 @@
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
 #include "dlock/cli/lock_key.h"
+#include "dlock/cli/readers_status.h"
 #include "dlock/cli/session.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/transport/script.h"
@@ -34,6 +35,7 @@ int StatusCommand(const CommonOptions& common, const std::string& resource) {
   std::printf("resource \"%s\" (key %s)\n", absl::CEscape(resource).c_str(),
               absl::CEscape(keys.LockKey(resource)).c_str());
   int held = 0, reachable = 0;
+  bool shared = false;
   for (size_t i = 0; i < (*session)->size(); ++i) {
     std::string where = common.urls[i].Display();
     Session& s = **session;
@@ -47,6 +49,13 @@ int StatusCommand(const CommonOptions& common, const std::string& resource) {
     ++reachable;
     if (!key->free()) ++held;
     std::printf("  %s: %s\n", where.c_str(), DescribeKey(*key).c_str());
+    // The read-write lock's readers and waiting writer (single server).
+    if ((*session)->size() == 1) {
+      absl::StatusOr<ReadersSnapshot> readers = ReadReaders(s, i, keys, resource);
+      const std::string text = readers.ok() ? DescribeReaders(*readers) : "";
+      if (!text.empty()) std::printf("  %s: %s\n", where.c_str(), text.c_str());
+      if (readers.ok() && readers->readers > 0 && key->free()) shared = true;
+    }
   }
   size_t n = (*session)->size();
   size_t quorum = n / 2 + 1;
@@ -55,7 +64,7 @@ int StatusCommand(const CommonOptions& common, const std::string& resource) {
     return kExitUnavailable;
   }
   if (n == 1) {
-    std::printf("state: %s\n", held ? "held" : "free");
+    std::printf("state: %s\n", held ? "held" : shared ? "held (shared)" : "free");
   } else {
     std::printf("state: %s (held on %d of %zu servers, quorum %zu)\n",
                 held >= static_cast<int>(quorum) ? "held" : "free", held, n, quorum);

@@ -61,12 +61,13 @@ dlock_library(lock INSTALL
   BAZEL //lock:lock //lock:observer //lock:scripts //lock:lease_rules
         //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
-        //lock:fair_lock
+        //lock:fair_lock //lock:read_write_lock //lock:multi_lock
   SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/retry_lock_wake.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
        lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
+       lock/read_write_scripts.cc lock/read_write_lock.cc lock/multi_lock.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/script_prelude.h lock/lease_rules.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
        lock/lock_commands.h
@@ -74,6 +75,7 @@ dlock_library(lock INSTALL
        lock/retry_lock_internal.h lock/reentrant_lock.h
        lock/fair_scripts.h lock/fair_commands.h lock/fair_lock.h
        lock/fair_lock_internal.h
+       lock/read_write_scripts.h lock/read_write_lock.h lock/multi_lock.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -99,9 +101,9 @@ dlock_library(redlock INSTALL
 dlock_library(blocking INSTALL
   BAZEL //blocking:post_and_wait //blocking:blocking_lock //lock:blocking
         //watchdog:blocking
-  SRCS blocking/blocking_lock.cc
+  SRCS blocking/blocking_lock.cc blocking/multi_lock_guard.cc
   HDRS blocking/post_and_wait.h blocking/blocking_lock.h lock/blocking_lock.h
-       watchdog/renewing_blocking_lock.h
+       watchdog/renewing_blocking_lock.h blocking/multi_lock_guard.h
   PUBLIC_DEPS dlock::watchdog dlock::lock dlock::transport PkgConfig::dlock_absl)
 
 # BlockingClient.
@@ -119,9 +121,9 @@ dlock_library(cli
   BAZEL //cli:command_line //cli:check //cli:commands
   SRCS cli/command_line.cc cli/flags.cc cli/check.cc cli/check_command.cc
        cli/lock_key.cc cli/run_command.cc cli/session.cc cli/status_command.cc
-       cli/trust_command.cc cli/unlock_command.cc
+       cli/trust_command.cc cli/unlock_command.cc cli/readers_status.cc
   HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h
-       cli/commands.h cli/lock_key.h cli/session.h
+       cli/commands.h cli/lock_key.h cli/session.h cli/readers_status.h
   PUBLIC_DEPS dlock::client dlock::lock dlock::redlock dlock::watchdog
               dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
               PkgConfig::dlock_libuv)
@@ -184,6 +186,9 @@ dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test
 dlock_test(fair_client_fake_test BAZEL //blocking:fair_client_fake_test
   SRCS blocking/fair_client_fake_test.cc
   DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
+dlock_test(rw_multi_client_fake_test BAZEL //blocking:rw_multi_client_fake_test
+  SRCS blocking/rw_multi_client_fake_test.cc
+  DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(observer_test BAZEL //lock:observer_test
   SRCS lock/observer_test.cc DEPS dlock::lock)
 dlock_test(lock_behavior_fake_test BAZEL //lock:lock_behavior_fake_test
@@ -206,6 +211,14 @@ dlock_test(error_reply_test BAZEL //lock:error_reply_test
   SRCS lock/error_reply_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(release_publish_test BAZEL //lock:release_publish_test
   SRCS lock/release_publish_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(read_write_lock_test BAZEL //lock:read_write_lock_test
+  SRCS lock/read_write_lock_test.cc
+  DEPS dlock::lock dlock::watchdog dlock::fake dlock::status_matchers)
+dlock_test(multi_lock_test BAZEL //lock:multi_lock_test
+  SRCS lock/multi_lock_test.cc
+  DEPS dlock::lock dlock::watchdog dlock::fake dlock::status_matchers)
+dlock_test(read_write_multi_torture_test BAZEL //lock:read_write_multi_torture_test
+  SRCS lock/read_write_multi_torture_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
   SRCS redlock/redlock_ttl_test.cc DEPS dlock::redlock dlock::fake dlock::status_matchers)
 dlock_test(redlock_test BAZEL //redlock:redlock_test

@@ -43,6 +43,7 @@ TEST(ErrorReplyStatusTest, PermanentAndTransientErrorsGetDistinctCodes) {
       {"NOPERM this user has no permissions to access one of the keys used as arguments",
        Code::kPermissionDenied},
       {"NOAUTH Authentication required.", Code::kPermissionDenied},
+      {"ERR Protocol error: unauthenticated multibulk length", Code::kPermissionDenied},
       {"WRONGPASS invalid username-password pair or user is disabled.",
        Code::kPermissionDenied},
       {"ERR The user executing the script can't access at least one of the keys "

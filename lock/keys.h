@@ -3,6 +3,8 @@
 //   P{R}           the lock: a string holding the owner's token, with PX TTL
 //   P{R}:fence     the fencing counter (no TTL; INCR by every acquire)
 //   P{R}:released  the pub/sub channel a release publishes on
+// The read-write lock adds P{R}:readers and P{R}:writer-waiting
+// (read_write_scripts.h); its writer holds P{R} as the plain lock does.
 // ReentrantLock uses P{R} as a hash {owner -> count} instead of a string; a
 // key of the other kind is foreign data to the acquire of both (kInternal,
 // never overwritten).

@@ -74,7 +74,11 @@ absl::Status ErrorReplyStatus(const Reply& reply) {
   const absl::string_view code = text.substr(0, text.find(' '));
   // Permanent: the user may not do this; retrying cannot help.
   if (code == "NOPERM" || code == "NOAUTH" || code == "WRONGPASS" ||
-      absl::StartsWith(text, "ERR The user executing the script can't")) {
+      absl::StartsWith(text, "ERR The user executing the script can't") ||
+      // A client that did not authenticate may not send more than 10
+      // arguments (the read-write lock's scripts take more); the server
+      // answers this instead of NOAUTH (and closes the connection).
+      absl::StartsWith(text, "ERR Protocol error: unauthenticated")) {
     return absl::PermissionDeniedError(absl::StrCat("server refused: ", text));
   }
   // Transient: failover, memory pressure, loading, a busy script, cluster or

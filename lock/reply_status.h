@@ -37,7 +37,9 @@ std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
 // error's code (its first word; inside a script Redis 7 keeps the failing
 // call's code):
 //   NOPERM, NOAUTH, WRONGPASS, "ERR The user executing the script can't ..."
-//       (an ACL refusal inside a script)                  kPermissionDenied
+//       (an ACL refusal inside a script), "ERR Protocol error:
+//       unauthenticated ..." (a command of more than 10 arguments from a
+//       client that did not AUTH)                         kPermissionDenied
 //   READONLY, OOM, LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN,
 //       NOREPLICAS, MISCONF, "ERR max number of clients"  kUnavailable
 //   WRONGTYPE, "value is not an integer" (foreign data under a lock or

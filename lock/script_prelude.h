@@ -1,10 +1,16 @@
-// Internal to //lock:scripts: the Lua fragments every acquire script shares
-// (the data-set marker and the fence base, see scripts.h), as macros that
-// paste into a script's source at compile time. Each script's SHA-1 is a
-// constant of its full text, so a change here changes every acquire
-// script's SHA-1 (scripts_sha1_test names them).
+// This header defines the Lua fragments several dlock scripts share (the
+// server's time, the data-set marker check and the fence counter's base),
+// as macros that expand to string literals, so each script stays one
+// constant whose SHA-1 is known at compile time, and the macro that defines
+// a script's accessor. Internal to //lock:scripts (scripts.cc,
+// fair_scripts.cc, read_write_scripts.cc).
 #ifndef DLOCK_LOCK_SCRIPT_PRELUDE_H_
 #define DLOCK_LOCK_SCRIPT_PRELUDE_H_
+
+// The server's time in ms (TIME), as the local `now`.
+#define DLOCK_SERVER_NOW \
+  "local t = redis.call('time')\n" \
+  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 
 // The data-set marker (KEYS[M], ARGV[W] the restart window in ms), shared by
 // both acquire scripts: read it, or create it with the server's TIME on first
@@ -13,8 +19,7 @@
 // {'young', ms left, age ms}. A marker that is not a whole number of ms in
 // [0, 9e12] is foreign data. Sets `began` (ms) for the fence base.
 #define DLOCK_DATA_SET_PRELUDE(M, W) \
-  "local t = redis.call('time')\n" \
-  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+  DLOCK_SERVER_NOW \
   "local began = redis.call('get', KEYS[" #M "])\n" \
   "if began == false then\n" \
   "  redis.call('set', KEYS[" #M "], string.format('%.0f', now))\n" \
@@ -42,5 +47,18 @@
   "elseif tonumber(f) ~= nil and tonumber(f) >= 9007199254740991 then\n" \
   "  return {'exhausted', f}\n" \
   "end\n"
+
+// Defines `const Script& fn()` for the script `src` with the constant
+// `sha1`. Function-local statics: built on first use, never destroyed (no
+// static initialization or destruction order issues, usable from any
+// thread). Each script's SHA-1 is a constant, so the core needs no hash
+// code (and no libcrypto). After editing a script, lock:scripts_sha1_test
+// fails and prints the new value; tests/lock:scripts_sha1_real_test checks
+// them against a real server's SCRIPT LOAD.
+#define DLOCK_DEFINE_SCRIPT(fn, src, sha1)                \
+  const Script& fn() {                                    \
+    static const Script* const s = new Script(src, sha1); \
+    return *s;                                            \
+  }
 
 #endif  // DLOCK_LOCK_SCRIPT_PRELUDE_H_

@@ -34,6 +34,10 @@
 //   ReentrantUndoScript      | lock, marker  | owner, channel        | 1 undid that acquire, 0 nothing,
 //                            |               |                       | or a string (*)
 //
+// The read-write lock's scripts (ReadAcquire, WriteAcquire, ReadRelease,
+// ReadExtend) are declared in read_write_scripts.h, with their table; they
+// are listed in AllScripts() too.
+//
 // (*) The key was deleted but the PUBLISH on the channel was refused (an ACL
 // user without channel permission; scripts cannot roll back the DEL): the
 // reply is the PUBLISH error's text, e.g. "ERR The user executing the script

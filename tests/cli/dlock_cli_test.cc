@@ -409,9 +409,9 @@ TEST_F(DlockCliTest, VerbosePrintsLockAndRenewalEvents) {
   Dlock d({"run", "--redis", url_, "--ttl", "300ms", "--verbose", "job", "--", "sleep",
            "0.5"});
   ASSERT_EQ(d.Wait(), 0) << d.err();
-  EXPECT_THAT(d.err(), HasSubstr("acquire simple \"job\": OK"));
+  EXPECT_THAT(d.err(), HasSubstr("acquire write \"job\": OK"));
   EXPECT_THAT(d.err(), HasSubstr("renewal \"job\": OK"));
-  EXPECT_THAT(d.err(), HasSubstr("release simple \"job\": OK"));
+  EXPECT_THAT(d.err(), HasSubstr("release write \"job\": OK"));
 }
 
 TEST_F(DlockCliTest, PasswordComesFromTheEnvironment) {
@@ -953,6 +953,75 @@ TEST_F(DlockCliRedLockTest, RunOverTheSameInstanceTwiceIsAUsageError) {
            absl::StrCat("redis://localhost:", server_->port()), "r", "--", "true"});
   EXPECT_EQ(d.Wait(), kExitUsage) << d.err();
   EXPECT_THAT(d.err(), HasSubstr("same Redis instance"));
+}
+
+// --shared runs overlap: the first writes into a fifo, which blocks until
+// the second -- inside its own --shared run -- opens it to read. Were the
+// runs exclusive, the second would wait while the first blocks: the first
+// never finishes (and the second gives up, busy).
+TEST_F(DlockCliTest, TwoSharedRunsOverlap) {
+  const std::string fifo = Path("fifo"), out = Path("out");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  Dlock writer({"run", "--redis", url_, "--shared", "cfg", "--", "sh", "-c",
+                absl::StrCat("echo both-inside > ", fifo)});
+  Dlock reader({"run", "--redis", url_, "--shared", "--wait", "20s", "cfg", "--", "sh", "-c",
+                absl::StrCat("cat ", fifo, " > ", out)});
+  EXPECT_EQ(reader.Wait(), 0) << reader.err();
+  EXPECT_EQ(writer.Wait(), 0) << writer.err();
+  EXPECT_EQ(ReadFile(out), "both-inside\n");
+  absl::StatusOr<Reply> left = server_->Command({"EXISTS", "dlock:{cfg}:readers"});
+  ASSERT_THAT(left, IsOk());
+  EXPECT_EQ(left->integer, 0);
+}
+
+// An exclusive run (no --shared) excludes --shared runs: while a --shared
+// run holds (blocked reading a fifo the test controls), an exclusive run
+// is busy, and a waiting one starts only after the shared run ended.
+TEST_F(DlockCliTest, AnExclusiveRunExcludesSharedRuns) {
+  const std::string gate = Path("gate"), started = Path("started"), log = Path("log");
+  ASSERT_EQ(mkfifo(gate.c_str(), 0600), 0);
+  Dlock shared({"run", "--redis", url_, "--shared", "cfg", "--", "sh", "-c",
+                absl::StrCat("touch ", started, "; cat ", gate, " > /dev/null; echo shared-end >> ",
+                             log)});
+  ASSERT_TRUE(WaitForFile(started)) << shared.err();
+  Dlock busy({"run", "--redis", url_, "cfg", "--", "touch", Path("ran")});
+  EXPECT_EQ(busy.Wait(), kExitBusy) << busy.err();
+  EXPECT_FALSE(FileExists(Path("ran")));
+  Dlock status({"status", "--redis", url_, "cfg"});
+  EXPECT_EQ(status.Wait(), 0) << status.err();
+  EXPECT_THAT(status.out(), HasSubstr("1 reader (shared)"));
+  EXPECT_THAT(status.out(), HasSubstr("a writer is waiting"));
+  EXPECT_THAT(status.out(), HasSubstr("state: held (shared)"));
+  Dlock exclusive({"run", "--redis", url_, "--wait", "20s", "cfg", "--", "sh", "-c",
+                   absl::StrCat("echo exclusive >> ", log)});
+  // Let the shared run finish: open the fifo for writing (its reader is
+  // there) and close it.
+  int fd = open(gate.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  EXPECT_EQ(shared.Wait(), 0) << shared.err();
+  EXPECT_EQ(exclusive.Wait(), 0) << exclusive.err();
+  EXPECT_EQ(ReadFile(log), "shared-end\nexclusive\n");
+}
+
+// Several RESOURCEs: all or nothing, the fences of each in DLOCK_FENCES.
+TEST_F(DlockCliTest, SeveralResourcesAreTakenAllOrNothing) {
+  const std::string f = Path("env");
+  Dlock both({"run", "--redis", url_, "y", "x", "--", "sh", "-c",
+              absl::StrCat("echo $DLOCK_RESOURCE $DLOCK_FENCES > ", f)});
+  ASSERT_EQ(both.Wait(), 0) << both.err();
+  EXPECT_EQ(ReadFile(f), "x,y 1 1\n");
+  ASSERT_THAT(server_->Command({"SET", "dlock:{y}", "someone-else", "PX", "60000"}), IsOk());
+  Dlock busy({"run", "--redis", url_, "x", "y", "--", "touch", Path("ran")});
+  EXPECT_EQ(busy.Wait(), kExitBusy) << busy.err();
+  EXPECT_FALSE(FileExists(Path("ran")));
+  absl::StatusOr<Reply> x = server_->Command({"EXISTS", "dlock:{x}"});
+  ASSERT_THAT(x, IsOk());
+  EXPECT_EQ(x->integer, 0);  // x was released when y turned out busy
+  Dlock dup({"run", "--redis", url_, "x", "x", "--", "true"});
+  EXPECT_EQ(dup.Wait(), kExitUsage) << dup.err();
+  Dlock red({"run", "--redis", url_, "--redis", url_, "--shared", "x", "--", "true"});
+  EXPECT_EQ(red.Wait(), kExitUsage) << red.err();
 }
 
 }  // namespace dlock

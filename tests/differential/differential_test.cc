@@ -37,6 +37,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "dlock/lock/scripts.h"
@@ -482,6 +483,9 @@ class Generator {
     // an undo meets both its own marker and someone else's.
     const std::vector<std::string> marker_keys = {"{r}lock:acquire:1", "{r}lock:acquire:2"};
     const std::string name = s.name;
+    if (absl::StartsWith(name, "read_") || name == "write_acquire") {
+      return ReadWriteScript(std::move(argv), name);
+    }
     const bool acquire = name == "acquire" || name == "reentrant_acquire";
     argv.push_back(lock_keys[Pick(lock_keys.size())]);
     if (name == "reentrant_undo") {
@@ -503,6 +507,32 @@ class Generator {
     // The restart window: off, shorter than every marker's age, or longer
     // (a young refusal, whose ms are compared with a tolerance).
     if (acquire) argv.push_back(One({"0", "0", "60000", "99999999999999"}));
+    return argv;
+  }
+
+  // The read-write lock's scripts (lock/read_write_scripts.h): the readers
+  // hash and the writer-intent marker. The readers' expiries are server
+  // time + ttl (the clocks differ by a few ms), so they are compared only
+  // through the scripts' replies (TTLs far apart), never read back: the
+  // readers key is not one of Keys().
+  Argv ReadWriteScript(Argv argv, const std::string& name) {
+    const std::string readers = "{r}lock:readers";
+    if (name == "read_release" || name == "read_extend") {
+      argv.push_back(readers);
+      argv.push_back(One({"tokA", "tokB"}));
+      argv.push_back(name == "read_release" ? One({"{r}lock:released", "ch"})
+                                            : LongTtl(false));
+      return argv;
+    }
+    argv.push_back(One({"{r}lock", "{r}lock", "k1", "h1"}));
+    argv.push_back(One({"{r}lock:fence", "{r}lock:fence", "k2"}));
+    argv.push_back(readers);
+    argv.push_back(One({"{r}lock:writer-waiting", "{r}lock:writer-waiting", "h2"}));
+    argv.push_back(DataSetMarkers()[Pick(DataSetMarkers().size())].first);
+    argv.push_back(One({"tokA", "tokB"}));
+    argv.push_back(LongTtl(false));
+    argv.push_back(One({"0", "0", "60000"}));
+    if (name == "write_acquire") argv.push_back(One({"0", "3000", "60000"}));
     return argv;
   }
 

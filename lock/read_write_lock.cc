@@ -1,0 +1,271 @@
+#include "dlock/lock/read_write_lock.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/lock/lease_ops.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/read_write_scripts.h"
+#include "dlock/lock/reply_status.h"
+#include "dlock/lock/tokens.h"
+#include "dlock/transport/reply.h"
+
+namespace dlock {
+
+struct ReadWriteLock::Core : LeaseCore {
+  Core(EventLoop* loop, Transport* transport, const ReadWriteLockOptions& options)
+      : LeaseCore(loop, options.observer, options.command_timeout,
+                  options.drift_factor, options.drift_constant),
+        transport(transport),
+        commands(transport, KeyScheme{options.key_prefix}),
+        writer_intent_ttl(options.writer_intent_ttl),
+        restart_window(options.restart_window) {}
+
+  const KeyScheme& keys() const { return commands.keys(); }
+
+  Transport* const transport;
+  // The writer's release and extend: the plain lock's scripts.
+  LockCommands commands;
+  const absl::Duration writer_intent_ttl;
+  const absl::Duration restart_window;
+};
+
+namespace {
+
+using Core = ReadWriteLock::Core;
+
+// Maps a 1/0 script reply to OK / kFailedPrecondition; a string is a
+// release whose PUBLISH was refused (scripts.h (*)).
+absl::Status OwnedStatus(absl::string_view what, const absl::StatusOr<Reply>& reply,
+                         std::string* publish_error) {
+  if (!reply.ok()) return reply.status();
+  if (reply->is_string() && publish_error != nullptr) {
+    *publish_error = reply->str;
+    return absl::OkStatus();
+  }
+  if (reply->is_integer() && reply->integer == 1) return absl::OkStatus();
+  if (reply->is_integer() && reply->integer == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": the lease no longer owns the key"));
+  }
+  return UnexpectedReplyStatus(what, *reply);
+}
+
+// An acquire script's reply: the fence, kAborted (nil), a refusal, or an
+// unexpected reply. `min_fence`: 1 for a writer, 0 for a reader.
+absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys,
+                                          absl::string_view resource,
+                                          absl::StatusOr<Reply> reply,
+                                          int64_t min_fence) {
+  if (!reply.ok()) return reply.status();
+  std::optional<absl::Status> refusal = AcquireRefusalStatus(keys, resource, *reply);
+  if (refusal.has_value()) return *std::move(refusal);
+  if (reply->is_nil()) {
+    return absl::AbortedError(min_fence == 0
+                                  ? "a writer holds or waits for the lock"
+                                  : "the lock is held by a writer or readers");
+  }
+  if (reply->is_integer() && reply->integer >= min_fence) return reply->integer;
+  return UnexpectedReplyStatus("acquire", *reply);
+}
+
+// Sends the reader release script for `token`.
+absl::Status SendReadRelease(
+    Core& core, absl::string_view resource, absl::string_view token,
+    absl::AnyInvocable<void(absl::StatusOr<Reply>) &&> cb) {
+  return ReadReleaseScript().Run(
+      *core.transport, {ReadersKey(core.keys(), resource)},
+      {std::string(token), core.keys().ChannelKey(resource)}, core.command_timeout,
+      std::move(cb));
+}
+
+bool IsUnknownOutcome(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+}
+
+class RwAcquireOp : public SingleServerAcquire {
+ public:
+  RwAcquireOp(std::shared_ptr<Core> core, bool write, std::string resource,
+              absl::Duration ttl, LeaseCallback callback)
+      : SingleServerAcquire(core, write ? "write" : "read", std::move(resource),
+                            NewToken(), ttl, std::move(callback)),
+        write_(write) {}
+
+ private:
+  void Undo() override {
+    std::shared_ptr<Core> core = std::static_pointer_cast<Core>(this->core());
+    Core* c = core.get();
+    std::string resource = this->resource();
+    std::string token = this->token();
+    const bool write = write_;
+    RunCleanup(std::move(core), sent_at() + ttl(),
+               [c, write, resource = std::move(resource), token = std::move(token)](
+                   absl::AnyInvocable<void(bool) &&> done) {
+                 if (write) {
+                   return c->commands.Release(
+                       resource, token, c->command_timeout,
+                       [done = std::move(done)](absl::Status s) mutable {
+                         std::move(done)(IsUnknownOutcome(s));
+                       });
+                 }
+                 return SendReadRelease(
+                     *c, resource, token,
+                     [done = std::move(done)](absl::StatusOr<Reply> r) mutable {
+                       std::move(done)(!r.ok() && IsUnknownOutcome(r.status()));
+                     });
+               });
+  }
+
+  const bool write_;
+};
+
+// What both views share: validation, the acquire, the release channel.
+class ViewBase : public Lock, protected ReleaseNotifier {
+ public:
+  ViewBase(std::shared_ptr<Core> core, bool write)
+      : core_(std::move(core)), write_(write) {}
+
+  const ReleaseNotifier* release_notifier() const override { return this; }
+
+  absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
+                                        const AcquireOptions& options,
+                                        LeaseCallback callback) override {
+    absl::Status s = ValidateResource(resource);
+    if (!s.ok()) return s;
+    s = core_->CheckTtl(options.ttl);
+    if (!s.ok()) return s;
+    if (core_->restart_window < absl::ZeroDuration() ||
+        core_->writer_intent_ttl < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "restart_window and writer_intent_ttl must be >= 0");
+    }
+    auto op = std::make_shared<RwAcquireOp>(core_, write_, std::string(resource),
+                                            WholeMillis(options.ttl),
+                                            std::move(callback));
+    std::weak_ptr<Cancellable> weak = op;
+    const KeyScheme& keys = core_->keys();
+    std::vector<std::string> args = {
+        op->token(), absl::StrCat(TtlMillis(op->ttl())),
+        absl::StrCat(absl::ToInt64Milliseconds(core_->restart_window))};
+    if (write_) {
+      args.push_back(absl::StrCat(absl::ToInt64Milliseconds(core_->writer_intent_ttl)));
+    }
+    const Script& script = write_ ? WriteAcquireScript() : ReadAcquireScript();
+    s = script.Run(
+        *core_->transport,
+        {keys.LockKey(resource), keys.FenceKey(resource), ReadersKey(keys, resource),
+         WriterIntentKey(keys, resource), keys.DataSetKey()},
+        std::move(args), core_->command_timeout,
+        [op, keys, write = write_](absl::StatusOr<Reply> reply) {
+          op->OnReply(AcquireReplyFence(keys, op->resource(), std::move(reply),
+                                        write ? 1 : 0));
+        });
+    if (!s.ok()) return s;
+    return AcquireHandle(weak);
+  }
+
+ protected:
+  std::string ReleaseChannel(absl::string_view resource) const override {
+    return core_->keys().ChannelKey(resource);
+  }
+  Transport* ReleaseSubscriber() const override { return core_->transport; }
+
+  std::shared_ptr<Core> core_;
+  const bool write_;
+};
+
+}  // namespace
+
+class ReadWriteLock::ReaderView : public ViewBase {
+ public:
+  explicit ReaderView(std::shared_ptr<Core> core) : ViewBase(std::move(core), false) {}
+
+  absl::Status Release(const Lease& lease, StatusCallback callback) override {
+    absl::Status s = ValidateResource(lease.resource);
+    if (!s.ok()) return s;
+    if (lease.token.empty()) return absl::InvalidArgumentError("token must not be empty");
+    const absl::Time sent_at = core_->loop->Now();
+    return SendReadRelease(
+        *core_, lease.resource, lease.token,
+        [core = core_, resource = lease.resource, sent_at,
+         callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
+          std::string publish_error;
+          absl::Status status = OwnedStatus("release", reply, &publish_error);
+          std::string warning;
+          if (!publish_error.empty()) warning = UnpublishedReleaseWarning(publish_error);
+          FinishRelease(*core, "read", resource, sent_at, std::move(status), warning,
+                        std::move(callback));
+        });
+  }
+
+  absl::Status Extend(const Lease& lease, absl::Duration ttl,
+                      LeaseCallback callback) override {
+    absl::Status s = ValidateResource(lease.resource);
+    if (!s.ok()) return s;
+    if (lease.token.empty()) return absl::InvalidArgumentError("token must not be empty");
+    s = core_->CheckTtl(ttl);
+    if (!s.ok()) return s;
+    const absl::Duration whole = WholeMillis(ttl);
+    const absl::Time sent_at = core_->loop->Now();
+    return ReadExtendScript().Run(
+        *core_->transport, {ReadersKey(core_->keys(), lease.resource)},
+        {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
+        [core = core_, lease = Lease(lease), whole, sent_at,
+         callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
+          FinishExtend(*core, "read", std::move(lease), whole, sent_at,
+                       OwnedStatus("extend", reply, nullptr), std::move(callback));
+        });
+  }
+};
+
+class ReadWriteLock::WriterView : public ViewBase {
+ public:
+  explicit WriterView(std::shared_ptr<Core> core) : ViewBase(std::move(core), true) {}
+
+  absl::Status Release(const Lease& lease, StatusCallback callback) override {
+    const absl::Time sent_at = core_->loop->Now();
+    return core_->commands.ReleaseNotifying(
+        lease.resource, lease.token, core_->command_timeout,
+        [core = core_, resource = lease.resource, sent_at,
+         callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
+          std::string warning;
+          if (notice.ok() && !notice->published) {
+            warning = UnpublishedReleaseWarning(notice->publish_error);
+          }
+          FinishRelease(*core, "write", resource, sent_at, notice.status(), warning,
+                        std::move(callback));
+        });
+  }
+
+  absl::Status Extend(const Lease& lease, absl::Duration ttl,
+                      LeaseCallback callback) override {
+    absl::Status s = core_->CheckTtl(ttl);
+    if (!s.ok()) return s;
+    const absl::Duration whole = WholeMillis(ttl);
+    const absl::Time sent_at = core_->loop->Now();
+    return core_->commands.Extend(
+        lease.resource, lease.token, whole, core_->command_timeout,
+        [core = core_, lease = Lease(lease), whole, sent_at,
+         callback = std::move(callback)](absl::Status status) mutable {
+          FinishExtend(*core, "write", std::move(lease), whole, sent_at,
+                       std::move(status), std::move(callback));
+        });
+  }
+};
+
+ReadWriteLock::ReadWriteLock(EventLoop* loop, Transport* transport,
+                             ReadWriteLockOptions options)
+    : core_(std::make_shared<Core>(loop, transport, options)),
+      reader_(std::make_unique<ReaderView>(core_)),
+      writer_(std::make_unique<WriterView>(core_)) {}
+
+ReadWriteLock::~ReadWriteLock() { core_->retries.Stop(); }
+
+Lock& ReadWriteLock::reader() { return *reader_; }
+Lock& ReadWriteLock::writer() { return *writer_; }
+const KeyScheme& ReadWriteLock::keys() const { return core_->keys(); }
+
+}  // namespace dlock

@@ -1,0 +1,135 @@
+#include "dlock/lock/read_write_scripts.h"
+
+#include "absl/strings/str_cat.h"
+#include "dlock/lock/script_prelude.h"
+
+namespace dlock {
+namespace {
+
+// Trims the readers hash KEYS[K]: deletes every entry whose expiry is not
+// after `now` (or is not a number), and sets `live` (entries left) and
+// `last` (their latest expiry, 0 if none).
+#define DLOCK_TRIM_READERS(K) \
+  "local live, last = 0, 0\n" \
+  "local rs = redis.call('hgetall', KEYS[" #K "])\n" \
+  "for i = 1, #rs, 2 do\n" \
+  "  local e = tonumber(rs[i + 1])\n" \
+  "  if e == nil or e <= now then\n" \
+  "    redis.call('hdel', KEYS[" #K "], rs[i])\n" \
+  "  else\n" \
+  "    live = live + 1\n" \
+  "    if e > last then last = e end\n" \
+  "  end\n" \
+  "end\n"
+
+// A reader gets in unless a writer holds the lock key (a string with a
+// TTL; anything else there is foreign data) or the writer-intent marker
+// exists (a writer is waiting: no writer starvation). It returns the fence
+// counter's current value (the last writer's fence; INCRBY 0 fails on a
+// counter that is not an integer).
+constexpr char kReadAcquire[] = DLOCK_DATA_SET_PRELUDE(5, 3) R"lua(
+local kind = redis.call('type', KEYS[1])['ok']
+if kind ~= 'none' then
+  local pttl = redis.call('pttl', KEYS[1])
+  if kind == 'string' and pttl >= 0 then
+    return false
+  end
+  return {'foreign', kind, pttl < 0 and -1 or 0}
+end
+if redis.call('exists', KEYS[4]) == 1 then
+  return false
+end
+)lua" DLOCK_TRIM_READERS(3) DLOCK_FENCE_BASE R"lua(
+local expiry = now + tonumber(ARGV[2])
+redis.call('hset', KEYS[3], ARGV[1], string.format('%.0f', expiry))
+if expiry > last then last = expiry end
+redis.call('pexpire', KEYS[3], string.format('%.0f', last - now))
+return redis.call('incrby', KEYS[2], 0)
+)lua";
+
+// A writer gets in when neither a writer (or plain holder) nor a live
+// reader holds. When it cannot, it (re)sets the writer-intent marker to its
+// token for intent_ms (0: not at all), which keeps new readers out while it
+// waits; a writer that stops trying lets it expire. On success it takes the
+// lock key exactly as the plain acquire does (INCR fence, SET PX) and
+// deletes the marker (each attempt has a fresh token, so the marker cannot
+// tell whose it is; another waiting writer sets it again at its next
+// attempt, which fails while this writer holds).
+constexpr char kWriteAcquire[] = DLOCK_DATA_SET_PRELUDE(5, 3) R"lua(
+local busy = false
+local kind = redis.call('type', KEYS[1])['ok']
+if kind ~= 'none' then
+  local pttl = redis.call('pttl', KEYS[1])
+  if kind ~= 'string' or pttl < 0 then
+    return {'foreign', kind, pttl < 0 and -1 or 0}
+  end
+  busy = true
+else
+)lua" DLOCK_TRIM_READERS(3) R"lua(
+  busy = live > 0
+end
+if busy then
+  if tonumber(ARGV[4]) > 0 then
+    redis.call('set', KEYS[4], ARGV[1], 'px', ARGV[4])
+  end
+  return false
+end
+)lua" DLOCK_FENCE_BASE R"lua(
+local fence = redis.call('incr', KEYS[2])
+redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+redis.call('del', KEYS[4])
+return fence
+)lua";
+
+// Deletes the reader's entry if it is live; when no live reader is left,
+// deletes the hash and publishes 'released' (waking waiting writers).
+constexpr char kReadRelease[] = DLOCK_SERVER_NOW R"lua(
+local e = redis.pcall('hget', KEYS[1], ARGV[1])
+if type(e) ~= 'string' or (tonumber(e) or 0) <= now then
+  return 0
+end
+redis.call('hdel', KEYS[1], ARGV[1])
+)lua" DLOCK_TRIM_READERS(1) R"lua(
+if live == 0 then
+  redis.call('del', KEYS[1])
+  local p = redis.pcall('publish', ARGV[2], 'released')
+  if type(p) == 'table' then
+    return tostring(p.err)
+  end
+end
+return 1
+)lua";
+
+// Sets a live reader's expiry to now + ttl_ms and the hash's TTL to the
+// latest expiry left.
+constexpr char kReadExtend[] = DLOCK_SERVER_NOW R"lua(
+local e = redis.pcall('hget', KEYS[1], ARGV[1])
+if type(e) ~= 'string' or (tonumber(e) or 0) <= now then
+  return 0
+end
+redis.call('hset', KEYS[1], ARGV[1], string.format('%.0f', now + tonumber(ARGV[2])))
+)lua" DLOCK_TRIM_READERS(1) R"lua(
+redis.call('pexpire', KEYS[1], string.format('%.0f', last - now))
+return 1
+)lua";
+
+#undef DLOCK_TRIM_READERS
+
+}  // namespace
+
+// DLOCK_DEFINE_SCRIPT: script_prelude.h.
+DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "579d95927e2ab67abe624d9c2a56ea4410a5141b")
+DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "96cecb5fe218ee58d2ee958172a846213b9d8315")
+DLOCK_DEFINE_SCRIPT(ReadReleaseScript, kReadRelease, "c0471b4503aa79e3f06e695adce151d389997ae3")
+DLOCK_DEFINE_SCRIPT(ReadExtendScript, kReadExtend, "cb823b2f5a6ff50e4597c59e9ac8e985140cb2f0")
+
+
+std::string ReadersKey(const KeyScheme& keys, absl::string_view resource) {
+  return absl::StrCat(keys.LockKey(resource), ":readers");
+}
+
+std::string WriterIntentKey(const KeyScheme& keys, absl::string_view resource) {
+  return absl::StrCat(keys.LockKey(resource), ":writer-waiting");
+}
+
+}  // namespace dlock

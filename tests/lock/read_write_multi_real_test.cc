@@ -1,0 +1,212 @@
+// ReadWriteLock and MultiLock on a real redis-server (hiredis transports on
+// a libuv loop): readers overlap, a writer excludes them, a waiting writer
+// keeps new readers out and is woken by the last reader's release (real
+// pub/sub), a crashed reader's lease expires on the server's clock, fences
+// increase across writers; a multi-lock whose 2nd resource is busy holds
+// nothing when its callback runs.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "dlock/lock/multi_lock.h"
+#include "dlock/lock/read_write_lock.h"
+#include "dlock/lock/read_write_scripts.h"
+#include "dlock/lock/retry_lock.h"
+#include "dlock/lock/simple_lock.h"
+#include "dlock/testing/redis_server.h"
+#include "dlock/testing/status_matchers.h"
+#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/uv_event_loop.h"
+#include "dlock/transport/uv/uv_test_loop.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::StatusIs;
+
+AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration()) {
+  AcquireOptions o;
+  o.ttl = ttl;
+  o.wait = wait;
+  return o;
+}
+
+class ReadWriteMultiRealTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
+        testing::RedisServer::Start({});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    loop_ = std::make_unique<UvEventLoop>(uv_.get());
+  }
+
+  void TearDown() override {
+    locks_.clear();
+    for (auto& c : clients_) c->Close();
+    clients_.clear();
+    loop_.reset();
+    EXPECT_EQ(uv_.Close(), 0);
+  }
+
+  Transport* Client() {
+    HiredisTransportOptions options;
+    options.port = server_->port();
+    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
+        HiredisTransport::Create(uv_.get(), options);
+    EXPECT_TRUE(t.ok()) << t.status();
+    clients_.push_back(*std::move(t));
+    bool up = false;
+    EXPECT_TRUE(clients_.back()->Connect([&up](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      up = true;
+    }).ok());
+    EXPECT_TRUE(uv_.RunUntil([&] { return up; }, absl::Seconds(10)));
+    return clients_.back().get();
+  }
+
+  // A ReadWriteLock on a connection of its own (another "process").
+  ReadWriteLock& NewRw() {
+    locks_.push_back(std::make_unique<ReadWriteLock>(loop_.get(), Client()));
+    return *locks_.back();
+  }
+
+  absl::StatusOr<Lease> Take(Lock& lock, absl::string_view resource, AcquireOptions o) {
+    bool done = false;
+    absl::StatusOr<Lease> out = absl::UnknownError("pending");
+    absl::StatusOr<AcquireHandle> h = lock.Acquire(resource, o, [&](absl::StatusOr<Lease> l) {
+      out = std::move(l);
+      done = true;
+    });
+    if (!h.ok()) return h.status();
+    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, o.wait + absl::Seconds(10)));
+    return out;
+  }
+  absl::StatusOr<Lease> Take(Lock& lock, absl::string_view resource) {
+    return Take(lock, resource, Opts(absl::Seconds(30)));
+  }
+
+  absl::Status Release(Lock& lock, const Lease& lease) {
+    bool done = false;
+    absl::Status out = absl::UnknownError("pending");
+    absl::Status s = lock.Release(lease, [&](absl::Status st) {
+      out = st;
+      done = true;
+    });
+    if (!s.ok()) return s;
+    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(10)));
+    return out;
+  }
+
+  bool Exists(const std::string& key) {
+    absl::StatusOr<Reply> r = server_->Command({"EXISTS", key});
+    return r.ok() && *r == Reply::Integer(1);
+  }
+
+  testing::UvTestLoop uv_;
+  std::unique_ptr<UvEventLoop> loop_;
+  std::unique_ptr<testing::RedisServer> server_;
+  std::vector<std::unique_ptr<HiredisTransport>> clients_;
+  std::vector<std::unique_ptr<ReadWriteLock>> locks_;
+  KeyScheme keys_;
+};
+
+TEST_F(ReadWriteMultiRealTest, ReadersOverlapAndAWriterExcludesThem) {
+  ReadWriteLock& a = NewRw();
+  ReadWriteLock& b = NewRw();
+  absl::StatusOr<Lease> r1 = Take(a.reader(), "cfg");
+  absl::StatusOr<Lease> r2 = Take(b.reader(), "cfg");
+  ASSERT_THAT(r1, IsOk());
+  ASSERT_THAT(r2, IsOk());
+  EXPECT_THAT(Take(b.writer(), "cfg"), StatusIs(absl::StatusCode::kAborted));
+  // The writer now waits: no new reader.
+  EXPECT_THAT(Take(a.reader(), "cfg"), StatusIs(absl::StatusCode::kAborted));
+  ASSERT_THAT(Release(a.reader(), *r1), IsOk());
+  ASSERT_THAT(Release(b.reader(), *r2), IsOk());
+  absl::StatusOr<Lease> w = Take(b.writer(), "cfg");
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(Take(a.reader(), "cfg"), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(Take(a.writer(), "cfg"), StatusIs(absl::StatusCode::kAborted));
+  ASSERT_THAT(Release(b.writer(), *w), IsOk());
+  absl::StatusOr<Lease> w2 = Take(a.writer(), "cfg");
+  ASSERT_THAT(w2, IsOk());
+  EXPECT_GT(w2->fence, w->fence);
+}
+
+TEST_F(ReadWriteMultiRealTest, AWaitingWriterIsWokenByTheLastReadersRelease) {
+  ReadWriteLock& a = NewRw();
+  ReadWriteLock& b = NewRw();
+  RetryLockOptions ro;
+  ro.initial_backoff = absl::Seconds(20);  // only the notification wakes it in time
+  ro.max_backoff = absl::Seconds(20);
+  ro.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock writers(loop_.get(), &b.writer(), ro);
+  absl::StatusOr<Lease> r = Take(a.reader(), "cfg");
+  ASSERT_THAT(r, IsOk());
+  bool done = false;
+  absl::StatusOr<Lease> w = absl::UnknownError("pending");
+  ASSERT_THAT(writers.Acquire("cfg", Opts(absl::Seconds(30), absl::Seconds(15)),
+                              [&](absl::StatusOr<Lease> l) {
+                                w = std::move(l);
+                                done = true;
+                              }),
+              IsOk());
+  // Until its subscription is live and its intent marker set.
+  ASSERT_TRUE(uv_.RunUntil([&] {
+    return writers.subscriptions() == 1 && Exists(WriterIntentKey(keys_, "cfg"));
+  }));
+  ASSERT_THAT(Release(a.reader(), *r), IsOk());
+  ASSERT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(10)));
+  EXPECT_THAT(w, IsOk());
+}
+
+TEST_F(ReadWriteMultiRealTest, ACrashedReaderStopsCountingAtItsOwnExpiry) {
+  ReadWriteLock& a = NewRw();
+  ReadWriteLock& b = NewRw();
+  absl::StatusOr<Lease> crashed = Take(a.reader(), "cfg", Opts(absl::Milliseconds(300)));
+  ASSERT_THAT(crashed, IsOk());
+  // The writer waits (polling with backoff) until the reader's entry is
+  // past its expiry on the server's clock.
+  RetryLock writers(loop_.get(), &b.writer());
+  absl::StatusOr<Lease> w = Take(writers, "cfg", Opts(absl::Seconds(30), absl::Seconds(10)));
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(Release(a.reader(), *crashed), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(ReadWriteMultiRealTest, AMultiLockWithABusySecondResourceHoldsNothingAtItsCallback) {
+  SimpleLock mine(loop_.get(), Client());
+  SimpleLock other(loop_.get(), Client());
+  ASSERT_THAT(Take(other, "b"), IsOk());
+  MultiLock multi(loop_.get(), &mine);
+  bool done = false;
+  bool a_held_at_callback = true;
+  absl::StatusOr<std::vector<Lease>> out = absl::UnknownError("pending");
+  ASSERT_THAT(multi.Acquire({"b", "a"}, Opts(absl::Seconds(30)),
+                            [&](absl::StatusOr<std::vector<Lease>> r) {
+                              a_held_at_callback = Exists(keys_.LockKey("a"));
+                              out = std::move(r);
+                              done = true;
+                            }),
+              IsOk());
+  ASSERT_TRUE(uv_.RunUntil([&] { return done; }));
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kAborted));
+  EXPECT_FALSE(a_held_at_callback);
+  // And when both are free it takes both.
+  done = false;
+  ASSERT_THAT(multi.Acquire({"c", "a"}, Opts(absl::Seconds(30)),
+                            [&](absl::StatusOr<std::vector<Lease>> r) {
+                              out = std::move(r);
+                              done = true;
+                            }),
+              IsOk());
+  ASSERT_TRUE(uv_.RunUntil([&] { return done; }));
+  ASSERT_THAT(out, IsOk());
+  EXPECT_TRUE(Exists(keys_.LockKey("a")) && Exists(keys_.LockKey("c")));
+}
+
+}  // namespace
+}  // namespace dlock
