@@ -49,7 +49,7 @@ dlock_library(fake INSTALL
        transport/fake/fake_redis_strings.cc transport/fake/fake_redis_hashes.cc
        transport/fake/fake_redis_pubsub_scripting.cc transport/fake/fake_redis_server.cc
        transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
-       transport/fake/fake_transport.cc
+       transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
        transport/fake/fake_redis_internal.h transport/fake/fake_redis_lua.h
        transport/fake/fake_transport.h
@@ -163,6 +163,8 @@ dlock_test(manual_event_loop_test BAZEL //transport/fake:manual_event_loop_test
   SRCS transport/fake/manual_event_loop_test.cc DEPS dlock::fake)
 dlock_test(fake_redis_test BAZEL //transport/fake:fake_redis_test
   SRCS transport/fake/fake_redis_test.cc DEPS dlock::fake)
+dlock_test(fake_redis_zsets_test BAZEL //transport/fake:fake_redis_zsets_test
+  SRCS transport/fake/fake_redis_zsets_test.cc DEPS dlock::fake)
 dlock_test(fake_transport_test BAZEL //transport/fake:fake_transport_test
   SRCS transport/fake/fake_transport_test.cc
   DEPS dlock::fake dlock::uv dlock::status_matchers)
