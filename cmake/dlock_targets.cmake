@@ -64,7 +64,7 @@ dlock_library(lock INSTALL
   SRCS lock/observer.cc lock/scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/reentrant_lock.cc
-  HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lease_rules.h
+  HDRS lock/lock.h lock/observer.h lock/scripts.h lock/script_prelude.h lock/lease_rules.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
        lock/lock_commands.h
        lock/simple_lock.h lock/retry_lock.h lock/reentrant_lock.h
