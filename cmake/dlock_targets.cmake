@@ -61,13 +61,16 @@ dlock_library(lock INSTALL
   BAZEL //lock:lock //lock:observer //lock:scripts //lock:lease_rules
         //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
+        //lock:semaphore
   SRCS lock/observer.cc lock/scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/reentrant_lock.cc
+       lock/semaphore_scripts.cc lock/semaphore.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/script_prelude.h lock/lease_rules.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
        lock/lock_commands.h
        lock/simple_lock.h lock/retry_lock.h lock/reentrant_lock.h
+       lock/semaphore_scripts.h lock/semaphore.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -138,8 +141,8 @@ dlock_library(uv_test_loop TESTONLY
   PUBLIC_DEPS PkgConfig::dlock_absl PkgConfig::dlock_libuv)
 
 dlock_library(lock_behavior_suite TESTONLY
-  BAZEL //lock:lock_behavior_suite
-  HDRS lock/lock_behavior_suite.h
+  BAZEL //lock:lock_behavior_suite //lock:semaphore_behavior_suite
+  HDRS lock/lock_behavior_suite.h lock/semaphore_behavior_suite.h
   PUBLIC_DEPS dlock::lock dlock::status_matchers GTest::gmock)
 
 dlock_library(stallable_loop TESTONLY
@@ -193,6 +196,9 @@ dlock_test(lease_ttl_test BAZEL //lock:lease_ttl_test
   SRCS lock/lease_ttl_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(error_reply_test BAZEL //lock:error_reply_test
   SRCS lock/error_reply_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(semaphore_test BAZEL //lock:semaphore_test
+  SRCS lock/semaphore_test.cc
+  DEPS dlock::lock dlock::watchdog dlock::fake dlock::status_matchers)
 dlock_test(release_publish_test BAZEL //lock:release_publish_test
   SRCS lock/release_publish_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test

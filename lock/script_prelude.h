@@ -1,8 +1,9 @@
 // Internal to //lock:scripts: the Lua fragments every acquire script shares
 // (the data-set marker and the fence base, see scripts.h), as macros that
-// paste into a script's source at compile time. Each script's SHA-1 is a
-// constant of its full text, so a change here changes every acquire
-// script's SHA-1 (scripts_sha1_test names them).
+// paste into a script's source at compile time, and the macro that defines
+// a script with its constant SHA-1. Each script's SHA-1 is a constant of
+// its full text, so a change here changes every acquire script's SHA-1
+// (scripts_sha1_test names them).
 #ifndef DLOCK_LOCK_SCRIPT_PRELUDE_H_
 #define DLOCK_LOCK_SCRIPT_PRELUDE_H_
 
@@ -42,5 +43,14 @@
   "elseif tonumber(f) ~= nil and tonumber(f) >= 9007199254740991 then\n" \
   "  return {'exhausted', f}\n" \
   "end\n"
+
+// Defines `const Script& fn()`: the script `src` with its constant SHA-1,
+// built on first use and never destroyed (no static initialization or
+// destruction order issues, usable from any thread).
+#define DLOCK_DEFINE_SCRIPT(fn, src, sha1)               \
+  const Script& fn() {                                   \
+    static const Script* const s = new Script(src, sha1); \
+    return *s;                                           \
+  }
 
 #endif  // DLOCK_LOCK_SCRIPT_PRELUDE_H_

@@ -168,12 +168,7 @@ return 1
 // libcrypto). After editing a script, lock:scripts_sha1_test fails and
 // prints the new value; tests/lock:scripts_sha1_real_test checks them
 // against a real server's SCRIPT LOAD.
-#define DLOCK_DEFINE_SCRIPT(fn, src, sha1)               \
-  const Script& fn() {                                   \
-    static const Script* const s = new Script(src, sha1); \
-    return *s;                                           \
-  }
-
+// (DLOCK_DEFINE_SCRIPT: script_prelude.h.)
 DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "af6950c5ff8796b6e4df930af005c7ba0f9d4c73")
 DLOCK_DEFINE_SCRIPT(ReleaseScript, kRelease, "4a7024c06869cacd04e4851399793af3c417a4d6")
 DLOCK_DEFINE_SCRIPT(ExtendScript, kExtend, "71624710076548808e9a8a50d03a8bb55499c2c5")
@@ -182,8 +177,6 @@ DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "5dc631492c34859e
 DLOCK_DEFINE_SCRIPT(ReentrantReleaseScript, kReentrantRelease, "fec45ffc43d415bb27c9e9a2710d3e5db0fcfe5a")
 DLOCK_DEFINE_SCRIPT(ReentrantExtendScript, kReentrantExtend, "40454865f65ef1e9f9a88ad2d3e210f44f8605ce")
 DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo, "daa3646e32b8cce98ef39be66be824172ff1e6ba")
-
-#undef DLOCK_DEFINE_SCRIPT
 
 std::vector<NamedScript> AllScripts() {
   return {

@@ -44,6 +44,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "dlock/lock/scripts.h"
+#include "dlock/lock/semaphore_scripts.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/manual_event_loop.h"
@@ -977,6 +978,110 @@ TEST(DifferentialTest, SortedSetEdgeCasesMatchARealServer) {
       {"EVAL", "return redis.call('zadd', KEYS[1], 'x', 'm')", "1", "e"},
   };
   CompareFixed(commands, /*deny_channels=*/false);
+}
+
+// The semaphore's scripts (lock/semaphore_scripts.h; not in AllScripts(),
+// since their scores are server times): a seeded random sequence of
+// acquires (1-3 permits, markers trusted/old/bad, restart windows),
+// releases and extends by a few tokens, with foreign data, members already
+// expired (ZADD with a past score: the trim must remove them on both) and
+// inspection (ZCARD, ZRANGE without scores, TYPE, PTTL within 50 ms, the
+// fence). TTLs are long and distinct, so both servers order the holders
+// alike.
+TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
+  testing::RedisServerOptions server_options;
+  server_options.trusted_data_set_prefixes.clear();
+  auto server = testing::RedisServer::Start(server_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
+  ASSERT_TRUE(t0.ok()) << t0.status();
+  ManualEventLoop loop;
+  FakeRedis::Options options;
+  options.start_time = absl::FromUnixMicros(*t0);
+  FakeRedis fake(&loop, options);
+  for (const auto& [key, value] : DataSetMarkers()) {
+    fake.Execute({"SET", key, value});
+    ASSERT_TRUE((*server)->Command({"SET", key, value}).ok());
+  }
+  std::string acquire, release, extend;
+  for (const NamedScript& s : SemaphoreScripts()) {
+    const std::string name = s.name;
+    if (name == "semaphore_acquire") acquire = s.script->sha1();
+    if (name == "semaphore_release") release = s.script->sha1();
+    if (name == "semaphore_extend") extend = s.script->sha1();
+    const Argv load = {"SCRIPT", "LOAD", s.script->source()};
+    fake.Execute(load);
+    ASSERT_TRUE((*server)->Command(load).ok());
+  }
+  std::mt19937_64 rng(EnvInt("DLOCK_DIFFERENTIAL_SEED", 1));
+  auto pick = [&](std::vector<std::string> v) {
+    return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
+  };
+  const std::vector<std::string> keys = {"{s}pool", "{s}pool", "{s}pool", "{s}other"};
+  const std::vector<std::string> tokens = {"tokA", "tokB", "tokC", "tokD", "tokE"};
+  int64_t step_ttl = 0;
+  auto ttl = [&]() { return absl::StrCat(1000000 + 100 * (++step_ttl)); };
+  int granted = 0, full = 0, trimmed = 0;
+  std::deque<std::string> recent;
+  for (int i = 0; i < EnvInt("DLOCK_DIFFERENTIAL_COMMANDS", 3000); ++i) {
+    const std::string key = pick(keys);
+    Argv argv;
+    switch (std::uniform_int_distribution<int>(0, 13)(rng)) {
+      case 0: case 1: case 2: case 3: {
+        const auto& marker =
+            DataSetMarkers()[std::uniform_int_distribution<size_t>(0, 9)(rng) % 3 == 0
+                                 ? std::uniform_int_distribution<size_t>(0, 2)(rng)
+                                 : 0];
+        argv = {"EVALSHA", acquire, "3", key, key + ":fence", marker.first, pick(tokens),
+                ttl(), pick({"0", "0", "0", "60000"}), pick({"1", "2", "3", "3"})};
+        break;
+      }
+      case 4: case 5:
+        argv = {"EVALSHA", release, "1", key, pick(tokens), pick({"ch", key + ":released"})};
+        break;
+      case 6: case 7:
+        argv = {"EVALSHA", extend, "1", key, pick(tokens), ttl()};
+        break;
+      case 8:
+        argv = {"ZADD", key, pick({"1000", "1700000000000"}), pick(tokens)};  // expired
+        ++trimmed;
+        break;
+      case 9:
+        argv = {"ZCARD", key};
+        break;
+      case 10:
+        argv = {"ZRANGE", key, "0", "-1"};
+        break;
+      case 11:
+        argv = {pick({"TYPE", "PTTL", "GET"}), pick({key, key + ":fence"})};
+        break;
+      case 12:
+        argv = pick({"a", "b", "c", "d", "e", "f"}) == "a"
+                   ? Argv{"SET", key, "x", "PX", "5000000"}
+                   : Argv{"DEL", key, key + ":fence"};
+        break;
+      default:
+        argv = {"HSET", key, "f", "1"};
+    }
+    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
+    ASSERT_TRUE(now.ok());
+    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
+    absl::StatusOr<Reply> real = (*server)->Command(argv);
+    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
+    const Reply mine = fake.Execute(argv);
+    ASSERT_TRUE(Agree(argv, mine, *real))
+        << "#" << i << " " << Render(argv) << "\n  fake: " << mine.DebugString()
+        << "\n  real: " << real->DebugString() << "\n  previous:\n    "
+        << absl::StrJoin(recent, "\n    ");
+    if (argv[1] == acquire && mine.is_integer()) ++granted;
+    if (argv[1] == acquire && mine.is_nil()) ++full;
+    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
+    if (recent.size() > 8) recent.pop_front();
+  }
+  // The run met both outcomes of an acquire many times.
+  EXPECT_GT(granted, 50);
+  EXPECT_GT(full, 50);
+  EXPECT_GT(trimmed, 50);
 }
 
 // The error replies ErrorReplyStatus (lock_commands.h) classifies, as they
