@@ -75,17 +75,9 @@ return 1
 }  // namespace
 
 // Constant SHA-1s, as in scripts.cc (scripts_sha1_test checks them).
-#define DLOCK_DEFINE_SCRIPT(fn, src, sha1)               \
-  const Script& fn() {                                   \
-    static const Script* const s = new Script(src, sha1); \
-    return *s;                                           \
-  }
-
 DLOCK_DEFINE_SCRIPT(SemaphoreAcquireScript, kSemaphoreAcquire, "3c382a916b640ec6df0e4fd958570cd549fd167b")
 DLOCK_DEFINE_SCRIPT(SemaphoreReleaseScript, kSemaphoreRelease, "4544bc9156b20e8a1022c78e1abbe6b1590e2696")
 DLOCK_DEFINE_SCRIPT(SemaphoreExtendScript, kSemaphoreExtend, "bcbee1dbc027d453d0cef1795c68e3c9df1aac6a")
-
-#undef DLOCK_DEFINE_SCRIPT
 
 std::vector<NamedScript> SemaphoreScripts() {
   return {
