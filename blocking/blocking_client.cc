@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dlock/blocking/permit_facades.h"
 #include "dlock/blocking/post_and_wait.h"
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/retry_lock.h"
@@ -238,6 +239,13 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
   facade.auto_renew = options_.auto_renew;
   facade.renewal.watchdog.observer = options_.observer;
   facade_ = std::make_unique<BlockingLock>(thread_, retry_.get(), std::move(facade));
+  PermitFacadesOptions permits;
+  permits.key_prefix = options_.key_prefix;
+  permits.command_timeout = options_.command_timeout;
+  permits.auto_renew = options_.auto_renew;
+  permits.observer = options_.observer;
+  permits_ = std::make_unique<PermitFacades>(
+      thread_, transports_.size() == 1 ? transports_[0].get() : nullptr, permits);
   return absl::OkStatus();
 }
 
@@ -270,11 +278,13 @@ BlockingClient::~BlockingClient() {
   //    held by guards are released (answered before it returns); every call
   //    that had begun has returned. The watchdog is gone.
   if (facade_ != nullptr) facade_->Shutdown();
+  if (permits_ != nullptr) permits_->Shutdown();  // the same, for permit guards
   // 2. Policies (they stop their timers and background cleanups), then let
   //    the connections answer what is still in flight (bounded by
   //    command_timeout), then close them all before destroying any, so a
   //    callback that Close() runs never meets a destroyed transport.
   (void)PostAndWait<absl::Status>(thread_, [this](Completion<absl::Status> done) {
+    if (permits_ != nullptr) permits_->DestroyOnLoop();
     retry_.reset();
     inner_.reset();
     auto close_all = std::make_shared<absl::AnyInvocable<void()>>(
@@ -309,6 +319,7 @@ BlockingClient::~BlockingClient() {
   // Inert since Shutdown: touches neither the loop nor the lock. Guards
   // that outlive it only keep its gate.
   facade_.reset();
+  permits_.reset();
 }
 
 absl::StatusOr<LockGuard> BlockingClient::TryLock(absl::string_view resource,
@@ -319,6 +330,14 @@ absl::StatusOr<LockGuard> BlockingClient::TryLock(absl::string_view resource,
 absl::StatusOr<LockGuard> BlockingClient::Lock(absl::string_view resource,
                                                absl::Duration ttl, absl::Duration wait) {
   return facade_->Lock(resource, ttl, wait);
+}
+
+absl::StatusOr<LockGuard> BlockingClient::Semaphore(absl::string_view resource,
+                                                    int64_t permits, absl::Duration ttl,
+                                                    absl::Duration wait) {
+  absl::StatusOr<BlockingLock*> facade = permits_->For(permits);
+  if (!facade.ok()) return facade.status();
+  return (*facade)->Lock(resource, ttl, wait);
 }
 
 }  // namespace dlock

@@ -103,9 +103,9 @@ dlock_library(blocking INSTALL
 
 # BlockingClient.
 dlock_library(client INSTALL
-  BAZEL //blocking:blocking_client //client:blocking_client
-  SRCS blocking/blocking_client.cc
-  HDRS blocking/blocking_client.h client/blocking_client.h
+  BAZEL //blocking:blocking_client //client:blocking_client //blocking:permit_facades
+  SRCS blocking/blocking_client.cc blocking/permit_facades.cc
+  HDRS blocking/blocking_client.h client/blocking_client.h blocking/permit_facades.h
   PUBLIC_DEPS dlock::blocking dlock::lock dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS dlock::watchdog dlock::redlock dlock::uv)
 
