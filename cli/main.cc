@@ -20,6 +20,7 @@
 #include "dlock/cli/flags.h"
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/lock/lock_commands.h"
+#include "dlock/lock/semaphore.h"
 
 namespace dlock {
 namespace cli {
@@ -136,6 +137,16 @@ int Main(int argc, char** argv) {
     run.command = cl->command;
     run.ttl = ttl;
     run.wait = absl::GetFlag(FLAGS_wait);
+    run.permits = absl::GetFlag(FLAGS_permits);
+    if (cl->given.count("permits") > 0 &&
+        (run.permits < 1 || run.permits > kMaxPermits || common.urls.size() != 1)) {
+      return UsageError(program, run.permits < 1 || run.permits > kMaxPermits
+                                     ? absl::StrCat("bad value ", run.permits,
+                                                    " for --permits: must be in [1, ",
+                                                    kMaxPermits, "]")
+                                     : "--permits needs exactly one --redis (a semaphore "
+                                       "lives on a single server)");
+    }
     run.kill_after = absl::GetFlag(FLAGS_kill_after);
     run.restart_window = absl::GetFlag(FLAGS_restart_window);
     run.restart_window_set = cl->given.count("restart_window") > 0;
