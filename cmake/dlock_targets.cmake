@@ -230,6 +230,8 @@ dlock_test(checker_test BAZEL //tests/torture:checker_test
 dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
   SRCS tests/torture/fake_torture_test.cc
   DEPS dlock::torture_client dlock::lock dlock::redlock dlock::fake)
+dlock_test(semaphore_torture_test BAZEL //tests/torture:semaphore_torture_test
+  SRCS tests/torture/semaphore_torture_test.cc DEPS dlock::lock dlock::watchdog dlock::fake)
 
 # ---- Bazel targets CMake does not build ------------------------------------
 
