@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dlock/blocking/permit_facades.h"
 #include "dlock/blocking/post_and_wait.h"
 #include "dlock/lock/fair_lock.h"
 #include "dlock/lock/read_write_lock.h"
@@ -290,6 +291,13 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
   }
   facade_ = std::make_unique<BlockingLock>(
       thread_, retry_ != nullptr ? retry_.get() : inner_.get(), std::move(facade));
+  PermitFacadesOptions permits;
+  permits.key_prefix = options_.key_prefix;
+  permits.command_timeout = options_.command_timeout;
+  permits.auto_renew = options_.auto_renew;
+  permits.observer = options_.observer;
+  permits_ = std::make_unique<PermitFacades>(
+      thread_, transports_.size() == 1 ? transports_[0].get() : nullptr, permits);
   return absl::OkStatus();
 }
 
@@ -324,11 +332,13 @@ BlockingClient::~BlockingClient() {
   if (facade_ != nullptr) facade_->Shutdown();
   if (read_facade_ != nullptr) read_facade_->Shutdown();
   if (write_facade_ != nullptr) write_facade_->Shutdown();
+  if (permits_ != nullptr) permits_->Shutdown();  // the same, for permit guards
   // 2. Policies (they stop their timers and background cleanups), then let
   //    the connections answer what is still in flight (bounded by
   //    command_timeout), then close them all before destroying any, so a
   //    callback that Close() runs never meets a destroyed transport.
   (void)PostAndWait<absl::Status>(thread_, [this](Completion<absl::Status> done) {
+    if (permits_ != nullptr) permits_->DestroyOnLoop();
     retry_.reset();
     read_retry_.reset();
     write_retry_.reset();
@@ -368,6 +378,7 @@ BlockingClient::~BlockingClient() {
   facade_.reset();
   read_facade_.reset();
   write_facade_.reset();
+  permits_.reset();
 }
 
 absl::StatusOr<LockGuard> BlockingClient::TryLock(absl::string_view resource,
@@ -378,6 +389,14 @@ absl::StatusOr<LockGuard> BlockingClient::TryLock(absl::string_view resource,
 absl::StatusOr<LockGuard> BlockingClient::Lock(absl::string_view resource,
                                                absl::Duration ttl, absl::Duration wait) {
   return facade_->Lock(resource, ttl, wait);
+}
+
+absl::StatusOr<LockGuard> BlockingClient::Semaphore(absl::string_view resource,
+                                                    int64_t permits, absl::Duration ttl,
+                                                    absl::Duration wait) {
+  absl::StatusOr<BlockingLock*> facade = permits_->For(permits);
+  if (!facade.ok()) return facade.status();
+  return (*facade)->Lock(resource, ttl, wait);
 }
 
 }  // namespace dlock

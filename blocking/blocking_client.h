@@ -76,6 +76,7 @@
 #ifndef DLOCK_BLOCKING_BLOCKING_CLIENT_H_
 #define DLOCK_BLOCKING_BLOCKING_CLIENT_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -97,6 +98,7 @@ namespace dlock {
 
 class UvLoopThread;
 class ReadWriteLock;
+class PermitFacades;
 
 struct BlockingClientOptions {
   // The Redis server(s), each as accepted by ParseRedisUrl
@@ -216,6 +218,15 @@ class BlockingClient {
   // for an empty list or a duplicate.
   absl::StatusOr<MultiLockGuard> MultiLock(std::vector<std::string> resources,
                                            absl::Duration ttl, absl::Duration wait);
+  // A permit of `resource`, of which at most `permits` are held at once
+  // across every process (dlock/lock/semaphore.h): waits up to `wait` (zero:
+  // one attempt), woken by releases. The guard's lease is the permit (own
+  // token, fence, ttl), renewed while held with `auto_renew`; ~LockGuard
+  // gives it back. kDeadlineExceeded (kAborted with wait 0): all permits
+  // held; kInvalidArgument: `permits` outside [1, kMaxPermits], a bad
+  // resource or ttl, or a client of several servers (a semaphore needs one).
+  absl::StatusOr<LockGuard> Semaphore(absl::string_view resource, int64_t permits,
+                                      absl::Duration ttl, absl::Duration wait);
 
   // The blocking facade, for Acquire with full options and Extend.
   BlockingLock& facade() { return *facade_; }
@@ -247,6 +258,8 @@ class BlockingClient {
   std::unique_ptr<BlockingLock> facade_;
   std::unique_ptr<BlockingLock> read_facade_;
   std::unique_ptr<BlockingLock> write_facade_;
+  // Semaphore(): one stack per permit count (permit_facades.h).
+  std::unique_ptr<PermitFacades> permits_;
 };
 
 }  // namespace dlock

@@ -303,5 +303,59 @@ TEST_F(BlockingClientFakeTest, DestroyedWhileThreadsLockAndUnlockWithoutRenewal)
   HammerWhileDestroying(std::move(options));
 }
 
+// BlockingClient::Semaphore: at most N permit guards across clients, a
+// waiter woken when a guard goes, bad input refused, and permits still held
+// released by the client's destructor.
+TEST_F(BlockingClientFakeTest, SemaphoreHandsOutAtMostNPermitGuardsAcrossClients) {
+  auto a = MustCreate();
+  auto b = MustCreate();
+  auto c = MustCreate();
+  absl::StatusOr<LockGuard> first = a->Semaphore("pool", 2, absl::Seconds(10), absl::ZeroDuration());
+  absl::StatusOr<LockGuard> second = b->Semaphore("pool", 2, absl::Seconds(10), absl::ZeroDuration());
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(second, IsOk());
+  EXPECT_NE(first->lease().token, second->lease().token);
+  EXPECT_LT(first->lease().fence, second->lease().fence);
+  EXPECT_THAT(c->Semaphore("pool", 2, absl::Seconds(10), absl::ZeroDuration()).status(),
+              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(c->Semaphore("pool", 2, absl::Seconds(10), absl::Milliseconds(100)).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  // A waiter blocks until a guard goes.
+  absl::StatusOr<LockGuard> third = absl::UnknownError("not run");
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    third = c->Semaphore("pool", 2, absl::Seconds(10), absl::Seconds(60));
+    returned = true;
+  });
+  EXPECT_FALSE(returned.load());
+  EXPECT_THAT(first->Unlock(), IsOk());
+  waiter.join();
+  ASSERT_THAT(third, IsOk());
+  EXPECT_TRUE(third->IsValid());
+  // Bad input, from the call.
+  EXPECT_THAT(a->Semaphore("pool", 0, absl::Seconds(10), absl::ZeroDuration()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(a->Semaphore("", 2, absl::Seconds(10), absl::ZeroDuration()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(a->Semaphore("pool", 2, absl::Milliseconds(1), absl::ZeroDuration()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Destroying a client gives back the permits its guards hold.
+  b.reset();
+  EXPECT_FALSE(second->IsValid());
+  absl::StatusOr<LockGuard> fourth = a->Semaphore("pool", 2, absl::Seconds(10), absl::ZeroDuration());
+  EXPECT_THAT(fourth, IsOk());
+  third = LockGuard();
+  fourth = LockGuard();
+  EXPECT_FALSE(KeyExists("dlock:{pool}"));
+}
+
+TEST_F(BlockingClientFakeTest, SemaphoreNeedsASingleServer) {
+  absl::StatusOr<std::unique_ptr<BlockingClient>> redlock =
+      BlockingClient::Create(&thread_, Connections(3), {});
+  ASSERT_THAT(redlock.status(), IsOk());
+  EXPECT_THAT((*redlock)->Semaphore("pool", 2, absl::Seconds(10), absl::ZeroDuration()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 }  // namespace
 }  // namespace dlock

@@ -115,8 +115,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(
 std::string UsageText(const std::string& program) {
   std::string text = absl::StrCat(
       "usage:\n"
-      "  ", program, " run [--redis URL]... [--ttl 30s] [--wait 0s] [--fair | --shared]\n"
-      "      [--on-lost term|kill|ignore] RESOURCE [RESOURCE...] -- CMD [ARGS...]\n"
+      "  ", program, " run [--redis URL]... [--ttl 30s] [--wait 0s]\n"
+      "      [--fair | --shared | --permits N] [--on-lost term|kill|ignore]\n"
+      "      RESOURCE [RESOURCE...] -- CMD [ARGS...]\n"
       "      Takes the lock RESOURCE (RedLock when several --redis are given),\n"
       "      exclusive (it also excludes --shared runs), or shared with\n"
       "      --shared (--shared runs of a resource overlap; one server only);\n"
@@ -132,7 +133,9 @@ std::string UsageText(const std::string& program) {
       "      SIGKILLs it before the lease's deadline. A process that leaves the\n"
       "      group (setsid, setpgid) is not covered. In the foreground of a\n"
       "      terminal, CMD's group gets the terminal (it can read it; ^C and\n"
-      "      ^Z reach it; ^Z stops dlock too).\n"
+      "      ^Z reach it; ^Z stops dlock too). With --permits N: one of N\n"
+      "      permits instead of the lock, so at most N such commands run at\n"
+      "      once across machines (one --redis).\n"
       "  ", program, " status [--redis URL]... RESOURCE\n"
       "      Held or free, remaining TTL and fencing counter, per server;\n"
       "      --shared holders (readers) and a waiting exclusive run, if any.\n"

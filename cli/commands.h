@@ -3,6 +3,7 @@
 #ifndef DLOCK_CLI_COMMANDS_H_
 #define DLOCK_CLI_COMMANDS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct RunOptions {
   absl::Duration wait = absl::ZeroDuration();
   // --fair: a FairLock (one server only), FIFO across processes.
   bool fair = false;
+  // --permits: > 0 takes one of that many permits of `resource` (a
+  // Semaphore, one server only) instead of the lock.
+  int64_t permits = 0;
   OnLost on_lost = OnLost::kTerm;
   absl::Duration kill_after = absl::Seconds(10);
   // The delayed-restart rule's window (--restart-window): a server whose data

@@ -1,5 +1,6 @@
 #include "dlock/cli/flags.h"
 
+#include <cstdint>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -27,6 +28,12 @@ ABSL_FLAG(bool, shared, false,
           "resource run at once; a run without --shared is exclusive (the "
           "read-write lock's writer) and excludes them, and while it waits no "
           "new --shared run starts. Single server only");
+ABSL_FLAG(int64_t, permits, 0,
+          "run: take one of N permits of RESOURCE instead of the lock: at most "
+          "N commands hold one at once across machines (a semaphore; one "
+          "--redis only). Each permit is a lease of its own, renewed while "
+          "the command runs and back after its ttl if dlock dies. Every "
+          "client of RESOURCE should use the same N; 0: the lock (a mutex)");
 ABSL_FLAG(std::string, on_lost, "term",
           "run: what to do to the command's process group when the lock is "
           "lost: term (SIGTERM, then SIGKILL after --kill-after), kill "

@@ -3,6 +3,7 @@
 #ifndef DLOCK_CLI_FLAGS_H_
 #define DLOCK_CLI_FLAGS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/flags/declare.h"
@@ -13,6 +14,7 @@ ABSL_DECLARE_FLAG(absl::Duration, ttl);
 ABSL_DECLARE_FLAG(absl::Duration, wait);
 ABSL_DECLARE_FLAG(bool, fair);
 ABSL_DECLARE_FLAG(bool, shared);
+ABSL_DECLARE_FLAG(int64_t, permits);
 ABSL_DECLARE_FLAG(std::string, on_lost);
 ABSL_DECLARE_FLAG(absl::Duration, kill_after);
 ABSL_DECLARE_FLAG(absl::Duration, timeout);

@@ -14,7 +14,9 @@ namespace cli {
 namespace {
 
 // KEYS[1] lock key, KEYS[2] fence key. Returns {type, pttl, fence|false,
-// value|false, hash-owners|0}.
+// value|false, hash-owners|0, permits}: for a semaphore's sorted set,
+// permits = {token, ms left, ...} of the live permits (expiry after the
+// server's TIME), soonest expiry first; else empty. Writes nothing.
 const Script& SnapshotScript() {
   static const Script* const kScript = new Script(R"lua(
 local t = redis.call('TYPE', KEYS[1])
@@ -28,7 +30,18 @@ if t == 'string' then
 elseif t == 'hash' then
   owners = redis.call('HLEN', KEYS[1])
 end
-return {t, pttl, fence, value, owners}
+local permits = {}
+if t == 'zset' then
+  local now = redis.call('TIME')
+  now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local z = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', now), '+inf',
+                       'WITHSCORES')
+  for i = 1, #z, 2 do
+    permits[#permits + 1] = z[i]
+    permits[#permits + 1] = tonumber(z[i + 1]) - now
+  end
+end
+return {t, pttl, fence, value, owners, permits}
 )lua");
   return *kScript;
 }
@@ -42,7 +55,7 @@ absl::StatusOr<KeySnapshot> ReadLockKey(Session& session, size_t i,
       i, SnapshotScript(), {keys.LockKey(resource), keys.FenceKey(resource)}, {});
   if (!reply.ok()) return reply.status();
   if (reply->is_error()) return absl::UnavailableError(reply->str);
-  if (!reply->is_array() || reply->elements.size() != 5) {
+  if (!reply->is_array() || reply->elements.size() != 6 || !reply->elements[5].is_array()) {
     return absl::InternalError(absl::StrCat("unexpected reply ", reply->DebugString()));
   }
   const std::vector<Reply>& e = reply->elements;
@@ -52,6 +65,9 @@ absl::StatusOr<KeySnapshot> ReadLockKey(Session& session, size_t i,
   if (e[2].is_string()) k.fence = e[2].str;
   if (e[3].is_string()) k.token = e[3].str;
   k.owners = e[4].integer;
+  for (size_t j = 0; j + 1 < e[5].elements.size(); j += 2) {
+    k.permits.emplace_back(e[5].elements[j].str, e[5].elements[j + 1].integer);
+  }
   return k;
 }
 
@@ -75,6 +91,15 @@ std::string DescribeKey(const KeySnapshot& k) {
   if (k.type == "hash") {
     return absl::StrCat("held (reentrant, ", k.owners, " owner", k.owners == 1 ? "" : "s",
                         "), ", ttl, ", fence ", k.fence);
+  }
+  if (k.type == "zset") {
+    // A Semaphore's holders (dlock run --permits); tokens shortened.
+    std::string out = absl::StrCat("semaphore, ", k.permits.size(), " permit",
+                                   k.permits.size() == 1 ? "" : "s", " held, fence ", k.fence);
+    for (const auto& [token, ms_left] : k.permits) {
+      absl::StrAppend(&out, "\n    permit ", ShortToken(token), ", ", DescribeTtl(ms_left));
+    }
+    return out;
   }
   return absl::StrCat("key holds a ", k.type, " (foreign data), ", ttl);
 }

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dlock/cli/session.h"
@@ -25,8 +27,13 @@ struct KeySnapshot {
   std::string fence = "none";  // the fencing counter, "none" if unset
   std::string token;           // type "string": the value
   int64_t owners = 0;          // type "hash": number of owners
+  // type "zset" (a Semaphore): the live permits, {token, ms left}, soonest
+  // expiry first.
+  std::vector<std::pair<std::string, int64_t>> permits;
 
   bool free() const { return type == "none"; }
+  // Held by someone: a lock key, or a semaphore with live permits.
+  bool held() const { return !free() && (type != "zset" || !permits.empty()); }
   // A key dlock's scripts can have written (string or reentrant hash).
   bool is_lock() const { return type == "string" || type == "hash"; }
 };
@@ -39,6 +46,8 @@ absl::StatusOr<KeySnapshot> ReadLockKey(Session& session, size_t i,
 
 // "free, fence 3", "held, expires in 29.9s, fence 3, token 01234567...",
 // "held (reentrant, 2 owners), expires in ..., fence 3",
+// "semaphore, 2 permits held, fence 7" + one line per permit (token prefix,
+// expiry),
 // "key holds a list (foreign data), NO EXPIRY ...".
 std::string DescribeKey(const KeySnapshot& key);
 

@@ -22,6 +22,7 @@
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/multi_lock.h"
+#include "dlock/lock/semaphore.h"
 
 namespace dlock {
 namespace cli {
@@ -161,6 +162,20 @@ int Main(int argc, char** argv) {
     }
     if (run.fair && run.resources.size() > 1) {
       return UsageError(program, "--fair takes one RESOURCE (a fair queue is per resource)");
+    }
+    run.permits = absl::GetFlag(FLAGS_permits);
+    if (cl->given.count("permits") > 0 &&
+        (run.permits < 1 || run.permits > kMaxPermits || common.urls.size() != 1)) {
+      return UsageError(program, run.permits < 1 || run.permits > kMaxPermits
+                                     ? absl::StrCat("bad value ", run.permits,
+                                                    " for --permits: must be in [1, ",
+                                                    kMaxPermits, "]")
+                                     : "--permits needs exactly one --redis (a semaphore "
+                                       "lives on a single server)");
+    }
+    if (run.permits > 0 && (run.fair || run.shared || run.resources.size() > 1)) {
+      return UsageError(program, "--permits takes one RESOURCE and cannot be combined with "
+                                 "--fair or --shared");
     }
     run.kill_after = absl::GetFlag(FLAGS_kill_after);
     run.restart_window = absl::GetFlag(FLAGS_restart_window);

@@ -96,6 +96,7 @@
 #include "dlock/lock/fair_lock.h"
 #include "dlock/lock/read_write_lock.h"
 #include "dlock/lock/retry_lock.h"
+#include "dlock/lock/semaphore.h"
 #include "dlock/redlock/redlock.h"
 #include "dlock/watchdog/watchdog.h"
 
@@ -188,6 +189,7 @@ class Runner {
     retry_.reset();
     fair_.reset();
     rw_.reset();
+    semaphore_.reset();
     redlock_.reset();
   }
 
@@ -233,6 +235,7 @@ class Runner {
   // per-resource lock for several (all or nothing, renewed together by the
   // one watch, its deadline the earliest of theirs).
   absl::Status BuildLock() {
+    if (run_.permits > 0) return BuildSemaphore();
     if (s_.size() == 1 && run_.fair) {
       // Waits in its own queue (no RetryLock: its attempts would not queue).
       FairLockOptions o;
@@ -299,6 +302,27 @@ class Runner {
     return absl::OkStatus();
   }
 
+  // --permits N: one of N permits (a Semaphore; main.cc allows one server
+  // only), waited for like the lock. Everything after the acquire -- the
+  // process group, the watcher, the watchdog, --on-lost -- is the lock's.
+  absl::Status BuildSemaphore() {
+    SemaphoreOptions o;
+    o.permits = run_.permits;
+    o.key_prefix = common_.prefix;
+    o.command_timeout = common_.timeout;
+    o.observer = &observer_;
+    if (run_.restart_window_set) o.restart_window = run_.restart_window;
+    semaphore_ = std::make_unique<Semaphore>(s_.loop(), s_.transport(0), o);
+    lock_ = semaphore_.get();
+    if (run_.wait > absl::ZeroDuration()) {
+      RetryLockOptions r;
+      r.observer = &observer_;
+      retry_ = std::make_unique<RetryLock>(s_.loop(), semaphore_.get(), r);
+      lock_ = retry_.get();
+    }
+    return absl::OkStatus();
+  }
+
   void OnAcquired(absl::StatusOr<Lease> lease) {
     acquire_ = AcquireHandle();
     if (finishing_) return;
@@ -315,6 +339,15 @@ class Runner {
             absl::StrContains(st.message(), "young")
                 ? absl::StrCat("; ", st.message())
                 : std::string();
+        if (run_.permits > 0) {
+          std::fprintf(stderr, "dlock: all %lld permits of \"%s\" are held%s\n",
+                       static_cast<long long>(run_.permits), r.c_str(),
+                       run_.wait > absl::ZeroDuration()
+                           ? absl::StrCat(" (still after waiting ",
+                                          absl::FormatDuration(run_.wait), ")").c_str()
+                           : "");
+          return Finish(kExitBusy);
+        }
         std::fprintf(stderr, "dlock: lock \"%s\" is busy%s%s\n", r.c_str(),
                      run_.wait > absl::ZeroDuration()
                          ? absl::StrCat(" (still held after waiting ",
@@ -907,6 +940,7 @@ class Runner {
   CliObserver observer_;
 
   std::unique_ptr<ReadWriteLock> rw_;
+  std::unique_ptr<Semaphore> semaphore_;
   std::unique_ptr<RetryLock> retry_;
   std::unique_ptr<FairLock> fair_;
   std::unique_ptr<RedLock> redlock_;

@@ -1,5 +1,6 @@
 // `dlock status RESOURCE`: one atomic snapshot per server of the lock key
-// (type, PTTL, value) and the fencing counter (lock_key.h).
+// (type, PTTL, value; a semaphore's live permit holders) and the fencing
+// counter (lock_key.h).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -47,7 +48,7 @@ int StatusCommand(const CommonOptions& common, const std::string& resource) {
       continue;
     }
     ++reachable;
-    if (!key->free()) ++held;
+    if (key->held()) ++held;
     std::printf("  %s: %s\n", where.c_str(), DescribeKey(*key).c_str());
     // The read-write lock's readers and waiting writer (single server).
     if ((*session)->size() == 1) {

@@ -49,7 +49,7 @@ dlock_library(fake INSTALL
        transport/fake/fake_redis_strings.cc transport/fake/fake_redis_hashes.cc
        transport/fake/fake_redis_pubsub_scripting.cc transport/fake/fake_redis_server.cc
        transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
-       transport/fake/fake_transport.cc
+       transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
        transport/fake/fake_redis_internal.h transport/fake/fake_redis_lua.h
        transport/fake/fake_transport.h
@@ -61,13 +61,14 @@ dlock_library(lock INSTALL
   BAZEL //lock:lock //lock:observer //lock:scripts //lock:lease_rules
         //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
-        //lock:fair_lock //lock:read_write_lock //lock:multi_lock
+        //lock:fair_lock //lock:read_write_lock //lock:multi_lock //lock:semaphore
   SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/retry_lock_wake.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
        lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
        lock/read_write_scripts.cc lock/read_write_lock.cc lock/multi_lock.cc
+       lock/semaphore_scripts.cc lock/semaphore.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/script_prelude.h lock/lease_rules.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
        lock/lock_commands.h
@@ -76,6 +77,7 @@ dlock_library(lock INSTALL
        lock/fair_scripts.h lock/fair_commands.h lock/fair_lock.h
        lock/fair_lock_internal.h
        lock/read_write_scripts.h lock/read_write_lock.h lock/multi_lock.h
+       lock/semaphore_scripts.h lock/semaphore.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -108,9 +110,9 @@ dlock_library(blocking INSTALL
 
 # BlockingClient.
 dlock_library(client INSTALL
-  BAZEL //blocking:blocking_client //client:blocking_client
-  SRCS blocking/blocking_client.cc
-  HDRS blocking/blocking_client.h client/blocking_client.h
+  BAZEL //blocking:blocking_client //client:blocking_client //blocking:permit_facades
+  SRCS blocking/blocking_client.cc blocking/permit_facades.cc
+  HDRS blocking/blocking_client.h client/blocking_client.h blocking/permit_facades.h
   PUBLIC_DEPS dlock::blocking dlock::lock dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS dlock::watchdog dlock::redlock dlock::uv)
 
@@ -146,8 +148,8 @@ dlock_library(uv_test_loop TESTONLY
   PUBLIC_DEPS PkgConfig::dlock_absl PkgConfig::dlock_libuv)
 
 dlock_library(lock_behavior_suite TESTONLY
-  BAZEL //lock:lock_behavior_suite
-  HDRS lock/lock_behavior_suite.h
+  BAZEL //lock:lock_behavior_suite //lock:semaphore_behavior_suite
+  HDRS lock/lock_behavior_suite.h lock/semaphore_behavior_suite.h
   PUBLIC_DEPS dlock::lock dlock::status_matchers GTest::gmock)
 
 dlock_library(stallable_loop TESTONLY
@@ -171,6 +173,8 @@ dlock_test(manual_event_loop_test BAZEL //transport/fake:manual_event_loop_test
   SRCS transport/fake/manual_event_loop_test.cc DEPS dlock::fake)
 dlock_test(fake_redis_test BAZEL //transport/fake:fake_redis_test
   SRCS transport/fake/fake_redis_test.cc DEPS dlock::fake)
+dlock_test(fake_redis_zsets_test BAZEL //transport/fake:fake_redis_zsets_test
+  SRCS transport/fake/fake_redis_zsets_test.cc DEPS dlock::fake)
 dlock_test(fake_transport_test BAZEL //transport/fake:fake_transport_test
   SRCS transport/fake/fake_transport_test.cc
   DEPS dlock::fake dlock::uv dlock::status_matchers)
@@ -209,6 +213,9 @@ dlock_test(lease_ttl_test BAZEL //lock:lease_ttl_test
   SRCS lock/lease_ttl_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(error_reply_test BAZEL //lock:error_reply_test
   SRCS lock/error_reply_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(semaphore_test BAZEL //lock:semaphore_test
+  SRCS lock/semaphore_test.cc
+  DEPS dlock::lock dlock::watchdog dlock::fake dlock::status_matchers)
 dlock_test(release_publish_test BAZEL //lock:release_publish_test
   SRCS lock/release_publish_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(read_write_lock_test BAZEL //lock:read_write_lock_test
@@ -248,6 +255,8 @@ dlock_test(checker_test BAZEL //tests/torture:checker_test
 dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
   SRCS tests/torture/fake_torture_test.cc
   DEPS dlock::torture_client dlock::lock dlock::redlock dlock::fake)
+dlock_test(semaphore_torture_test BAZEL //tests/torture:semaphore_torture_test
+  SRCS tests/torture/semaphore_torture_test.cc DEPS dlock::lock dlock::watchdog dlock::fake)
 
 # ---- Bazel targets CMake does not build ------------------------------------
 

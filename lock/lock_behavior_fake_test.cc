@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "dlock/lock/lock_behavior_suite.h"
+#include "dlock/lock/semaphore_behavior_suite.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
 #include "dlock/transport/fake/manual_event_loop.h"
@@ -68,5 +69,6 @@ class FakeRedisEnv : public testing::LockTestEnv {
 namespace testing {
 using FakeEnvs = ::testing::Types<FakeRedisEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(FakeRedis, LockBehaviorTest, FakeEnvs);
+INSTANTIATE_TYPED_TEST_SUITE_P(FakeRedis, SemaphoreBehaviorTest, FakeEnvs);
 }  // namespace testing
 }  // namespace dlock

@@ -1,6 +1,7 @@
 #include "dlock/lock/lock_commands.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,7 +28,8 @@ absl::Status ValidateCommon(absl::string_view resource, absl::string_view token,
   return absl::OkStatus();
 }
 
-// Maps a 1/0 script reply to OK / kFailedPrecondition.
+}  // namespace
+
 absl::Status OwnedReplyStatus(absl::string_view what,
                               const absl::StatusOr<Reply>& reply) {
   if (!reply.ok()) return reply.status();
@@ -39,7 +41,28 @@ absl::Status OwnedReplyStatus(absl::string_view what,
   return UnexpectedReplyStatus(what, *reply);
 }
 
-}  // namespace
+absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_view resource,
+                                          const absl::StatusOr<Reply>& reply) {
+  if (!reply.ok()) return reply.status();
+  std::optional<absl::Status> refusal = AcquireRefusalStatus(keys, resource, *reply);
+  if (refusal.has_value()) return *std::move(refusal);
+  if (reply->is_nil()) return absl::AbortedError("lock is held by another owner");
+  if (reply->is_integer() && reply->integer >= 1) return reply->integer;
+  return UnexpectedReplyStatus("acquire", *reply);
+}
+
+absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(const absl::StatusOr<Reply>& reply) {
+  if (reply.ok() && reply->is_string()) {
+    // Deleted; the PUBLISH was refused (see scripts.h).
+    ReleaseNotice notice;
+    notice.published = false;
+    notice.publish_error = reply->str;
+    return notice;
+  }
+  absl::Status status = OwnedReplyStatus("release", reply);
+  if (!status.ok()) return status;
+  return ReleaseNotice();
+}
 
 absl::Status LockCommands::TryAcquire(
     absl::string_view resource, absl::string_view token, absl::Duration ttl,
@@ -60,19 +83,7 @@ absl::Status LockCommands::TryAcquire(
       timeout,
       [cb = std::move(cb), keys = keys_,
        resource = std::string(resource)](absl::StatusOr<Reply> reply) mutable {
-        std::optional<absl::Status> refusal;
-        if (reply.ok()) refusal = AcquireRefusalStatus(keys, resource, *reply);
-        if (!reply.ok()) {
-          std::move(cb)(reply.status());
-        } else if (refusal.has_value()) {
-          std::move(cb)(*std::move(refusal));
-        } else if (reply->is_nil()) {
-          std::move(cb)(absl::AbortedError("lock is held by another owner"));
-        } else if (reply->is_integer() && reply->integer >= 1) {
-          std::move(cb)(reply->integer);
-        } else {
-          std::move(cb)(UnexpectedReplyStatus("acquire", *reply));
-        }
+        std::move(cb)(AcquireReplyFence(keys, resource, reply));
       });
 }
 
@@ -85,20 +96,7 @@ absl::Status LockCommands::ReleaseNotifying(
       *transport_, {keys_.LockKey(resource)},
       {std::string(token), keys_.ChannelKey(resource)}, timeout,
       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        if (reply.ok() && reply->is_string()) {
-          // Deleted; the PUBLISH was refused (see scripts.h).
-          ReleaseNotice notice;
-          notice.published = false;
-          notice.publish_error = reply->str;
-          std::move(cb)(std::move(notice));
-          return;
-        }
-        absl::Status status = OwnedReplyStatus("release", reply);
-        if (!status.ok()) {
-          std::move(cb)(std::move(status));
-        } else {
-          std::move(cb)(ReleaseNotice());
-        }
+        std::move(cb)(ReleaseReplyNotice(reply));
       });
 }
 

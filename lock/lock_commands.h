@@ -22,6 +22,7 @@
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/reply_status.h"
 #include "dlock/lock/tokens.h"
+#include "dlock/transport/reply.h"
 #include "dlock/transport/transport.h"
 
 namespace dlock {
@@ -35,6 +36,17 @@ struct ReleaseNotice {
   std::string publish_error;
 };
 
+// How the scripts' replies read (LockCommands and the Semaphore share them):
+// an acquire script's reply as the fence (>= 1), kAborted for nil (held),
+// its refusals (AcquireRefusalStatus) or an unexpected reply's status;
+absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_view resource,
+                                          const absl::StatusOr<Reply>& reply);
+// a release script's reply (1 deleted, 0 not owner, a string: deleted but
+// the PUBLISH was refused);
+absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(const absl::StatusOr<Reply>& reply);
+// a 1/0 reply as OK / kFailedPrecondition "<what>: the lease no longer owns
+// the key". Transport failures pass through.
+absl::Status OwnedReplyStatus(absl::string_view what, const absl::StatusOr<Reply>& reply);
 
 // Every method below validates first and returns kInvalidArgument (callback
 // never runs) for a bad resource (ValidateResource), an empty token, a bad

@@ -3,7 +3,7 @@
 // as macros that expand to string literals, so each script stays one
 // constant whose SHA-1 is known at compile time, and the macro that defines
 // a script's accessor. Internal to //lock:scripts (scripts.cc,
-// fair_scripts.cc, read_write_scripts.cc).
+// fair_scripts.cc, read_write_scripts.cc, semaphore_scripts.cc).
 #ifndef DLOCK_LOCK_SCRIPT_PRELUDE_H_
 #define DLOCK_LOCK_SCRIPT_PRELUDE_H_
 

@@ -873,6 +873,97 @@ TEST_F(DlockCliRedLockTest, UnlockForceReportsEveryServer) {
   }
 }
 
+// `dlock run --permits N`: N+1 runs of one resource, at most N commands at
+// once. Each command marks itself inside (a file named after its pid),
+// appends how many are inside when it enters, and stays until the test
+// creates the "go" marker. The test only reads those files and dlock's
+// output (bounded polling), never sleeps to let something happen.
+TEST_F(DlockCliTest, PermitsLetAtMostNCommandsRunAtOnce) {
+  constexpr int kPermits = 2;
+  const std::string dir = Path("inside");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string go = Path("go"), counts = Path("counts");
+  const std::string script = absl::StrCat(
+      "touch ", dir, "/$$; ls ", dir, " | wc -l >> ", counts, "; while [ ! -e ", go,
+      " ]; do sleep 0.02; done; rm ", dir, "/$$");
+  std::vector<std::unique_ptr<Dlock>> runs;
+  for (int i = 0; i <= kPermits; ++i) {
+    runs.push_back(std::make_unique<Dlock>(std::vector<std::string>{
+        "run", "--redis", url_, "--permits", absl::StrCat(kPermits), "--wait", "60s",
+        "--ttl", "2s", "pool", "--", "sh", "-c", script}));
+  }
+  auto entered = [&]() {
+    std::vector<std::string> lines = absl::StrSplit(ReadFile(counts), '\n', absl::SkipEmpty());
+    return lines.size();
+  };
+  auto waiting = [&]() {
+    int n = 0;
+    for (auto& r : runs) n += r->err().find("waiting up to") != std::string::npos ? 1 : 0;
+    return n;
+  };
+  // Two commands get in; the third run says it waits.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while ((entered() < kPermits || waiting() < 1) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));  // polling the markers, bounded
+  }
+  ASSERT_EQ(entered(), static_cast<size_t>(kPermits)) << ReadFile(counts);
+  ASSERT_EQ(waiting(), 1);
+  // `dlock status` lists the two holders.
+  Dlock status({"status", "--redis", url_, "pool"});
+  ASSERT_EQ(status.Wait(), 0) << status.err();
+  EXPECT_THAT(status.out(), HasSubstr("semaphore, 2 permits held"));
+  EXPECT_THAT(status.out(), HasSubstr("state: held"));
+  // Renewals keep the two permits past their 2 s ttl: wait (bounded) until
+  // both were renewed, i.e. both expiries moved; the third still waits.
+  auto expiries = [&]() {
+    absl::StatusOr<Reply> z =
+        server_->Command({"ZRANGE", "dlock:{pool}", "0", "-1", "WITHSCORES"});
+    std::vector<std::string> out;
+    if (z.ok() && z->is_array()) {
+      for (size_t i = 1; i < z->elements.size(); i += 2) out.push_back(z->elements[i].str);
+    }
+    return out;
+  };
+  const std::vector<std::string> first = expiries();
+  ASSERT_EQ(first.size(), static_cast<size_t>(kPermits));
+  const absl::Time renew_deadline = absl::Now() + absl::Seconds(10);
+  std::vector<std::string> now = first;
+  while ((now[0] == first[0] || now[1] == first[1] || now[0] == first[1]) &&
+         absl::Now() < renew_deadline) {
+    absl::SleepFor(absl::Milliseconds(50));  // polling the server, bounded
+    now = expiries();
+    ASSERT_EQ(now.size(), static_cast<size_t>(kPermits));
+  }
+  EXPECT_EQ(entered(), static_cast<size_t>(kPermits)) << ReadFile(counts);
+  std::ofstream(go).put('\n');
+  for (auto& r : runs) EXPECT_EQ(r->Wait(absl::Seconds(30)), 0) << r->err();
+  std::vector<std::string> lines = absl::StrSplit(ReadFile(counts), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), static_cast<size_t>(kPermits + 1));
+  for (const std::string& line : lines) {
+    int n = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &n)) << line;
+    EXPECT_LE(n, kPermits) << ReadFile(counts);
+  }
+  // Every permit was given back.
+  absl::StatusOr<Reply> left = server_->Command({"EXISTS", "dlock:{pool}"});
+  ASSERT_THAT(left, IsOk());
+  EXPECT_EQ(left->integer, 0);
+}
+
+TEST_F(DlockCliTest, PermitsUsageErrorsAndForeignData) {
+  Dlock zero({"run", "--redis", url_, "--permits", "0", "r", "--", "true"});
+  EXPECT_EQ(zero.Wait(), kExitUsage) << zero.err();
+  EXPECT_THAT(zero.err(), HasSubstr("--permits"));
+  Dlock two({"run", "--redis", url_, "--redis", url_, "--permits", "2", "r", "--", "true"});
+  EXPECT_EQ(two.Wait(), kExitUsage) << two.err();
+  EXPECT_THAT(two.err(), HasSubstr("one --redis"));
+  // A mutex and a semaphore of one name: the key holds foreign data.
+  ASSERT_THAT(server_->Command({"SET", "dlock:{r}", "tok", "PX", "60000"}), IsOk());
+  Dlock foreign({"run", "--redis", url_, "--permits", "2", "r", "--", "true"});
+  EXPECT_EQ(foreign.Wait(), kExitInternal) << foreign.err();
+  EXPECT_THAT(foreign.err(), HasSubstr("foreign"));
+}
+
 }  // namespace
 
 // Issue 11, defect 2 as a CLI user meets it: 3 servers without persistence;

@@ -3,7 +3,10 @@
 // every reply must be identical, byte for byte.
 //
 // What is generated: strings, expiry, hashes, counters, pub/sub publishing,
-// scripting (EVAL/EVALSHA/SCRIPT, a pool of scripts covering the conversion
+// sorted sets (ZADD with every option, ZINCRBY, ZREM, ZCARD, ZSCORE, ZRANK,
+// ZRANGE/ZRANGEBYSCORE with ranges, LIMIT and WITHSCORES, the ZREMRANGE
+// pair, ZPOPMIN; scores that print differently under %.17g), scripting
+// (EVAL/EVALSHA/SCRIPT, a pool of scripts covering the conversion
 // rules, redis.call/pcall errors, global protection, shebangs, compile and
 // runtime errors) and every dlock lock script (//lock:scripts), plus bad
 // input: wrong arity, non-integer and negative TTLs, unknown commands and
@@ -34,6 +37,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,6 +45,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "dlock/lock/scripts.h"
+#include "dlock/lock/semaphore_scripts.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/manual_event_loop.h"
@@ -63,7 +68,31 @@ std::string Render(const Argv& argv) {
 
 const std::vector<std::string>& Keys() {
   static const auto* const v = new std::vector<std::string>{
-      "k1", "k2", "k3", "h1", "h2", "n1", std::string("b\0in", 4), "{r}lock", "{r}lock:fence"};
+      "k1", "k2", "k3", "h1", "h2", "n1", std::string("b\0in", 4), "{r}lock", "{r}lock:fence", "z1", "z2"};
+  return *v;
+}
+
+// Sorted-set scores: valid ones (some print differently under %.17g, some
+// are out of the double range or underflow) and invalid ones.
+const std::vector<std::string>& Scores() {
+  static const auto* const v = new std::vector<std::string>{
+      "1", "2", "3", "-1", "0", "-0", "1.5", "1.1", "0.1", "3.0000000000000004", "1e308",
+      "inf", "-inf", "+inf", "Infinity", "12345678901234567890", "1e-320", "0x10",
+      "1e309", "1e-400", "nan", "abc", "", " 1", "1 ", std::string("1\0x", 3), "(1"};
+  return *v;
+}
+
+// Ends of a score range: inclusive, exclusive "(", infinities and bad ones.
+const std::vector<std::string>& RangeEnds() {
+  static const auto* const v = new std::vector<std::string>{
+      "-inf", "+inf", "inf", "0", "1", "2", "1.5", "(1", "(2", "(1.5", "(-inf", "(+inf",
+      "", "(", " 1", "abc", "(abc", "nan", "1e309", "-1", std::string("1\0x", 3)};
+  return *v;
+}
+
+const std::vector<std::string>& Members() {
+  static const auto* const v = new std::vector<std::string>{
+      "a", "b", "c", "d", "", "tokA", std::string("m\0x", 3), "B"};
   return *v;
 }
 
@@ -168,6 +197,16 @@ const std::vector<ScriptCase>& ScriptPool() {
       {"return string.format('%d', ARGV[1])", true},
       {"return redis.call('set', KEYS[1], 'v', 'PX', ARGV[1], ARGV[2])", false, true},
       {"return redis.call('hset', KEYS[1], ARGV[1], ARGV[2])", false, false, true},
+      {"return redis.call('zadd', KEYS[1], ARGV[1], ARGV[2])", false},
+      {"return redis.pcall('zincrby', KEYS[1], ARGV[1], 'm')", false},
+      {"return redis.call('zrange', KEYS[1], 0, -1, 'withscores')", false},
+      {"return redis.call('zrangebyscore', KEYS[1], ARGV[1] or '-inf', ARGV[2] or '+inf')",
+       false},
+      {"return redis.call('zscore', KEYS[1], ARGV[1] or 'a')", false},
+      {"redis.call('zadd', KEYS[1], 1, 'a', 2.5, 'b') "
+       "return {redis.call('zcard', KEYS[1]), redis.call('zremrangebyscore', KEYS[1], "
+       "'-inf', 1), redis.call('zrank', KEYS[1], 'b'), redis.call('zpopmin', KEYS[1])}",
+       false},
       {"redis.call('del', KEYS[1]) return redis.call('exists', KEYS[1])", false},
       {"return 0/0", false},
       {"return -1e300", false},
@@ -295,6 +334,25 @@ class Generator {
         return {Case("TIME")};
       case 86:
         return {Case("INFO"), "nosuchsection"};
+      case 87: case 88: case 89: case 90:
+        return ZAdd();
+      case 91:
+        return {Case("ZINCRBY"), Key(), One(Scores()), One(Members())};
+      case 92:
+        return Multi(Case("ZREM"), /*with_fields=*/false, /*members=*/true);
+      case 93:
+        return Pick(2) ? Argv{Case("ZCARD"), Key()}
+                       : Argv{Case(Pick(2) ? "ZSCORE" : "ZRANK"), Key(), One(Members())};
+      case 94: case 95:
+        return ZRange();
+      case 96:
+        return {Case("ZREMRANGEBYSCORE"), Key(), One(RangeEnds()), One(RangeEnds())};
+      case 97:
+        return {Case("ZREMRANGEBYRANK"), Key(), One(Integers()), One(Integers())};
+      case 98:
+        return Pick(2) ? Argv{Case("ZPOPMIN"), Key()}
+                       : Pick(6) == 0 ? Argv{Case("ZPOPMIN"), Key(), "1", "2"}
+                                      : Argv{Case("ZPOPMIN"), Key(), One(Integers())};
       default:
         return Set();
     }
@@ -388,10 +446,60 @@ class Generator {
     return argv;
   }
 
-  Argv Multi(std::string name, bool with_fields = false) {
+  Argv Multi(std::string name, bool with_fields = false, bool members = false) {
     Argv argv = {name, Key()};
     const size_t n = 1 + Pick(3);
-    for (size_t i = 0; i < n; ++i) argv.push_back(with_fields ? Field() : Key());
+    for (size_t i = 0; i < n; ++i) {
+      argv.push_back(members ? One(Members()) : with_fields ? Field() : Key());
+    }
+    return argv;
+  }
+
+  Argv ZAdd() {
+    Argv argv = {Case("ZADD"), Key()};
+    if (Pick(2)) {
+      const size_t options = 1 + Pick(2);
+      for (size_t i = 0; i < options; ++i) {
+        argv.push_back(Case(One({"NX", "XX", "GT", "LT", "CH", "INCR", "CH"})));
+      }
+    }
+    const size_t pairs = 1 + Pick(3);
+    for (size_t i = 0; i < pairs; ++i) {
+      argv.push_back(Pick(6) == 0 ? One(Scores()) : One({"1", "2", "3", "-1", "1.5", "1.1"}));
+      argv.push_back(One(Members()));
+    }
+    if (Pick(12) == 0) argv.pop_back();  // odd count: syntax error
+    return argv;
+  }
+
+  // ZRANGE (index or BYSCORE, REV, LIMIT, WITHSCORES) and ZRANGEBYSCORE.
+  Argv ZRange() {
+    const bool by_score_command = Pick(3) == 0;
+    Argv argv = {Case(by_score_command ? "ZRANGEBYSCORE" : "ZRANGE"), Key()};
+    bool by_score = by_score_command;
+    if (!by_score_command && Pick(2)) by_score = true;
+    if (by_score) {
+      argv.push_back(One(RangeEnds()));
+      argv.push_back(One(RangeEnds()));
+    } else {
+      argv.push_back(Pick(2) ? One({"0", "1", "-1", "-2", "5", "-100"}) : One(Integers()));
+      argv.push_back(Pick(2) ? One({"0", "1", "-1", "-2", "5", "-100"}) : One(Integers()));
+    }
+    if (by_score && !by_score_command) argv.push_back(Case("BYSCORE"));
+    const size_t options = Pick(4);
+    for (size_t i = 0; i < options; ++i) {
+      switch (Pick(7)) {
+        case 0: case 1: argv.push_back(Case("WITHSCORES")); break;
+        case 2: case 3:
+          argv.push_back(Case("LIMIT"));
+          if (Pick(8) != 0) argv.push_back(One({"0", "1", "2", "-1", "abc", "10"}));
+          if (Pick(8) != 0) argv.push_back(One({"1", "2", "-1", "0", "x", "100"}));
+          break;
+        case 4: argv.push_back(Case("REV")); break;
+        case 5: argv.push_back(Case("BYSCORE")); break;
+        default: argv.push_back(One({"bogus", "WITHSCORE"}));
+      }
+    }
     return argv;
   }
 
@@ -545,7 +653,11 @@ class Generator {
         {"HGETALL", "a", "b"}, {"PUBLISH", "c"}, {"EVAL", "return 1"}, {"EVALSHA", "abc"},
         {"SCRIPT"}, {"SCRIPT", "LOAD"}, {"SCRIPT", "EXISTS"}, {"PING", "a", "b"},
         {"TIME", "x"}, {"DBSIZE", "x"}, {"ECHO"}, {"SETNX", "k"}, {"GETDEL"}, {"TYPE"},
-        {"PERSIST", "a", "b"}, {"SCRIPT", "LOAD", "return 1", "extra"}};
+        {"PERSIST", "a", "b"}, {"SCRIPT", "LOAD", "return 1", "extra"}, {"ZADD", "z1"},
+        {"ZADD", "z1", "1"}, {"ZINCRBY", "z1", "1"}, {"ZREM", "z1"}, {"ZCARD"},
+        {"ZSCORE", "z1"}, {"ZRANK", "z1", "a", "b"}, {"ZRANGE", "z1", "0"},
+        {"ZRANGEBYSCORE", "z1"}, {"ZREMRANGEBYSCORE", "z1", "1"},
+        {"ZREMRANGEBYRANK", "z1", "0", "1", "2"}, {"ZPOPMIN"}};
     Argv argv = (*commands)[Pick(commands->size())];
     argv[0] = Case(argv[0]);
     return argv;
@@ -730,7 +842,7 @@ TEST(DifferentialTest, RandomCommandSequencesGetIdenticalRepliesFromFakeAndRealR
 // silently stopped producing them).
 TEST(DifferentialTest, GeneratorCoversScriptsAndBadInput) {
   Generator gen(1);
-  int dlock = 0, unknown = 0, arity = 0, eval = 0;
+  int dlock = 0, unknown = 0, arity = 0, eval = 0, zset = 0;
   for (int i = 0; i < 4000; ++i) {
     Argv a = gen.Next();
     for (const NamedScript& s : AllScripts()) {
@@ -739,7 +851,9 @@ TEST(DifferentialTest, GeneratorCoversScriptsAndBadInput) {
     if (a[0] == "foo" || a[0] == "GETX" || a[0].empty()) ++unknown;
     if (a.size() == 1 && a[0] == "GET") ++arity;
     if (a[0] == "EVAL") ++eval;
+    if (absl::StartsWithIgnoreCase(a[0], "Z")) ++zset;
   }
+  EXPECT_GT(zset, 300);
   EXPECT_GT(dlock, 200);
   EXPECT_GT(unknown, 20);
   EXPECT_GT(arity, 0);
@@ -837,6 +951,167 @@ TEST(DifferentialTest, ChannelAclRefusalsMatchARealServer) {
       {"EXISTS", "{r}lock:acquire:1"},
   };
   CompareFixed(commands, /*deny_channels=*/true);
+}
+
+// Sorted sets: the option rules, score parsing and printing (%.17g, -0,
+// infinities), ranges, LIMIT, expiry and script use, compared reply for reply
+// with a real server (the cases fake_redis_zsets_test.cc asserts).
+TEST(DifferentialTest, SortedSetEdgeCasesMatchARealServer) {
+  const std::string script =
+      "redis.call('zadd', KEYS[1], 1, 'a', 2.5, 'b') "
+      "redis.call('zremrangebyscore', KEYS[1], '-inf', 1) "
+      "return {redis.call('zcard', KEYS[1]), redis.call('zrange', KEYS[1], 0, -1, "
+      "'withscores'), redis.call('zscore', KEYS[1], 'a')}";
+  const std::vector<Argv> commands = {
+      {"ZADD", "z", "2", "b", "1", "c", "1", "a", "2", "B"},
+      {"ZRANGE", "z", "0", "-1", "WITHSCORES"},
+      {"ZRANK", "z", "B"},
+      {"TYPE", "z"},
+      {"ZADD", "y", "XX", "1", "a"},
+      {"EXISTS", "y"},
+      {"ZADD", "z", "GT", "CH", "4", "a", "1", "x"},
+      {"ZADD", "z", "LT", "8", "a"},
+      {"ZADD", "z", "XX", "CH", "2", "a", "3", "q"},
+      {"ZADD", "z", "INCR", "1.5", "a"},
+      {"ZADD", "z", "INCR", "GT", "-1", "a"},
+      {"ZADD", "z", "NX", "XX", "1", "a"},
+      {"ZADD", "z", "GT", "LT", "1", "a"},
+      {"ZADD", "z", "INCR", "1", "a", "2", "b"},
+      {"ZADD", "f", "1.1", "a", "-inf", "b", "+inf", "c", "0x10", "d", "1e-320", "e"},
+      {"ZRANGE", "f", "0", "-1", "WITHSCORES"},
+      {"ZADD", "f", "nan", "x"},
+      {"ZADD", "f", "1e-400", "x"},
+      {"ZINCRBY", "f", "-inf", "c"},
+      {"ZINCRBY", "n", "-0", "a"},
+      {"ZSCORE", "n", "a"},
+      {"SET", "s", "v"},
+      {"ZADD", "s", "abc", "m"},
+      {"ZADD", "s", "1", "m"},
+      {"ZRANGEBYSCORE", "s", "x", "1"},
+      {"ZPOPMIN", "s", "abc"},
+      {"ZPOPMIN", "s", "0"},
+      {"ZRANGEBYSCORE", "z", "(1", "3"},
+      {"ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "-1", "2"},
+      {"ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "1", "-1", "WITHSCORES"},
+      {"ZRANGE", "z", "(4", "1", "BYSCORE", "REV", "LIMIT", "0", "2"},
+      {"ZRANGE", "z", "0", "1", "LIMIT", "0", "-1"},
+      {"ZRANGE", "z", "0", "1", "LIMIT", "0", "1"},
+      {"ZRANGE", "z", "-2", "-1", "REV"},
+      {"ZREMRANGEBYRANK", "z", "-1", "-1"},
+      {"ZREMRANGEBYSCORE", "z", "", "(2"},
+      {"ZPOPMIN", "z", "2"},
+      {"PEXPIRE", "z", "100000"},
+      {"ZADD", "z", "7", "w"},
+      {"TTL", "z"},
+      {"EVAL", script, "1", "e"},
+      {"EVAL", "return redis.pcall('zrangebyscore', KEYS[1], 'x', 1)", "1", "e"},
+      {"EVAL", "return redis.call('zadd', KEYS[1], 'x', 'm')", "1", "e"},
+  };
+  CompareFixed(commands, /*deny_channels=*/false);
+}
+
+// The semaphore's scripts (lock/semaphore_scripts.h; not in AllScripts(),
+// since their scores are server times): a seeded random sequence of
+// acquires (1-3 permits, markers trusted/old/bad, restart windows),
+// releases and extends by a few tokens, with foreign data, members already
+// expired (ZADD with a past score: the trim must remove them on both) and
+// inspection (ZCARD, ZRANGE without scores, TYPE, PTTL within 50 ms, the
+// fence). TTLs are long and distinct, so both servers order the holders
+// alike.
+TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
+  testing::RedisServerOptions server_options;
+  server_options.trusted_data_set_prefixes.clear();
+  auto server = testing::RedisServer::Start(server_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
+  ASSERT_TRUE(t0.ok()) << t0.status();
+  ManualEventLoop loop;
+  FakeRedis::Options options;
+  options.start_time = absl::FromUnixMicros(*t0);
+  FakeRedis fake(&loop, options);
+  for (const auto& [key, value] : DataSetMarkers()) {
+    fake.Execute({"SET", key, value});
+    ASSERT_TRUE((*server)->Command({"SET", key, value}).ok());
+  }
+  std::string acquire, release, extend;
+  for (const NamedScript& s : SemaphoreScripts()) {
+    const std::string name = s.name;
+    if (name == "semaphore_acquire") acquire = s.script->sha1();
+    if (name == "semaphore_release") release = s.script->sha1();
+    if (name == "semaphore_extend") extend = s.script->sha1();
+    const Argv load = {"SCRIPT", "LOAD", s.script->source()};
+    fake.Execute(load);
+    ASSERT_TRUE((*server)->Command(load).ok());
+  }
+  std::mt19937_64 rng(EnvInt("DLOCK_DIFFERENTIAL_SEED", 1));
+  auto pick = [&](std::vector<std::string> v) {
+    return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
+  };
+  const std::vector<std::string> keys = {"{s}pool", "{s}pool", "{s}pool", "{s}other"};
+  const std::vector<std::string> tokens = {"tokA", "tokB", "tokC", "tokD", "tokE"};
+  int64_t step_ttl = 0;
+  auto ttl = [&]() { return absl::StrCat(1000000 + 100 * (++step_ttl)); };
+  int granted = 0, full = 0, trimmed = 0;
+  std::deque<std::string> recent;
+  for (int i = 0; i < EnvInt("DLOCK_DIFFERENTIAL_COMMANDS", 3000); ++i) {
+    const std::string key = pick(keys);
+    Argv argv;
+    switch (std::uniform_int_distribution<int>(0, 13)(rng)) {
+      case 0: case 1: case 2: case 3: {
+        const auto& marker =
+            DataSetMarkers()[std::uniform_int_distribution<size_t>(0, 9)(rng) % 3 == 0
+                                 ? std::uniform_int_distribution<size_t>(0, 2)(rng)
+                                 : 0];
+        argv = {"EVALSHA", acquire, "3", key, key + ":fence", marker.first, pick(tokens),
+                ttl(), pick({"0", "0", "0", "60000"}), pick({"1", "2", "3", "3"})};
+        break;
+      }
+      case 4: case 5:
+        argv = {"EVALSHA", release, "1", key, pick(tokens), pick({"ch", key + ":released"})};
+        break;
+      case 6: case 7:
+        argv = {"EVALSHA", extend, "1", key, pick(tokens), ttl()};
+        break;
+      case 8:
+        argv = {"ZADD", key, pick({"1000", "1700000000000"}), pick(tokens)};  // expired
+        ++trimmed;
+        break;
+      case 9:
+        argv = {"ZCARD", key};
+        break;
+      case 10:
+        argv = {"ZRANGE", key, "0", "-1"};
+        break;
+      case 11:
+        argv = {pick({"TYPE", "PTTL", "GET"}), pick({key, key + ":fence"})};
+        break;
+      case 12:
+        argv = pick({"a", "b", "c", "d", "e", "f"}) == "a"
+                   ? Argv{"SET", key, "x", "PX", "5000000"}
+                   : Argv{"DEL", key, key + ":fence"};
+        break;
+      default:
+        argv = {"HSET", key, "f", "1"};
+    }
+    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
+    ASSERT_TRUE(now.ok());
+    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
+    absl::StatusOr<Reply> real = (*server)->Command(argv);
+    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
+    const Reply mine = fake.Execute(argv);
+    ASSERT_TRUE(Agree(argv, mine, *real))
+        << "#" << i << " " << Render(argv) << "\n  fake: " << mine.DebugString()
+        << "\n  real: " << real->DebugString() << "\n  previous:\n    "
+        << absl::StrJoin(recent, "\n    ");
+    if (argv[1] == acquire && mine.is_integer()) ++granted;
+    if (argv[1] == acquire && mine.is_nil()) ++full;
+    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
+    if (recent.size() > 8) recent.pop_front();
+  }
+  // The run met both outcomes of an acquire many times.
+  EXPECT_GT(granted, 50);
+  EXPECT_GT(full, 50);
+  EXPECT_GT(trimmed, 50);
 }
 
 // The error replies ErrorReplyStatus (lock_commands.h) classifies, as they

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "dlock/lock/lock_behavior_suite.h"
+#include "dlock/lock/semaphore_behavior_suite.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
@@ -90,5 +91,6 @@ class RealRedisEnv : public testing::LockTestEnv {
 namespace testing {
 using RealEnvs = ::testing::Types<RealRedisEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, LockBehaviorTest, RealEnvs);
+INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, SemaphoreBehaviorTest, RealEnvs);
 }  // namespace testing
 }  // namespace dlock

@@ -10,6 +10,10 @@
 //             EXISTS INCR INCRBY DECR DECRBY TYPE ECHO
 //   expiry    PEXPIRE EXPIRE (NX XX GT LT) PTTL TTL PERSIST
 //   hashes    HSET HGET HDEL HEXISTS HINCRBY HLEN HGETALL
+//   zsets     ZADD(NX XX GT LT CH INCR) ZINCRBY ZREM ZCARD ZSCORE ZRANK
+//             ZRANGE(BYSCORE REV LIMIT WITHSCORES) ZRANGEBYSCORE
+//             ZREMRANGEBYSCORE ZREMRANGEBYRANK ZPOPMIN (fake_redis_zsets.cc;
+//             scores printed with %.17g like Redis 7.0, no BYLEX)
 //   pub/sub   PUBLISH SUBSCRIBE UNSUBSCRIBE (see `Session`)
 //   scripting EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH
 //   server    PING TIME INFO DBSIZE FLUSHALL
@@ -222,10 +226,13 @@ class FakeRedis {
   friend class FakeRedisLua;
 
   struct Value {
-    enum class Kind { kString, kHash };
+    enum class Kind { kString, kHash, kZSet };
     Kind kind = Kind::kString;
     std::string str;
     std::vector<std::pair<std::string, std::string>> hash;
+    // A sorted set: each member's score, and the (score, member) order.
+    std::map<std::string, double> zscore;
+    std::set<std::pair<double, std::string>> zorder;
     int64_t expire_ms = -1;  // absolute server time; -1: none
   };
 
@@ -304,6 +311,21 @@ class FakeRedis {
   Reply CmdHIncrBy(CallContext&, const std::vector<std::string>&);
   Reply CmdHLen(CallContext&, const std::vector<std::string>&);
   Reply CmdHGetAll(CallContext&, const std::vector<std::string>&);
+  // Sorted sets (fake_redis_zsets.cc).
+  Reply CmdZAdd(CallContext&, const std::vector<std::string>&);
+  Reply CmdZIncrBy(CallContext&, const std::vector<std::string>&);
+  Reply CmdZRem(CallContext&, const std::vector<std::string>&);
+  Reply CmdZCard(CallContext&, const std::vector<std::string>&);
+  Reply CmdZScore(CallContext&, const std::vector<std::string>&);
+  Reply CmdZRank(CallContext&, const std::vector<std::string>&);
+  Reply CmdZRange(CallContext&, const std::vector<std::string>&);
+  Reply CmdZRangeByScore(CallContext&, const std::vector<std::string>&);
+  Reply CmdZRemRangeByScore(CallContext&, const std::vector<std::string>&);
+  Reply CmdZRemRangeByRank(CallContext&, const std::vector<std::string>&);
+  Reply CmdZPopMin(CallContext&, const std::vector<std::string>&);
+  Reply ZAddGeneric(const std::vector<std::string>& argv, bool incr);
+  Reply ZRangeGeneric(const std::vector<std::string>& argv, bool by_score_command);
+  Reply ZRemRangeGeneric(const std::vector<std::string>& argv, bool by_score);
   Reply CmdPublish(CallContext&, const std::vector<std::string>&);
   Reply CmdSubscribe(CallContext&, const std::vector<std::string>&);
   Reply CmdUnsubscribe(CallContext&, const std::vector<std::string>&);

@@ -133,7 +133,12 @@ Reply FakeRedis::CmdExists(CallContext&, const std::vector<std::string>& argv) {
 Reply FakeRedis::CmdType(CallContext&, const std::vector<std::string>& argv) {
   Value* v = Find(argv[1]);
   if (v == nullptr) return Reply::Status("none");
-  return Reply::Status(v->kind == Value::Kind::kString ? "string" : "hash");
+  switch (v->kind) {
+    case Value::Kind::kString: return Reply::Status("string");
+    case Value::Kind::kHash: return Reply::Status("hash");
+    case Value::Kind::kZSet: return Reply::Status("zset");
+  }
+  return Reply::Status("none");
 }
 
 Reply FakeRedis::CmdEcho(CallContext&, const std::vector<std::string>& argv) {

@@ -1,0 +1,188 @@
+#include "dlock/lock/semaphore.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/lock/lease_ops.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/semaphore_scripts.h"
+#include "dlock/lock/tokens.h"
+
+namespace dlock {
+
+struct Semaphore::Core : LeaseCore {
+  Core(EventLoop* loop, Transport* transport, const SemaphoreOptions& options)
+      : LeaseCore(loop, options.observer, options.command_timeout,
+                  options.drift_factor, options.drift_constant),
+        transport(transport),
+        keys{options.key_prefix},
+        permits(options.permits),
+        restart_window(options.restart_window) {}
+
+  // SemaphoreReleaseScript for `token`: its reply as for a lock's release.
+  absl::Status SendRelease(absl::string_view resource, absl::string_view token,
+                           absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb) {
+    return SemaphoreReleaseScript().Run(
+        *transport, {keys.LockKey(resource)},
+        {std::string(token), keys.ChannelKey(resource)}, command_timeout,
+        [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+          std::move(cb)(ReleaseReplyNotice(reply));
+        });
+  }
+
+  Transport* const transport;
+  const KeyScheme keys;
+  const int64_t permits;
+  const absl::Duration restart_window;
+};
+
+namespace {
+
+constexpr char kPolicy[] = "semaphore";
+
+// Gives back a permit after an acquire whose outcome is unknown or
+// unwanted, retried while it could still be live (RunCleanup).
+void CleanupPermit(std::shared_ptr<Semaphore::Core> core, std::string resource,
+                   std::string token, absl::Time expiry) {
+  // RunCleanup keeps `core` alive whenever this sender runs.
+  Semaphore::Core* c = core.get();
+  RunCleanup(std::move(core), expiry,
+             [c, resource = std::move(resource), token = std::move(token)](
+                 absl::AnyInvocable<void(bool) &&> done) {
+               return c->SendRelease(
+                   resource, token,
+                   [done = std::move(done)](absl::StatusOr<ReleaseNotice> notice) mutable {
+                     std::move(done)(absl::IsUnavailable(notice.status()) ||
+                                     absl::IsDeadlineExceeded(notice.status()));
+                   });
+             });
+}
+
+class SemaphoreAcquireOp : public SingleServerAcquire {
+ public:
+  SemaphoreAcquireOp(std::shared_ptr<Semaphore::Core> core, std::string resource,
+                     absl::Duration ttl, LeaseCallback callback)
+      : SingleServerAcquire(core, kPolicy, std::move(resource), NewToken(), ttl,
+                            std::move(callback)),
+        core_(std::move(core)) {}
+
+  absl::Status Send(std::shared_ptr<SemaphoreAcquireOp> self) {
+    const Semaphore::Core& c = *core_;
+    return SemaphoreAcquireScript().Run(
+        *c.transport,
+        {c.keys.LockKey(resource()), c.keys.FenceKey(resource()), c.keys.DataSetKey()},
+        {token(), absl::StrCat(TtlMillis(ttl())),
+         absl::StrCat(absl::ToInt64Milliseconds(c.restart_window)),
+         absl::StrCat(c.permits)},
+        c.command_timeout, [self = std::move(self)](absl::StatusOr<Reply> reply) {
+          absl::StatusOr<int64_t> fence =
+              AcquireReplyFence(self->core_->keys, self->resource(), reply);
+          if (absl::IsAborted(fence.status())) {
+            fence = absl::AbortedError(absl::StrCat("all ", self->core_->permits,
+                                                    " permits are held"));
+          }
+          self->OnReply(std::move(fence));
+        });
+  }
+
+ private:
+  void Undo() override { CleanupPermit(core_, resource(), token(), sent_at() + ttl()); }
+
+  // The same core as the base's, with its type.
+  std::shared_ptr<Semaphore::Core> core_;
+};
+
+absl::Status ValidatePermits(int64_t permits) {
+  if (permits < 1 || permits > kMaxPermits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("permits ", permits, " is outside [1, ", kMaxPermits, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLease(const Lease& lease) {
+  absl::Status s = ValidateResource(lease.resource);
+  if (!s.ok()) return s;
+  if (lease.token.empty()) return absl::InvalidArgumentError("lease has no token");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Semaphore::Semaphore(EventLoop* loop, Transport* transport, SemaphoreOptions options)
+    : core_(std::make_shared<Core>(loop, transport, options)) {}
+
+Semaphore::~Semaphore() { core_->retries.Stop(); }
+
+int64_t Semaphore::permits() const { return core_->permits; }
+
+const KeyScheme& Semaphore::keys() const { return core_->keys; }
+
+std::string Semaphore::ReleaseChannel(absl::string_view resource) const {
+  return core_->keys.ChannelKey(resource);
+}
+
+Transport* Semaphore::ReleaseSubscriber() const { return core_->transport; }
+
+absl::StatusOr<AcquireHandle> Semaphore::Acquire(absl::string_view resource,
+                                                 const AcquireOptions& options,
+                                                 LeaseCallback callback) {
+  absl::Status s = ValidatePermits(core_->permits);
+  if (!s.ok()) return s;
+  s = ValidateResource(resource);
+  if (!s.ok()) return s;
+  s = core_->CheckTtl(options.ttl);
+  if (!s.ok()) return s;
+  if (core_->restart_window < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("restart_window must be >= 0");
+  }
+  if (core_->command_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("command_timeout must be positive");
+  }
+  auto op = std::make_shared<SemaphoreAcquireOp>(core_, std::string(resource),
+                                                 WholeMillis(options.ttl),
+                                                 std::move(callback));
+  std::weak_ptr<Cancellable> weak = op;
+  s = op->Send(op);
+  if (!s.ok()) return s;
+  return AcquireHandle(weak);
+}
+
+absl::Status Semaphore::Release(const Lease& lease, StatusCallback callback) {
+  absl::Status s = ValidateLease(lease);
+  if (!s.ok()) return s;
+  const absl::Time sent_at = core_->loop->Now();
+  return core_->SendRelease(
+      lease.resource, lease.token,
+      [core = core_, resource = lease.resource, sent_at,
+       callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
+        std::string warning;
+        if (notice.ok() && !notice->published) {
+          warning = UnpublishedReleaseWarning(notice->publish_error);
+        }
+        FinishRelease(*core, kPolicy, resource, sent_at, notice.status(), warning,
+                      std::move(callback));
+      });
+}
+
+absl::Status Semaphore::Extend(const Lease& lease, absl::Duration ttl,
+                               LeaseCallback callback) {
+  absl::Status s = ValidateLease(lease);
+  if (!s.ok()) return s;
+  s = core_->CheckTtl(ttl);
+  if (!s.ok()) return s;
+  const absl::Duration whole = WholeMillis(ttl);
+  const absl::Time sent_at = core_->loop->Now();
+  return SemaphoreExtendScript().Run(
+      *core_->transport, {core_->keys.LockKey(lease.resource)},
+      {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
+      [core = core_, lease = Lease(lease), whole, sent_at,
+       callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
+        FinishExtend(*core, kPolicy, std::move(lease), whole, sent_at,
+                     OwnedReplyStatus("extend", reply), std::move(callback));
+      });
+}
+
+}  // namespace dlock
