@@ -48,6 +48,7 @@ dlock_library(fake INSTALL
   SRCS transport/fake/manual_event_loop.cc transport/fake/fake_redis.cc
        transport/fake/fake_redis_strings.cc transport/fake/fake_redis_hashes.cc
        transport/fake/fake_redis_pubsub_scripting.cc transport/fake/fake_redis_server.cc
+       transport/fake/fake_redis_replication.cc
        transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
        transport/fake/fake_transport.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
@@ -61,12 +62,14 @@ dlock_library(lock INSTALL
   BAZEL //lock:lock //lock:observer //lock:scripts //lock:lease_rules
         //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
+        //lock:replica_ack
   SRCS lock/observer.cc lock/scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
+       lock/replica_ack.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/reentrant_lock.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/lease_rules.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
-       lock/lock_commands.h
+       lock/lock_commands.h lock/replica_ack.h
        lock/simple_lock.h lock/retry_lock.h lock/reentrant_lock.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)
@@ -181,6 +184,8 @@ dlock_test(lock_behavior_fake_test BAZEL //lock:lock_behavior_fake_test
   SRCS lock/lock_behavior_fake_test.cc DEPS dlock::lock_behavior_suite dlock::fake)
 dlock_test(simple_lock_test BAZEL //lock:simple_lock_test
   SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(replica_ack_test BAZEL //lock:replica_ack_test
+  SRCS lock/replica_ack_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(scripts_sha1_test BAZEL //lock:scripts_sha1_test
