@@ -25,6 +25,7 @@ dlock_library(uv INSTALL
         //transport/uv:uv_loop_thread //transport/uv:hiredis_transport
         //transport/uv:redis_url //transport/uv:tls_options
         //transport/uv:tls_transport //transport/uv:uv_transport
+        //transport/uv:sentinel_transport
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
        transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
@@ -33,11 +34,12 @@ dlock_library(uv INSTALL
        transport/uv/redis_url.cc transport/uv/tls_transport.cc
        transport/uv/tls_connection.cc transport/uv/tls_session.cc
        transport/uv/tls_transport_internal.h
-       transport/uv/uv_transport.cc
+       transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
        transport/uv/redis_url.h transport/uv/tls_options.h
        transport/uv/tls_transport.h transport/uv/uv_transport.h
+       transport/uv/sentinel_transport.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 
@@ -244,6 +246,9 @@ dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:re
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
   //tests/differential/...
   REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")
+dlock_bazel_only(//testing:sentinel_deployment //tests/sentinel:sentinel_failover_test
+  //transport/uv:sentinel_transport_fake_test
+  REASON "Sentinel: real redis-server --sentinel processes; the scripted-connection unit test runs under Bazel")
 dlock_bazel_only(//tests/torture:torture_driver //tests/torture:torture_worker
   //tests/torture:torture_main //tests/torture:torture_test
   REASON "the torture run: redis-servers and Bazel runfiles")
