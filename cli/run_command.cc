@@ -221,6 +221,8 @@ class Runner {
       o.command_timeout = common_.timeout;
       o.observer = &observer_;
       if (run_.restart_window_set) o.restart_window = run_.restart_window;
+      o.replica_ack.min_replicas = run_.min_replicas;
+      o.replica_ack.timeout = run_.min_replicas_timeout;
       simple_ = std::make_unique<SimpleLock>(s_.loop(), s_.transport(0), o);
       lock_ = simple_.get();
       if (run_.wait > absl::ZeroDuration()) {
