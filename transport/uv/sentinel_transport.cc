@@ -1,6 +1,7 @@
 #include "dlock/transport/uv/sentinel_transport.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -309,9 +310,36 @@ void SentinelTransport::ConfirmMaster() {
   backoff_ = absl::ZeroDuration();
   last_error_ = absl::OkStatus();
   std::weak_ptr<int> life = life_;
+  // Commands that waited for a master go out now, in the order sent.
+  std::map<uint64_t, Waiting> waiting;
+  waiting.swap(waiting_);
+  for (auto& [id, w] : waiting) {
+    loop_->Cancel(w.timer);
+    // Held here too: a rejected Send destroys the callback it was given.
+    auto holder = std::make_shared<ReplyCallback>(std::move(w.callback));
+    absl::Status s = Send(std::move(w.argv), w.timeout,
+                          [holder](absl::StatusOr<Reply> reply) {
+                            std::move(*holder)(std::move(reply));
+                          });
+    if (!s.ok() && *holder) {
+      std::move(*holder)(s);
+      if (life.expired()) return;
+    }
+  }
   FireConnectWaiters(absl::OkStatus());
   if (life.expired() || closed_) return;
   if (again_) Discover();
+}
+
+void SentinelTransport::FailWaiting(const absl::Status& why) {
+  std::map<uint64_t, Waiting> waiting;
+  waiting.swap(waiting_);
+  std::weak_ptr<int> life = life_;
+  for (auto& [id, w] : waiting) {
+    loop_->Cancel(w.timer);
+    std::move(w.callback)(why);
+    if (life.expired()) return;
+  }
 }
 
 void SentinelTransport::RoundFailed() {
@@ -331,6 +359,8 @@ void SentinelTransport::RoundFailed() {
   FireConnectWaiters(last_error_);
   if (life.expired() || closed_) return;
   if (master_ != nullptr) return;
+  FailWaiting(last_error_);
+  if (life.expired() || closed_) return;
   // Subscriptions still waiting for a first master learn why there is none.
   std::vector<uint64_t> waiting;
   for (auto& [id, record] : subs_) {
@@ -385,20 +415,21 @@ absl::Status SentinelTransport::Send(std::vector<std::string> argv,
   absl::Status s = ValidateSendArguments(argv, timeout, callback != nullptr);
   if (!s.ok()) return s;
   if (master_ == nullptr) {
-    absl::Status why = absl::UnavailableError(
-        last_error_.ok() ? absl::StrCat("Sentinel: no master known yet for '",
-                                        options_.master_name, "' (discovering)")
-                         : std::string(last_error_.message()));
-    const uint64_t id = next_failing_++;
-    TimerId timer = loop_->RunAfter(absl::ZeroDuration(), [this, id, why] {
-      auto it = failing_.find(id);
-      if (it == failing_.end()) return;
-      ReplyCallback cb = std::move(it->second.second);
-      failing_.erase(it);
-      std::move(cb)(why);
-    });
-    failing_.emplace(id, std::make_pair(timer, std::move(callback)));
+    // Waits for the discovery round (bounded by `timeout`), as a command
+    // waits for a connection being made.
     Discover();
+    const uint64_t id = next_waiting_++;
+    TimerId timer = loop_->RunAfter(timeout, [this, id, timeout] {
+      auto it = waiting_.find(id);
+      if (it == waiting_.end()) return;
+      ReplyCallback cb = std::move(it->second.callback);
+      waiting_.erase(it);
+      std::move(cb)(absl::DeadlineExceededError(absl::StrCat(
+          "Sentinel: no master found for '", options_.master_name, "' within ",
+          absl::FormatDuration(timeout),
+          last_error_.ok() ? "" : absl::StrCat(" (", last_error_.message(), ")"))));
+    });
+    waiting_.emplace(id, Waiting{std::move(argv), timeout, std::move(callback), timer});
     return absl::OkStatus();
   }
   const uint64_t generation = generation_;
@@ -501,13 +532,8 @@ void SentinelTransport::Close() {
   std::weak_ptr<int> life = life_;
   FireConnectWaiters(absl::CancelledError("Sentinel transport closed"));
   if (life.expired()) return;
-  auto failing = std::move(failing_);
-  failing_.clear();
-  for (auto& [id, entry] : failing) {
-    loop_->Cancel(entry.first);
-    std::move(entry.second)(absl::CancelledError("Sentinel transport closed"));
-    if (life.expired()) return;
-  }
+  FailWaiting(absl::CancelledError("Sentinel transport closed"));
+  if (life.expired()) return;
   switch_subs_.clear();
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> ready;
   for (auto& [id, record] : subs_) {
@@ -531,7 +557,7 @@ bool SentinelTransport::connected() const {
 }
 
 size_t SentinelTransport::pending_commands() const {
-  return failing_.size() + (master_ != nullptr ? master_->pending_commands() : 0);
+  return waiting_.size() + (master_ != nullptr ? master_->pending_commands() : 0);
 }
 
 uint64_t SentinelTransport::connection_epoch() const {

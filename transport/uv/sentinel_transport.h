@@ -28,9 +28,10 @@
 //
 //   state       | Send(...)
 //   ------------+--------------------------------------------------------
-//   no master   | accepted, fails with kUnavailable on a later loop turn
-//   (starting,  | (the last discovery error), and starts a round
-//   discovering)|
+//   no master   | accepted; starts a round if none is under way and waits
+//   (starting,  | for it: sent once a master is confirmed (in send order),
+//   discovering)| kUnavailable (the round's error) when the round fails,
+//               | kDeadlineExceeded when `timeout` passes first
 //   master      | forwarded to the master's connection (its own contract:
 //               | waits while it reconnects to the same address)
 //   closed      | kCancelled from the call
@@ -47,6 +48,7 @@
 #define DLOCK_TRANSPORT_UV_SENTINEL_TRANSPORT_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -155,6 +157,7 @@ class SentinelTransport : public Transport {
   void RoundFailed();
   void ConfirmMaster();
   void FireConnectWaiters(const absl::Status& status);
+  void FailWaiting(const absl::Status& why);
   void SubscribeOnMaster(SubRecord& record);
   void OnSwitchMessage(absl::string_view message);
   void Bury(std::unique_ptr<Transport> transport);
@@ -188,9 +191,17 @@ class SentinelTransport : public Transport {
   TimerId retry_timer_ = 0;
 
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
-  // Sends refused while no master is known, failed on a later turn.
-  absl::flat_hash_map<uint64_t, std::pair<TimerId, ReplyCallback>> failing_;
-  uint64_t next_failing_ = 1;
+  // Commands sent while no master is known: sent when one is confirmed,
+  // failed when a round fails or their timeout passes. Ordered by id (the
+  // send order), so a script and the WAIT behind it stay in order.
+  struct Waiting {
+    std::vector<std::string> argv;
+    absl::Duration timeout;
+    ReplyCallback callback;
+    TimerId timer = 0;
+  };
+  std::map<uint64_t, Waiting> waiting_;
+  uint64_t next_waiting_ = 1;
 
   absl::flat_hash_map<uint64_t, std::unique_ptr<SubRecord>> subs_;
   uint64_t next_sub_ = 1;

@@ -354,5 +354,40 @@ TEST_F(SentinelTransportFakeTest, BadOptionsAreRejected) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+
+TEST_F(SentinelTransportFakeTest, CommandsSentBeforeDiscoveryWaitForTheMasterInOrder) {
+  nodes_["s1:26379"].names = "m1:6379";
+  auto t = Make();
+  std::vector<std::string> order;
+  for (const char* key : {"a", "b", "c"}) {
+    ASSERT_THAT(t->Send({"SET", key, "1"}, absl::Seconds(1),
+                        [&order, key](absl::StatusOr<Reply> r) {
+                          EXPECT_THAT(r, IsOk());
+                          order.push_back(key);
+                        }),
+                IsOk());
+  }
+  EXPECT_TRUE(order.empty());
+  loop_.RunUntilIdle();
+  EXPECT_THAT(order, ElementsAre("a", "b", "c"));
+  EXPECT_THAT(Writes("m1:6379"), ElementsAre("a", "b", "c"));
+}
+
+TEST_F(SentinelTransportFakeTest, WaitingCommandTimesOutWhenDiscoveryHangs) {
+  nodes_["s1:26379"].names = "m1:6379";
+  nodes_["s1:26379"].hold = true;  // the sentinel never answers
+  nodes_["s2:26379"].hold = true;
+  auto t = Make();
+  std::optional<absl::StatusOr<Reply>> r;
+  ASSERT_THAT(t->Send({"SET", "a", "1"}, absl::Milliseconds(300),
+                      [&](absl::StatusOr<Reply> x) { r = std::move(x); }),
+              IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(299));
+  EXPECT_FALSE(r.has_value());
+  loop_.AdvanceTime(absl::Milliseconds(1));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
+}
+
 }  // namespace
 }  // namespace dlock
