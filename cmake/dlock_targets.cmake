@@ -118,8 +118,8 @@ dlock_library(cli
   BAZEL //cli:command_line //cli:check //cli:commands
   SRCS cli/command_line.cc cli/flags.cc cli/check.cc cli/check_command.cc
        cli/lock_key.cc cli/run_command.cc cli/session.cc cli/status_command.cc
-       cli/trust_command.cc cli/unlock_command.cc
-  HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h
+       cli/trust_command.cc cli/unlock_command.cc cli/check_sentinel.cc
+  HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h cli/check_sentinel.h
        cli/commands.h cli/lock_key.h cli/session.h
   PUBLIC_DEPS dlock::client dlock::lock dlock::redlock dlock::watchdog
               dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
@@ -223,7 +223,7 @@ dlock_test(redis_url_test BAZEL //transport/uv:redis_url_test
 dlock_test(command_line_test BAZEL //cli:command_line_test
   SRCS cli/command_line_test.cc DEPS dlock::cli dlock::status_matchers)
 dlock_test(check_test BAZEL //cli:check_test
-  SRCS cli/check_test.cc DEPS dlock::cli)
+  SRCS cli/check_test.cc cli/check_sentinel_test.cc DEPS dlock::cli)
 dlock_test(checker_test BAZEL //tests/torture:checker_test
   SRCS tests/torture/checker_test.cc DEPS dlock::torture_client)
 dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
