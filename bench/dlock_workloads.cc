@@ -45,6 +45,7 @@ struct DlockStack {
   bool delayed_restart = true;
   bool info_every_command = false;
   absl::Duration wake_stagger;  // RetryLockOptions::wake_stagger
+  int min_replicas = 0;
 
   absl::Status Build(uv_loop_t* uv, EventLoop* loop, const RawOptions& o, bool with_retry) {
     for (int port : o.ports) {
@@ -59,6 +60,7 @@ struct DlockStack {
     if (o.ports.size() == 1) {
       SimpleLockOptions so;
       so.key_prefix = prefix;
+      so.replica_ack.min_replicas = min_replicas;
       simple = std::make_unique<SimpleLock>(loop, transports[0].get(), so);
       base = simple.get();
     } else {
@@ -207,6 +209,7 @@ absl::StatusOr<BenchResult> AsyncCycles(const DlockOptions& o, const std::string
   DlockStack s;
   s.delayed_restart = o.redlock_delayed_restart;
   s.info_every_command = o.redlock_info_every_command;
+  s.min_replicas = o.min_replicas;
   absl::Status st = OpenLocal(&l, &s, o.raw, false);
   if (!st.ok()) {
     s.Destroy();
@@ -230,6 +233,7 @@ absl::StatusOr<BenchResult> AsyncCycles(const DlockOptions& o, const std::string
   if (!c.error.ok()) return c.error;
   BenchResult r = Header("async", workload, static_cast<int>(o.raw.ports.size()));
   if (workload == "pipelined") r.Set("depth", static_cast<int64_t>(depth));
+  if (o.min_replicas > 0) r.Set("min_replicas", static_cast<int64_t>(o.min_replicas));
   if (o.raw.ports.size() > 1) {
     r.Set("delayed_restart", o.redlock_delayed_restart);
     r.Set("info_every_command", o.redlock_info_every_command);

@@ -60,6 +60,9 @@ ABSL_FLAG(int, retry_ms, 1, "contend, hiredis-raw: sleep between attempts");
 ABSL_FLAG(int64_t, leases, 10000, "watchdog: leases held");
 ABSL_FLAG(double, seconds, 10, "watchdog: how long to hold them");
 ABSL_FLAG(int, ttl_ms, 30000, "lock TTL (watchdog: lease TTL)");
+ABSL_FLAG(int, min_replicas, 0,
+          "dlock, one port, async seq/pipelined: replica acknowledgement "
+          "(WAIT N behind every grant); the port must be a master with replicas");
 ABSL_FLAG(bool, redlock_delayed_restart, true,
           "dlock with several ports: RedLock's delayed-restart rule");
 ABSL_FLAG(bool, redlock_info_every_command, false,
@@ -131,6 +134,7 @@ int main(int argc, char** argv) {
     d.seconds = absl::GetFlag(FLAGS_seconds);
     d.redlock_delayed_restart = absl::GetFlag(FLAGS_redlock_delayed_restart);
     d.redlock_info_every_command = absl::GetFlag(FLAGS_redlock_info_every_command);
+    d.min_replicas = absl::GetFlag(FLAGS_min_replicas);
     r = dlock::bench::RunDlock(d, workload);
   }
   if (!r.ok()) {

@@ -14,6 +14,7 @@
 #include "dlock/lock/fair_lock.h"
 #include "dlock/lock/read_write_lock.h"
 #include "dlock/lock/reentrant_lock.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
@@ -53,7 +54,19 @@ absl::Status CheckCommonOptions(const BlockingClientOptions& options, size_t ser
     return absl::InvalidArgumentError(
         "BlockingClient: reentrant locks need a single server (RedLock is not reentrant)");
   }
-  return CheckFairOptions(options, servers);
+  absl::Status fair = CheckFairOptions(options, servers);
+  if (!fair.ok()) return fair;
+  if (options.min_replicas > 0 && servers > 1) {
+    return absl::InvalidArgumentError(
+        "BlockingClient: min_replicas needs a single server (RedLock's servers are "
+        "independent, not replicas)");
+  }
+  ReplicaAckOptions ack;
+  ack.min_replicas = options.min_replicas;
+  ack.timeout = options.replica_ack_timeout;
+  absl::Status s = ValidateReplicaAck(ack);
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("BlockingClient: ", s.message()));
+  return absl::OkStatus();
 }
 
 // Loop thread: the outcome of one connect wait, shared by the transports'
@@ -233,12 +246,16 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
         o.key_prefix = options_.key_prefix;
         o.command_timeout = options_.command_timeout;
         o.observer = options_.observer;
+        o.replica_ack.min_replicas = options_.min_replicas;
+        o.replica_ack.timeout = options_.replica_ack_timeout;
         inner_ = std::make_unique<ReentrantLock>(loop, transports_[0].get(), o);
       } else {
         SimpleLockOptions o;
         o.key_prefix = options_.key_prefix;
         o.command_timeout = options_.command_timeout;
         o.observer = options_.observer;
+        o.replica_ack.min_replicas = options_.min_replicas;
+        o.replica_ack.timeout = options_.replica_ack_timeout;
         inner_ = std::make_unique<SimpleLock>(loop, transports_[0].get(), o);
       }
     } else {

@@ -106,6 +106,9 @@ struct BlockingClientOptions {
   //   redis://[[user]:password@]host[:port][/db]
   //   rediss://[[user]:password@]host[:port][/db]   (TLS, see `tls`)
   //   unix://[[user]:password@]/path/to/redis.sock[?db=N]
+  //   redis-sentinel://[[user]:password@]host:26379[,host:port...]/mastername
+  //       [?db=N&sentinel_user=U&sentinel_password=P]   (the master Sentinel
+  //       names, followed across failovers; see sentinel_transport.h)
   // One URL: a single-server lock. Several: RedLock over independent
   // servers (not replicas of one another). A URL without a password takes
   // it from $DLOCK_REDIS_PASSWORD when that is set.
@@ -145,6 +148,14 @@ struct BlockingClientOptions {
   // Bound on each round trip of the single-server policies (RedLock uses its
   // own per-server deadline, min(ttl / 10, 50 ms)).
   absl::Duration command_timeout = absl::Seconds(2);
+
+  // Replica acknowledgement (single server only; kInvalidArgument with
+  // several URLs): a grant or extend (watchdog renewals included) counts only
+  // after `WAIT min_replicas replica_ack_timeout` confirmed it; too few: the
+  // key is released and the call fails with kUnavailable
+  // (IsReplicaShortfall, dlock/lock/replica_ack.h). 0: off.
+  int min_replicas = 0;
+  absl::Duration replica_ack_timeout = absl::Milliseconds(500);
 
   // Receives the policies' and the watchdog's events, on the loop thread.
   // Not owned; must outlive the client. Null: none.

@@ -2,6 +2,9 @@
 // (INFO, CONFIG GET, EVAL, PUBLISH, PING) and judges them with
 // AnalyzeServer; flags entries that are one instance (SameInstanceGroups).
 #include <cstdio>
+#include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -13,11 +16,13 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "dlock/cli/check.h"
+#include "dlock/cli/check_sentinel.h"
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
 #include "dlock/cli/session.h"
 #include "dlock/transport/transport.h"
 #include "dlock/lock/lock_commands.h"
+#include "dlock/transport/uv/hiredis_transport.h"
 
 namespace dlock {
 namespace cli {
@@ -76,6 +81,69 @@ absl::Status TrySubscribe(Session& s, size_t i, const std::string& channel) {
     return absl::PermissionDeniedError(result.message());
   }
   return result;
+}
+
+// What a redis-sentinel:// URL (server `i`) adds: the master's replicas
+// and min-replicas-to-write through the session's transport (which talks to
+// the master), the sentinels through short-lived connections of their own.
+SentinelFacts GatherSentinelFacts(Session& s, size_t i, const RedisUrl& url) {
+  SentinelFacts f;
+  f.master_name = url.master_name;
+  f.sentinels_listed = static_cast<int>(url.sentinels.size());
+  absl::StatusOr<Reply> info = s.Call(i, {"INFO", "replication"});
+  if (ReplyError(info).ok()) {
+    f.replicas_online = 0;
+    for (absl::string_view line : absl::StrSplit(info->str, '\n')) {
+      if (absl::StartsWith(line, "slave") && absl::StrContains(line, "state=online")) {
+        ++f.replicas_online;
+      }
+    }
+  }
+  absl::StatusOr<std::string> min_to_write = ConfigGet(s, i, "min-replicas-to-write");
+  int n = 0;
+  if (min_to_write.ok() && absl::SimpleAtoi(*min_to_write, &n)) f.min_replicas_to_write = n;
+  for (const RedisUrl::Endpoint& e : url.sentinels) {
+    HiredisTransportOptions o;
+    o.host = e.host;
+    o.port = e.port;
+    o.username = url.sentinel_user;
+    o.password = url.sentinel_password;
+    o.connect_timeout = s.command_timeout();
+    absl::StatusOr<std::unique_ptr<HiredisTransport>> t = HiredisTransport::Create(s.uv_loop(), o);
+    if (!t.ok()) continue;
+    auto call = [&](std::vector<std::string> argv) -> absl::StatusOr<Reply> {
+      std::optional<absl::StatusOr<Reply>> out;
+      absl::Status sent = (*t)->Send(std::move(argv), s.command_timeout(),
+                                     [&out](absl::StatusOr<Reply> r) { out = std::move(r); });
+      if (!sent.ok()) return sent;
+      s.RunUntil([&out] { return out.has_value(); });
+      return out.value_or(absl::UnavailableError("no answer"));
+    };
+    absl::StatusOr<Reply> addr = call({"SENTINEL", "get-master-addr-by-name", url.master_name});
+    if (ReplyError(addr).ok()) {
+      const bool first = f.sentinels_reachable == 0;
+      ++f.sentinels_reachable;
+      if (f.master_address.empty() && addr->is_array() && addr->elements.size() == 2) {
+        f.master_address = absl::StrCat(addr->elements[0].str, ":", addr->elements[1].str);
+      }
+      if (first) {
+        absl::StatusOr<Reply> q = call({"SENTINEL", "CKQUORUM", url.master_name});
+        f.quorum_ok = ReplyError(q).ok();
+        f.quorum_answer = q.ok() ? q->str : q.status().ToString();
+        absl::StatusOr<Reply> m = call({"SENTINEL", "MASTER", url.master_name});
+        if (ReplyError(m).ok() && m->is_array()) {
+          for (size_t k = 0; k + 1 < m->elements.size(); k += 2) {
+            int v = 0;
+            if (!absl::SimpleAtoi(m->elements[k + 1].str, &v)) continue;
+            if (m->elements[k].str == "quorum") f.quorum = v;
+            if (m->elements[k].str == "num-other-sentinels") f.sentinels_known = v + 1;
+          }
+        }
+      }
+    }
+    (*t)->Close();
+  }
+  return f;
 }
 
 }  // namespace
@@ -163,7 +231,13 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
       if (!ReplyError(r).ok()) break;
       f.round_trips.push_back(s.loop()->Now() - start);
     }
-    for (const Finding& finding : AnalyzeServer(f, redlock, ttl)) {
+    std::vector<Finding> findings = AnalyzeServer(f, redlock, ttl);
+    if (common.urls[i].kind == RedisUrl::Kind::kSentinel) {
+      for (Finding& extra : AnalyzeSentinel(GatherSentinelFacts(s, i, common.urls[i]))) {
+        findings.push_back(std::move(extra));
+      }
+    }
+    for (const Finding& finding : findings) {
       std::printf("  %-6s %s\n", LevelName(finding.level), finding.message.c_str());
       if (finding.level == Finding::Level::kUnsafe) {
         ++unsafe;

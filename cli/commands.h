@@ -63,6 +63,9 @@ struct RunOptions {
   // turns the rule off). One server: only when `restart_window_set`.
   absl::Duration restart_window = absl::Seconds(60);
   bool restart_window_set = false;
+  // --min-replicas / --min-replicas-timeout (one server only).
+  int min_replicas = 0;
+  absl::Duration min_replicas_timeout = absl::Milliseconds(500);
 };
 
 // `dlock run RESOURCE -- CMD...`.

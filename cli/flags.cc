@@ -8,8 +8,10 @@
 
 ABSL_FLAG(std::string, redis, "redis://127.0.0.1:6379",
           "Redis server URL: redis://[user:password@]host:port[/db], "
-          "rediss://... (TLS, see --tls-*) or "
-          "unix:///path/to/sock[?db=N]. Repeat for RedLock over several "
+          "rediss://... (TLS, see --tls-*), "
+          "unix:///path/to/sock[?db=N] or "
+          "redis-sentinel://[user:password@]host:26379,host2:26379/mastername"
+          "[?db=N&sentinel_password=P] (the master Sentinel names). Repeat for RedLock over several "
           "independent servers (quorum N/2+1). Default: $DLOCK_REDIS_URL if "
           "set, else redis://127.0.0.1:6379");
 ABSL_FLAG(absl::Duration, ttl, absl::Seconds(30),
@@ -52,6 +54,13 @@ ABSL_FLAG(absl::Duration, restart_window, absl::Seconds(60),
           "the rule off) and, when given, for a single server. EVERY client of "
           "the same servers must use the same window, at least the largest "
           "--ttl any of them uses; --ttl above it is refused");
+ABSL_FLAG(int, min_replicas, 0,
+          "run: a grant or renewal counts only once WAIT confirms this many "
+          "replicas of the master have it (one --redis, e.g. a "
+          "redis-sentinel:// URL); too few: the lock is released and dlock "
+          "exits 69 (or the command is stopped as on a lost lease). 0: off");
+ABSL_FLAG(absl::Duration, min_replicas_timeout, absl::Milliseconds(500),
+          "run: how long the master waits for --min-replicas acknowledgements");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(2),
           "per-command Redis timeout");
 ABSL_FLAG(std::string, prefix, "dlock:",

@@ -31,5 +31,7 @@ ABSL_DECLARE_FLAG(std::string, tls_cert);
 ABSL_DECLARE_FLAG(std::string, tls_key);
 ABSL_DECLARE_FLAG(std::string, tls_server_name);
 ABSL_DECLARE_FLAG(bool, tls_insecure_skip_verify);
+ABSL_DECLARE_FLAG(int, min_replicas);
+ABSL_DECLARE_FLAG(absl::Duration, min_replicas_timeout);
 
 #endif  // DLOCK_CLI_FLAGS_H_

@@ -180,6 +180,19 @@ int Main(int argc, char** argv) {
     run.kill_after = absl::GetFlag(FLAGS_kill_after);
     run.restart_window = absl::GetFlag(FLAGS_restart_window);
     run.restart_window_set = cl->given.count("restart_window") > 0;
+    run.min_replicas = absl::GetFlag(FLAGS_min_replicas);
+    run.min_replicas_timeout = absl::GetFlag(FLAGS_min_replicas_timeout);
+    if (run.min_replicas < 0) return UsageError(program, "--min-replicas must be >= 0");
+    if (run.min_replicas > 0 && common.urls.size() > 1) {
+      return UsageError(program,
+                        "--min-replicas needs one --redis (RedLock's servers are "
+                        "independent, not replicas)");
+    }
+    if (absl::Status s = CheckDuration("min_replicas_timeout", run.min_replicas_timeout,
+                                       false);
+        !s.ok()) {
+      return UsageError(program, std::string(s.message()));
+    }
     const bool rule_on = common.urls.size() > 1 ? run.restart_window > absl::ZeroDuration()
                                                 : run.restart_window_set &&
                                                       run.restart_window > absl::ZeroDuration();

@@ -265,6 +265,8 @@ class Runner {
       o.command_timeout = common_.timeout;
       o.observer = &observer_;
       if (run_.restart_window_set) o.restart_window = run_.restart_window;
+      o.replica_ack.min_replicas = run_.min_replicas;
+      o.replica_ack.timeout = run_.min_replicas_timeout;
       rw_ = std::make_unique<ReadWriteLock>(s_.loop(), s_.transport(0), o);
       lock_ = run_.shared ? &rw_->reader() : &rw_->writer();
       if (run_.wait > absl::ZeroDuration()) {

@@ -25,6 +25,7 @@ dlock_library(uv INSTALL
         //transport/uv:uv_loop_thread //transport/uv:hiredis_transport
         //transport/uv:redis_url //transport/uv:tls_options
         //transport/uv:tls_transport //transport/uv:uv_transport
+        //transport/uv:sentinel_transport
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
        transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
@@ -33,11 +34,12 @@ dlock_library(uv INSTALL
        transport/uv/redis_url.cc transport/uv/tls_transport.cc
        transport/uv/tls_connection.cc transport/uv/tls_session.cc
        transport/uv/tls_transport_internal.h
-       transport/uv/uv_transport.cc
+       transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
        transport/uv/redis_url.h transport/uv/tls_options.h
        transport/uv/tls_transport.h transport/uv/uv_transport.h
+       transport/uv/sentinel_transport.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 
@@ -48,6 +50,7 @@ dlock_library(fake INSTALL
   SRCS transport/fake/manual_event_loop.cc transport/fake/fake_redis.cc
        transport/fake/fake_redis_strings.cc transport/fake/fake_redis_hashes.cc
        transport/fake/fake_redis_pubsub_scripting.cc transport/fake/fake_redis_server.cc
+       transport/fake/fake_redis_replication.cc
        transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
        transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
@@ -62,8 +65,10 @@ dlock_library(lock INSTALL
         //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
         //lock:fair_lock //lock:read_write_lock //lock:multi_lock //lock:semaphore
+        //lock:replica_ack
   SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
+       lock/replica_ack.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/retry_lock_wake.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
        lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
@@ -71,7 +76,7 @@ dlock_library(lock INSTALL
        lock/semaphore_scripts.cc lock/semaphore.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/script_prelude.h lock/lease_rules.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
-       lock/lock_commands.h
+       lock/lock_commands.h lock/replica_ack.h
        lock/simple_lock.h lock/retry_lock.h lock/retry_backoff.h
        lock/retry_lock_internal.h lock/reentrant_lock.h
        lock/fair_scripts.h lock/fair_commands.h lock/fair_lock.h
@@ -124,7 +129,8 @@ dlock_library(cli
   SRCS cli/command_line.cc cli/flags.cc cli/check.cc cli/check_command.cc
        cli/lock_key.cc cli/run_command.cc cli/session.cc cli/status_command.cc
        cli/trust_command.cc cli/unlock_command.cc cli/readers_status.cc
-  HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h
+       cli/check_sentinel.cc
+  HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h cli/check_sentinel.h
        cli/commands.h cli/lock_key.h cli/session.h cli/readers_status.h
   PUBLIC_DEPS dlock::client dlock::lock dlock::redlock dlock::watchdog
               dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
@@ -199,6 +205,8 @@ dlock_test(lock_behavior_fake_test BAZEL //lock:lock_behavior_fake_test
   SRCS lock/lock_behavior_fake_test.cc DEPS dlock::lock_behavior_suite dlock::fake)
 dlock_test(simple_lock_test BAZEL //lock:simple_lock_test
   SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(replica_ack_test BAZEL //lock:replica_ack_test
+  SRCS lock/replica_ack_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fair_lock_test BAZEL //lock:fair_lock_test
@@ -249,7 +257,7 @@ dlock_test(redis_url_test BAZEL //transport/uv:redis_url_test
 dlock_test(command_line_test BAZEL //cli:command_line_test
   SRCS cli/command_line_test.cc DEPS dlock::cli dlock::status_matchers)
 dlock_test(check_test BAZEL //cli:check_test
-  SRCS cli/check_test.cc DEPS dlock::cli)
+  SRCS cli/check_test.cc cli/check_sentinel_test.cc DEPS dlock::cli)
 dlock_test(checker_test BAZEL //tests/torture:checker_test
   SRCS tests/torture/checker_test.cc DEPS dlock::torture_client)
 dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
@@ -274,6 +282,9 @@ dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:re
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
   //tests/differential/...
   REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")
+dlock_bazel_only(//testing:sentinel_deployment //tests/sentinel:sentinel_failover_test
+  //transport/uv:sentinel_transport_fake_test
+  REASON "Sentinel: real redis-server --sentinel processes; the scripted-connection unit test runs under Bazel")
 dlock_bazel_only(//tests/torture:torture_driver //tests/torture:torture_worker
   //tests/torture:torture_main //tests/torture:torture_test
   REASON "the torture run: redis-servers and Bazel runfiles")

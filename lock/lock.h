@@ -29,7 +29,9 @@
 //   not connected, connection lost; transient server    | kUnavailable
 //     error (READONLY, OOM, LOADING, BUSY, MASTERDOWN,  |   (RetryLock retries)
 //     TRYAGAIN, CLUSTERDOWN, NOREPLICAS, MISCONF, max   |
-//     number of clients)                                |
+//     number of clients); fewer replicas acknowledged   |
+//     a grant/extend than replica_ack.min_replicas      |
+//     asked (IsReplicaShortfall; the key is released)   |
 //   no reply in time; lease deadline passed             | kDeadlineExceeded
 //   ACL refusal (NOPERM, NOAUTH, WRONGPASS, or a script | kPermissionDenied
 //     call the user may not make)                       |   (permanent)

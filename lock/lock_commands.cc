@@ -75,12 +75,12 @@ absl::Status LockCommands::TryAcquire(
   if (restart_window < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("restart window must be >= 0");
   }
-  return AcquireScript().Run(
-      *transport_,
+  return RunAcknowledged(
+      AcquireScript(), *transport_,
       {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey()},
       {std::string(token), absl::StrCat(TtlMillis(ttl)),
        absl::StrCat(absl::ToInt64Milliseconds(restart_window))},
-      timeout,
+      timeout, ack_, [](const Reply& r) { return r.is_integer() && r.integer >= 1; },
       [cb = std::move(cb), keys = keys_,
        resource = std::string(resource)](absl::StatusOr<Reply> reply) mutable {
         std::move(cb)(AcquireReplyFence(keys, resource, reply));
@@ -118,9 +118,10 @@ absl::Status LockCommands::Extend(absl::string_view resource,
   if (!s.ok()) return s;
   s = ValidateTtl(ttl);
   if (!s.ok()) return s;
-  return ExtendScript().Run(
-      *transport_, {keys_.LockKey(resource)},
-      {std::string(token), absl::StrCat(TtlMillis(ttl))}, timeout,
+  return RunAcknowledged(
+      ExtendScript(), *transport_, {keys_.LockKey(resource)},
+      {std::string(token), absl::StrCat(TtlMillis(ttl))}, timeout, ack_,
+      [](const Reply& r) { return r.is_integer() && r.integer == 1; },
       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
         std::move(cb)(OwnedReplyStatus("extend", reply));
       });

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "dlock/lock/keys.h"
 #include "dlock/lock/lease_rules.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/lock/reply_status.h"
 #include "dlock/lock/tokens.h"
 #include "dlock/transport/reply.h"
@@ -61,6 +62,15 @@ class LockCommands {
 
   const KeyScheme& keys() const { return keys_; }
   Transport* transport() const { return transport_; }
+
+  // Replica acknowledgement of grants (TryAcquire) and extends (Extend):
+  // see replica_ack.h. Off by default. A grant or extend that too few
+  // replicas acknowledged reaches the callback as kUnavailable
+  // (IsReplicaShortfall); the key stays as the script left it, and the
+  // caller (the policy) releases it. Release, ExtendOrReacquire and
+  // TrustDataSet never wait.
+  void set_replica_ack(const ReplicaAckOptions& ack) { ack_ = ack; }
+  const ReplicaAckOptions& replica_ack() const { return ack_; }
 
   // SET P{R} token NX PX ttl; on success INCR P{R}:fence, all in one script,
   // after reading (or creating) the data-set marker. Callback: the new fence
@@ -115,6 +125,7 @@ class LockCommands {
  private:
   Transport* transport_;
   KeyScheme keys_;
+  ReplicaAckOptions ack_;
 };
 
 }  // namespace dlock

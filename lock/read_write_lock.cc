@@ -9,6 +9,7 @@
 #include "dlock/lock/lease_ops.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/read_write_scripts.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/lock/reply_status.h"
 #include "dlock/lock/tokens.h"
 #include "dlock/transport/reply.h"
@@ -22,7 +23,9 @@ struct ReadWriteLock::Core : LeaseCore {
         transport(transport),
         commands(transport, KeyScheme{options.key_prefix}),
         writer_intent_ttl(options.writer_intent_ttl),
-        restart_window(options.restart_window) {}
+        restart_window(options.restart_window) {
+    commands.set_replica_ack(options.replica_ack);
+  }
 
   const KeyScheme& keys() const { return commands.keys(); }
 
@@ -86,6 +89,39 @@ bool IsUnknownOutcome(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
 }
 
+// Gives back what `token` may hold of `resource` (the writer's key or the
+// reader's entry), retried in the background while the key could still
+// exist: after an unknown outcome, a cancelled acquire, or a grant or extend
+// its replicas did not acknowledge.
+void GiveUp(std::shared_ptr<Core> core, bool write, std::string resource, std::string token,
+            absl::Time key_expiry) {
+  Core* c = core.get();
+  RunCleanup(std::move(core), key_expiry,
+             [c, write, resource = std::move(resource), token = std::move(token)](
+                 absl::AnyInvocable<void(bool) &&> done) {
+               if (write) {
+                 return c->commands.Release(
+                     resource, token, c->command_timeout,
+                     [done = std::move(done)](absl::Status s) mutable {
+                       std::move(done)(IsUnknownOutcome(s));
+                     });
+               }
+               return SendReadRelease(
+                   *c, resource, token,
+                   [done = std::move(done)](absl::StatusOr<Reply> r) mutable {
+                     std::move(done)(!r.ok() && IsUnknownOutcome(r.status()));
+                   });
+             });
+}
+
+// A shortfall of acknowledgements on an extend: the lease is given up.
+absl::Status AfterExtend(const std::shared_ptr<Core>& core, bool write, const Lease& lease,
+                         absl::Time key_expiry, absl::Status status) {
+  if (!IsReplicaShortfall(status)) return status;
+  GiveUp(core, write, lease.resource, lease.token, key_expiry);
+  return absl::UnavailableError(absl::StrCat(status.message(), "; the lease was released"));
+}
+
 class RwAcquireOp : public SingleServerAcquire {
  public:
   RwAcquireOp(std::shared_ptr<Core> core, bool write, std::string resource,
@@ -96,27 +132,8 @@ class RwAcquireOp : public SingleServerAcquire {
 
  private:
   void Undo() override {
-    std::shared_ptr<Core> core = std::static_pointer_cast<Core>(this->core());
-    Core* c = core.get();
-    std::string resource = this->resource();
-    std::string token = this->token();
-    const bool write = write_;
-    RunCleanup(std::move(core), sent_at() + ttl(),
-               [c, write, resource = std::move(resource), token = std::move(token)](
-                   absl::AnyInvocable<void(bool) &&> done) {
-                 if (write) {
-                   return c->commands.Release(
-                       resource, token, c->command_timeout,
-                       [done = std::move(done)](absl::Status s) mutable {
-                         std::move(done)(IsUnknownOutcome(s));
-                       });
-                 }
-                 return SendReadRelease(
-                     *c, resource, token,
-                     [done = std::move(done)](absl::StatusOr<Reply> r) mutable {
-                       std::move(done)(!r.ok() && IsUnknownOutcome(r.status()));
-                     });
-               });
+    GiveUp(std::static_pointer_cast<Core>(this->core()), write_, this->resource(), this->token(),
+           sent_at() + ttl());
   }
 
   const bool write_;
@@ -137,6 +154,8 @@ class ViewBase : public Lock, protected ReleaseNotifier {
     if (!s.ok()) return s;
     s = core_->CheckTtl(options.ttl);
     if (!s.ok()) return s;
+    s = ValidateReplicaAck(core_->commands.replica_ack());
+    if (!s.ok()) return s;
     if (core_->restart_window < absl::ZeroDuration() ||
         core_->writer_intent_ttl < absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
@@ -154,11 +173,16 @@ class ViewBase : public Lock, protected ReleaseNotifier {
       args.push_back(absl::StrCat(absl::ToInt64Milliseconds(core_->writer_intent_ttl)));
     }
     const Script& script = write_ ? WriteAcquireScript() : ReadAcquireScript();
-    s = script.Run(
-        *core_->transport,
+    // A grant: the writer's fence (>= 1) or the reader's current fence (>= 0);
+    // a refusal is nil or an array.
+    bool (*const granted)(const Reply&) =
+        write_ ? +[](const Reply& r) { return r.is_integer() && r.integer >= 1; }
+               : +[](const Reply& r) { return r.is_integer() && r.integer >= 0; };
+    s = RunAcknowledged(
+        script, *core_->transport,
         {keys.LockKey(resource), keys.FenceKey(resource), ReadersKey(keys, resource),
          WriterIntentKey(keys, resource), keys.DataSetKey()},
-        std::move(args), core_->command_timeout,
+        std::move(args), core_->command_timeout, core_->commands.replica_ack(), granted,
         [op, keys, write = write_](absl::StatusOr<Reply> reply) {
           op->OnReply(AcquireReplyFence(keys, op->resource(), std::move(reply),
                                         write ? 1 : 0));
@@ -210,13 +234,18 @@ class ReadWriteLock::ReaderView : public ViewBase {
     if (!s.ok()) return s;
     const absl::Duration whole = WholeMillis(ttl);
     const absl::Time sent_at = core_->loop->Now();
-    return ReadExtendScript().Run(
-        *core_->transport, {ReadersKey(core_->keys(), lease.resource)},
+    return RunAcknowledged(
+        ReadExtendScript(), *core_->transport, {ReadersKey(core_->keys(), lease.resource)},
         {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
+        core_->commands.replica_ack(),
+        [](const Reply& r) { return r.is_integer() && r.integer == 1; },
         [core = core_, lease = Lease(lease), whole, sent_at,
          callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
-          FinishExtend(*core, "read", std::move(lease), whole, sent_at,
-                       OwnedStatus("extend", reply, nullptr), std::move(callback));
+          absl::Status status =
+              !reply.ok() ? AfterExtend(core, false, lease, sent_at + whole, reply.status())
+                          : OwnedStatus("extend", reply, nullptr);
+          FinishExtend(*core, "read", std::move(lease), whole, sent_at, std::move(status),
+                       std::move(callback));
         });
   }
 };
@@ -250,6 +279,7 @@ class ReadWriteLock::WriterView : public ViewBase {
         lease.resource, lease.token, whole, core_->command_timeout,
         [core = core_, lease = Lease(lease), whole, sent_at,
          callback = std::move(callback)](absl::Status status) mutable {
+          status = AfterExtend(core, true, lease, sent_at + whole, std::move(status));
           FinishExtend(*core, "write", std::move(lease), whole, sent_at,
                        std::move(status), std::move(callback));
         });

@@ -95,6 +95,7 @@
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/transport.h"
 
@@ -115,6 +116,12 @@ struct ReadWriteLockOptions {
   absl::Duration restart_window = absl::ZeroDuration();
   // Receives OnAcquire/OnRelease/OnExtend with policy "read" or "write".
   LockObserver* observer = nullptr;
+  // Replica acknowledgement (replica_ack.h; off by default), as
+  // SimpleLockOptions::replica_ack: a read or write grant, and an extend,
+  // counts only once `WAIT min_replicas timeout` confirmed it; too few
+  // acknowledgements -> kUnavailable (IsReplicaShortfall) and what the
+  // script took is released.
+  ReplicaAckOptions replica_ack;
 };
 
 class ReadWriteLock {

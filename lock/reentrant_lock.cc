@@ -19,7 +19,8 @@ struct ReentrantLock::Core : LeaseCore {
         transport(transport),
         keys{options.key_prefix},
         client_id(options.client_id.empty() ? NewToken() : options.client_id),
-        restart_window(options.restart_window) {}
+        restart_window(options.restart_window),
+        replica_ack(options.replica_ack) {}
 
   std::string MarkerKey(absl::string_view resource, absl::string_view request) const {
     return absl::StrCat(keys.LockKey(resource), ":acquire:", request);
@@ -29,6 +30,7 @@ struct ReentrantLock::Core : LeaseCore {
   const KeyScheme keys;
   const std::string client_id;
   const absl::Duration restart_window;
+  const ReplicaAckOptions replica_ack;
 };
 
 namespace {
@@ -51,6 +53,23 @@ void UndoAcquisition(std::shared_ptr<ReentrantLock::Core> core, std::string reso
              });
 }
 
+// Releases one hold of `owner` in the background, retried while the key
+// could still exist (RunCleanup): an extend whose acknowledgement fell short.
+void GiveUpHold(std::shared_ptr<ReentrantLock::Core> core, std::string resource,
+                std::string owner, absl::Time key_expiry) {
+  ReentrantLock::Core* c = core.get();
+  RunCleanup(std::move(core), key_expiry,
+             [c, resource = std::move(resource),
+              owner = std::move(owner)](absl::AnyInvocable<void(bool) &&> done) {
+               return ReentrantReleaseScript().Run(
+                   *c->transport, {c->keys.LockKey(resource)},
+                   {owner, c->keys.ChannelKey(resource)}, c->command_timeout,
+                   [done = std::move(done)](absl::StatusOr<Reply> reply) mutable {
+                     std::move(done)(!reply.ok());
+                   });
+             });
+}
+
 class ReentrantAcquireOp : public SingleServerAcquire {
  public:
   ReentrantAcquireOp(std::shared_ptr<ReentrantLock::Core> core, std::string resource,
@@ -63,13 +82,14 @@ class ReentrantAcquireOp : public SingleServerAcquire {
   absl::Status Send(std::shared_ptr<ReentrantAcquireOp> self) {
     const ReentrantLock::Core& c = *core_;
     const std::string& resource = this->resource();
-    return ReentrantAcquireScript().Run(
-        *c.transport,
+    return RunAcknowledged(
+        ReentrantAcquireScript(), *c.transport,
         {c.keys.LockKey(resource), c.keys.FenceKey(resource),
          c.MarkerKey(resource, request_), c.keys.DataSetKey()},
         {token(), absl::StrCat(TtlMillis(ttl())),
          absl::StrCat(absl::ToInt64Milliseconds(c.restart_window))},
-        c.command_timeout, [self = std::move(self)](absl::StatusOr<Reply> reply) {
+        c.command_timeout, c.replica_ack,
+        [](const Reply& r) { return r.is_array(); }, [self = std::move(self)](absl::StatusOr<Reply> reply) {
           self->OnReply(self->ParseFence(reply));
         });
   }
@@ -134,6 +154,8 @@ absl::StatusOr<AcquireHandle> ReentrantLock::Acquire(absl::string_view resource,
   if (core_->restart_window < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("restart_window must be >= 0");
   }
+  s = ValidateReplicaAck(core_->replica_ack);
+  if (!s.ok()) return s;
   auto op = std::make_shared<ReentrantAcquireOp>(core_, std::string(resource),
                                                  OwnerId(options.task_id),
                                                  WholeMillis(options.ttl),
@@ -181,15 +203,23 @@ absl::Status ReentrantLock::Extend(const Lease& lease, absl::Duration ttl,
   if (lease.token.empty()) return absl::InvalidArgumentError("lease has no owner");
   s = core_->CheckTtl(ttl);
   if (!s.ok()) return s;
+  s = ValidateReplicaAck(core_->replica_ack);
+  if (!s.ok()) return s;
   const absl::Duration whole = WholeMillis(ttl);
   const absl::Time sent_at = core_->loop->Now();
-  return ReentrantExtendScript().Run(
-      *core_->transport, {core_->keys.LockKey(lease.resource)},
+  return RunAcknowledged(
+      ReentrantExtendScript(), *core_->transport, {core_->keys.LockKey(lease.resource)},
       {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
+      core_->replica_ack, [](const Reply& r) { return r.is_integer() && r.integer == 1; },
       [core = core_, lease = Lease(lease), whole, sent_at,
        callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
         absl::Status status;
-        if (!reply.ok()) {
+        if (!reply.ok() && IsReplicaShortfall(reply.status())) {
+          // Give this hold up (one release), as an undone acquisition would.
+          GiveUpHold(core, lease.resource, lease.token, sent_at + whole);
+          status = absl::UnavailableError(
+              absl::StrCat(reply.status().message(), "; this hold was released"));
+        } else if (!reply.ok()) {
           status = reply.status();
         } else if (reply->is_integer() && reply->integer == 1) {
           status = absl::OkStatus();

@@ -56,6 +56,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/lock/keys.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/reply_status.h"
@@ -88,6 +89,12 @@ struct ReentrantLockOptions {
   // declared trusted (TrustDataSetCommand). Must be >= 0.
   absl::Duration restart_window = absl::ZeroDuration();
   LockObserver* observer = nullptr;
+  // Replica acknowledgement of acquisitions and extends (replica_ack.h; off
+  // by default). Too few acknowledgements: an acquisition is undone, an
+  // extend gives up this hold (one release), and the callback gets
+  // kUnavailable (IsReplicaShortfall). Invalid: kInvalidArgument from the
+  // calls.
+  ReplicaAckOptions replica_ack;
 };
 
 class ReentrantLock : public Lock, private ReleaseNotifier {

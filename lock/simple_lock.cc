@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "dlock/lock/lease_ops.h"
 
 namespace dlock {
@@ -13,7 +14,9 @@ struct SimpleLock::Core : LeaseCore {
       : LeaseCore(loop, options.observer, options.command_timeout,
                   options.drift_factor, options.drift_constant),
         commands(transport, KeyScheme{options.key_prefix}),
-        restart_window(options.restart_window) {}
+        restart_window(options.restart_window) {
+    commands.set_replica_ack(options.replica_ack);
+  }
 
   LockCommands commands;
   const absl::Duration restart_window;
@@ -73,6 +76,8 @@ absl::StatusOr<AcquireHandle> SimpleLock::Acquire(absl::string_view resource,
   if (!s.ok()) return s;
   s = core_->CheckTtl(options.ttl);
   if (!s.ok()) return s;
+  s = ValidateReplicaAck(core_->commands.replica_ack());
+  if (!s.ok()) return s;
   auto op = std::make_shared<SimpleAcquireOp>(core_, "simple", std::string(resource),
                                               NewToken(), WholeMillis(options.ttl),
                                               std::move(callback));
@@ -107,12 +112,21 @@ absl::Status SimpleLock::Extend(const Lease& lease, absl::Duration ttl,
   if (!s.ok()) return s;
   s = core_->CheckTtl(ttl);
   if (!s.ok()) return s;
+  s = ValidateReplicaAck(core_->commands.replica_ack());
+  if (!s.ok()) return s;
   const absl::Duration whole = WholeMillis(ttl);
   const absl::Time sent_at = core_->loop->Now();
   return core_->commands.Extend(
       lease.resource, lease.token, whole, core_->command_timeout,
       [core = core_, lease = Lease(lease), whole, sent_at,
        callback = std::move(callback)](absl::Status status) mutable {
+        if (IsReplicaShortfall(status)) {
+          // The master extended a key its replicas may not have: give the
+          // lease up rather than hold one a failover could hand to another.
+          CleanupToken(core, lease.resource, lease.token, sent_at + whole);
+          status = absl::UnavailableError(
+              absl::StrCat(status.message(), "; the lease was released"));
+        }
         FinishExtend(*core, "simple", std::move(lease), whole, sent_at,
                      std::move(status), std::move(callback));
       });

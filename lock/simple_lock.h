@@ -94,6 +94,12 @@ struct SimpleLockOptions {
   // declared trusted (TrustDataSetCommand). Must be >= 0.
   absl::Duration restart_window = absl::ZeroDuration();
   LockObserver* observer = nullptr;
+  // Replica acknowledgement (replica_ack.h; off by default): a grant or an
+  // extend counts only once `WAIT min_replicas timeout` confirmed it. Too
+  // few acknowledgements: the key is released (in the background) and the
+  // callback gets kUnavailable (IsReplicaShortfall; RetryLock retries it).
+  // An invalid setting makes Acquire and Extend return kInvalidArgument.
+  ReplicaAckOptions replica_ack;
 };
 
 class SimpleLock : public Lock, private ReleaseNotifier {

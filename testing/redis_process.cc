@@ -229,6 +229,9 @@ absl::Status RedisProcess::Spawn() {
                                    "--bind", "127.0.0.1", "--dir", dir_,
                                    "--daemonize", "no", "--logfile",
                                    dir_ + "/redis.log", "--save", ""};
+  if (!options_.config_file.empty()) {
+    args.insert(args.begin() + 1, options_.config_file);
+  }
   if (options_.appendonly) {
     args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
   } else {

@@ -36,6 +36,9 @@ namespace testing {
 struct RedisProcessOptions {
   // Extra `redis-server` arguments, one word each.
   std::vector<std::string> extra_args;
+  // When non-empty, a config file passed as the first argument (a sentinel,
+  // `--sentinel` in extra_args, needs one it can rewrite).
+  std::string config_file;
   // appendonly yes + appendfsync always (survives Kill + Restart).
   bool appendonly = false;
   // When non-empty: `--requirepass password`; the readiness PING

@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
 
   RedisProcessOptions process_options;
   process_options.extra_args = options.extra_args;
+  process_options.config_file = options.config_file;
   process_options.appendonly = options.appendonly;
   process_options.password = options.password;
   process_options.unix_socket = options.unix_socket;

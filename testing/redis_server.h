@@ -48,6 +48,8 @@ struct RedisServerOptions {
   // Appended to the command line, one word per element, e.g. an ACL user:
   // {"--user", "alice", "on", ">pw", "~*", "&*", "+@all"}.
   std::vector<std::string> extra_args;
+  // See RedisProcessOptions::config_file.
+  std::string config_file;
 
   // When non-empty, the server runs with `--requirepass password` and the
   // helper's own connection (`Command`) authenticates with it.

@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dlock/testing/redis_server.h"
+#include "dlock/testing/sentinel_deployment.h"
 #include "dlock/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -1113,6 +1114,27 @@ TEST_F(DlockCliTest, SeveralResourcesAreTakenAllOrNothing) {
   EXPECT_EQ(dup.Wait(), kExitUsage) << dup.err();
   Dlock red({"run", "--redis", url_, "--redis", url_, "--shared", "x", "--", "true"});
   EXPECT_EQ(red.Wait(), kExitUsage) << red.err();
+}
+
+// A redis-sentinel:// URL: check reports the Sentinel facts, run takes the
+// lock on the master and honours --min-replicas.
+TEST_F(DlockCliTest, CheckAndRunOverSentinel) {
+  absl::StatusOr<std::unique_ptr<::dlock::testing::SentinelDeployment>> d =
+      ::dlock::testing::SentinelDeployment::Start();
+  ASSERT_THAT(d, IsOk());
+  const std::string url = (*d)->url();
+  Dlock check({"check", "--redis", url});
+  EXPECT_EQ(check.Wait(), 0) << check.out() << check.err();
+  EXPECT_THAT(check.out(), HasSubstr("Sentinel master 'mymaster' at 127.0.0.1:"));
+  EXPECT_THAT(check.out(), HasSubstr("sentinels can fail over"));
+  EXPECT_THAT(check.out(), HasSubstr("2 replica(s) in sync"));
+  EXPECT_THAT(check.out(), HasSubstr("min-replicas-to-write 0"));
+  Dlock run({"run", "--redis", url, "--min-replicas", "2", "r", "--", "true"});
+  EXPECT_EQ(run.Wait(), 0) << run.err();
+  Dlock greedy({"run", "--redis", url, "--min-replicas", "3", "--min-replicas-timeout",
+                "100ms", "r", "--", "true"});
+  EXPECT_EQ(greedy.Wait(), 69) << greedy.err();
+  EXPECT_THAT(greedy.err(), HasSubstr("replica acknowledgement"));
 }
 
 }  // namespace dlock

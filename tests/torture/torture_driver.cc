@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "dlock/testing/redis_server.h"
+#include "dlock/testing/sentinel_deployment.h"
 
 namespace dlock {
 namespace torture {
@@ -37,6 +38,8 @@ const char* FaultName(Fault f) {
     case Fault::kKillRestart: return "kill -9 + restart server";
     case Fault::kKillMinority: return "kill -9 + restart 1 of N";
     case Fault::kPauseMinority: return "SIGSTOP 1 of N > TTL";
+    case Fault::kFailover: return "SENTINEL FAILOVER";
+    case Fault::kKillMaster: return "kill -9 master (Sentinel fails over)";
   }
   return "?";
 }
@@ -202,7 +205,13 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
   RedisServerOptions lock_opts;
   lock_opts.appendonly = spec.persistence;
   std::vector<std::unique_ptr<RedisServer>> servers;
-  for (int i = 0; i < spec.lock_servers; ++i) {
+  std::unique_ptr<testing::SentinelDeployment> sentinel;
+  if (spec.sentinel) {
+    auto d = testing::SentinelDeployment::Start({});
+    if (!d.ok()) return d.status();
+    sentinel = *std::move(d);
+  }
+  for (int i = 0; i < (spec.sentinel ? 0 : spec.lock_servers); ++i) {
     auto s = RedisServer::Start(lock_opts);
     if (!s.ok()) return s.status();
     servers.push_back(*std::move(s));
@@ -222,7 +231,9 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
     workers[i].log = absl::StrCat(dir, "/worker", i, ".log");
     std::vector<std::string> args = {
         absl::StrCat("--id=", i),
-        absl::StrCat("--lock_ports=", absl::StrJoin(ports, ",")),
+        spec.sentinel ? absl::StrCat("--lock_url=", sentinel->url())
+                      : absl::StrCat("--lock_ports=", absl::StrJoin(ports, ",")),
+        absl::StrCat("--min_replicas=", spec.min_replicas),
         absl::StrCat("--store_port=", store->port()),
         absl::StrCat("--ttl_ms=", absl::ToInt64Milliseconds(spec.ttl)),
         absl::StrCat("--hold_ms=", absl::ToInt64Milliseconds(spec.hold)),
@@ -307,6 +318,25 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
         ++result.faults_injected;
         break;
       }
+      case Fault::kFailover: {
+        if (absl::Status st = sentinel->Failover(); !st.ok()) nemesis_error = st;
+        ++result.faults_injected;
+        break;
+      }
+      case Fault::kKillMaster: {
+        absl::StatusOr<int> master = sentinel->MasterIndex();
+        if (!master.ok()) {
+          nemesis_error = master.status();
+          break;
+        }
+        RedisServer& s = sentinel->data(*master);
+        if (absl::Status st = s.Kill(); !st.ok()) nemesis_error = st;
+        ++result.faults_injected;
+        absl::StatusOr<int> promoted = sentinel->WaitForNewMaster(*master);
+        if (!promoted.ok()) nemesis_error = promoted.status();
+        if (absl::Status st = s.Restart(); !st.ok()) nemesis_error = st;
+        break;
+      }
       case Fault::kPauseMinority: {
         RedisServer& s = *servers[rotate++ % servers.size()];
         if (absl::Status st = s.Pause(); !st.ok()) nemesis_error = st;
@@ -376,6 +406,28 @@ std::vector<ScenarioSpec> StandardScenarios(absl::Duration total) {
   add("redlock 3, kill+restart minority", 3, false, Fault::kKillMinority);
   add("redlock 3, SIGSTOP minority", 3, false, Fault::kPauseMinority);
   absl::Duration each = std::max(absl::Seconds(3), total / static_cast<int64_t>(v.size()));
+  for (auto& s : v) s.duration = each;
+  return v;
+}
+
+std::vector<ScenarioSpec> SentinelScenarios(absl::Duration total) {
+  std::vector<ScenarioSpec> v;
+  for (Fault f : {Fault::kFailover, Fault::kKillMaster}) {
+    for (int min_replicas : {0, 2}) {
+      ScenarioSpec s;
+      s.name = absl::StrCat("sentinel, ", f == Fault::kFailover ? "failover" : "kill -9 master",
+                            min_replicas == 0 ? ", no replica ack"
+                                              : absl::StrCat(", min-replicas ", min_replicas));
+      s.sentinel = true;
+      s.min_replicas = min_replicas;
+      s.fault = f;
+      s.ttl = absl::Seconds(3);  // outlives a failover, so a lost lease shows
+      s.hold = absl::Milliseconds(100);
+      s.fault_every = absl::Seconds(12);  // time for the old master to rejoin
+      v.push_back(s);
+    }
+  }
+  absl::Duration each = std::max(absl::Seconds(15), total / static_cast<int64_t>(v.size()));
   for (auto& s : v) s.duration = each;
   return v;
 }

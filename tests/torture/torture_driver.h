@@ -14,6 +14,11 @@
 //                    without persistence
 //   kPauseMinority   RedLock: SIGSTOP one server (rotating) for longer than
 //                    the TTL, then SIGCONT
+//   kFailover        Sentinel (`sentinel`): SENTINEL FAILOVER, then wait for
+//                    the new master
+//   kKillMaster      Sentinel: kill -9 the master, wait for the sentinels to
+//                    promote a replica, restart the killed node (empty; the
+//                    sentinels turn it into a replica)
 //
 // Intervals are stamped by the workers on CLOCK_MONOTONIC, which is shared
 // by every process on one machine, so the checker can compare them.
@@ -34,7 +39,15 @@
 namespace dlock {
 namespace torture {
 
-enum class Fault { kNone, kPauseHolder, kKillRestart, kKillMinority, kPauseMinority };
+enum class Fault {
+  kNone,
+  kPauseHolder,
+  kKillRestart,
+  kKillMinority,
+  kPauseMinority,
+  kFailover,
+  kKillMaster,
+};
 const char* FaultName(Fault f);
 
 struct ScenarioSpec {
@@ -57,6 +70,11 @@ struct ScenarioSpec {
   bool redlock_delayed_restart = true;
   // One server: SimpleLock's restart window (zero: off, as by default).
   absl::Duration single_restart_window = absl::ZeroDuration();
+  // Sentinel: the lock server is a master with 2 replicas and 3 sentinels
+  // (testing::SentinelDeployment), reached through a redis-sentinel:// URL;
+  // `min_replicas` is SimpleLock's replica acknowledgement.
+  bool sentinel = false;
+  int min_replicas = 0;
 };
 
 struct ScenarioResult {
@@ -81,6 +99,10 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
 // The standard scenario list; every duration scaled so the whole list takes
 // about `total` (at least 3 s per scenario).
 std::vector<ScenarioSpec> StandardScenarios(absl::Duration total);
+
+// Sentinel failovers during holds, with and without replica
+// acknowledgement (torture_main --sentinel); durations as above.
+std::vector<ScenarioSpec> SentinelScenarios(absl::Duration total);
 
 // A markdown table of results, one row per scenario.
 std::string FormatTable(const std::vector<ScenarioResult>& results);

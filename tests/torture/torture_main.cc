@@ -16,11 +16,16 @@ ABSL_FLAG(double, minutes, 5, "total duration, spread over the scenarios");
 ABSL_FLAG(std::string, worker, "tests/torture/torture_worker", "torture_worker binary");
 ABSL_FLAG(int, workers, 3, "worker processes per scenario");
 ABSL_FLAG(std::string, only, "", "run only scenarios whose name contains this");
+ABSL_FLAG(bool, sentinel, false,
+          "run the Sentinel failover scenarios (SentinelScenarios) instead of the "
+          "standard ones");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  std::vector<dlock::torture::ScenarioSpec> specs = dlock::torture::StandardScenarios(
-      absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60));
+  const absl::Duration total = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
+  std::vector<dlock::torture::ScenarioSpec> specs =
+      absl::GetFlag(FLAGS_sentinel) ? dlock::torture::SentinelScenarios(total)
+                                    : dlock::torture::StandardScenarios(total);
   std::vector<dlock::torture::ScenarioResult> results;
   int failures = 0;
   for (auto spec : specs) {

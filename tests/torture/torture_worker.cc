@@ -34,10 +34,15 @@
 #include "dlock/redlock/redlock.h"
 #include "dlock/tests/torture/torture_client.h"
 #include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/redis_url.h"
+#include "dlock/transport/uv/uv_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
 ABSL_FLAG(int, id, 0, "worker index (slot in --shm)");
 ABSL_FLAG(std::string, lock_ports, "", "comma-separated lock server ports");
+ABSL_FLAG(std::string, lock_url, "",
+          "instead of --lock_ports: one lock server URL (e.g. redis-sentinel://...)");
+ABSL_FLAG(int, min_replicas, 0, "one server: SimpleLock's replica acknowledgement");
 ABSL_FLAG(int, store_port, 0, "store server port");
 ABSL_FLAG(int, ttl_ms, 500, "lease ttl");
 ABSL_FLAG(int, hold_ms, 2, "time between the reads and the writes");
@@ -74,7 +79,9 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   const int id = absl::GetFlag(FLAGS_id);
   std::vector<int> ports;
-  for (absl::string_view p : absl::StrSplit(absl::GetFlag(FLAGS_lock_ports), ',')) {
+  const std::string lock_url = absl::GetFlag(FLAGS_lock_url);
+  for (absl::string_view p : absl::StrSplit(absl::GetFlag(FLAGS_lock_ports), ',',
+                                            absl::SkipEmpty())) {
     int port;
     if (!absl::SimpleAtoi(p, &port)) {
       std::fprintf(stderr, "bad --lock_ports\n");
@@ -103,8 +110,25 @@ int main(int argc, char** argv) {
   uv_loop_t uv;
   uv_loop_init(&uv);
   auto loop = std::make_unique<dlock::UvEventLoop>(&uv);
-  std::vector<std::unique_ptr<dlock::HiredisTransport>> lock_transports;
+  std::vector<std::unique_ptr<dlock::Transport>> lock_transports;
   std::vector<dlock::Transport*> raw;
+  if (!lock_url.empty()) {
+    auto url = dlock::ParseRedisUrl(lock_url);
+    if (!url.ok()) {
+      std::fprintf(stderr, "%s\n", url.status().ToString().c_str());
+      return 2;
+    }
+    dlock::UvTransportOptions t = dlock::TransportOptionsForUrl(*url);
+    t.connection.reconnect_backoff_min = absl::Milliseconds(20);
+    t.connection.reconnect_backoff_max = absl::Milliseconds(200);
+    auto tr = dlock::UvTransport::Create(&uv, t);
+    if (!tr.ok()) {
+      std::fprintf(stderr, "%s\n", tr.status().ToString().c_str());
+      return 2;
+    }
+    raw.push_back(tr->get());
+    lock_transports.push_back(*std::move(tr));
+  }
   for (int port : ports) {
     dlock::HiredisTransportOptions t;
     t.port = port;
@@ -130,8 +154,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<dlock::RetryLock> retry;
   std::unique_ptr<dlock::RedLock> redlock;
   dlock::Lock* lock = nullptr;
-  if (ports.size() == 1) {
+  if (raw.size() == 1) {
     dlock::SimpleLockOptions so;
+    so.replica_ack.min_replicas = absl::GetFlag(FLAGS_min_replicas);
     so.restart_window = absl::Milliseconds(absl::GetFlag(FLAGS_single_restart_window_ms));
     simple = std::make_unique<dlock::SimpleLock>(loop.get(), raw[0], so);
     dlock::RetryLockOptions ro;

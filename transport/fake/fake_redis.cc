@@ -147,6 +147,8 @@ const std::vector<FakeRedis::CommandSpec>& FakeRedis::Commands() {
       {"ping", -1, kPubSubContext, &FakeRedis::CmdPing, nullptr},
       {"time", 1, 0, &FakeRedis::CmdTime, nullptr},
       {"info", -1, 0, &FakeRedis::CmdInfo, nullptr},
+      {"wait", 3, kNoScript, &FakeRedis::CmdWait, nullptr},
+      {"role", 1, kNoScript, &FakeRedis::CmdRole, nullptr},
       {"dbsize", 1, 0, &FakeRedis::CmdDbSize, nullptr},
       {"flushall", -1, kWrite, &FakeRedis::CmdFlushAll, nullptr},
   };

@@ -187,6 +187,13 @@ class FakeRedis {
   // FakeTransport::Subscribe subscribes its session directly and is not
   // refused (a real server refuses the pub/sub connection's SUBSCRIBE).
   void DenyChannels(bool deny) { channels_denied_ = deny; }
+
+  // Replication as `WAIT numreplicas timeout` sees it
+  // (fake_redis_replication.cc): the fake has no replicas, it pretends
+  // `n` replicas acknowledge every write at once (0 by default), so WAIT
+  // answers min(n, ...) = n without waiting. ROLE answers as a master with
+  // no replicas listed.
+  void SetAcknowledgingReplicas(int n) { acknowledging_replicas_ = n; }
   bool channels_denied() const { return channels_denied_; }
 
   // ---- Inspection (no side effects besides expiring due keys) -------------
@@ -338,6 +345,8 @@ class FakeRedis {
   Reply CmdPing(CallContext&, const std::vector<std::string>&);
   Reply CmdTime(CallContext&, const std::vector<std::string>&);
   Reply CmdInfo(CallContext&, const std::vector<std::string>&);
+  Reply CmdWait(CallContext&, const std::vector<std::string>&);
+  Reply CmdRole(CallContext&, const std::vector<std::string>&);
   Reply CmdDbSize(CallContext&, const std::vector<std::string>&);
   Reply CmdFlushAll(CallContext&, const std::vector<std::string>&);
 
@@ -366,6 +375,7 @@ class FakeRedis {
   uint64_t run_id_counter_ = 0;
   int restart_count_ = 0;
   bool channels_denied_ = false;
+  int acknowledging_replicas_ = 0;
   std::vector<LogEntry> log_;
 };
 

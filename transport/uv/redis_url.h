@@ -9,6 +9,21 @@
 //                                                  TlsOptions, not the URL)
 //   redis://[user@]host:port                       password from the environment
 //   unix://[[user]:password@]/path/to/redis.sock[?db=N]
+//   redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/mastername
+//       [?db=N&sentinel_user=U&sentinel_password=P]
+//                                                  Sentinel (port 26379 by
+//                                                  default): the master named
+//                                                  `mastername` as the
+//                                                  sentinels report it (see
+//                                                  sentinel_transport.h)
+//
+// In a redis-sentinel:// URL the user and password before '@' are the data
+// nodes' (master and replicas), as in every other form; the sentinels often
+// have none or their own (`requirepass` in sentinel.conf), so theirs are the
+// query parameters sentinel_user / sentinel_password (percent-decoded), and
+// the sentinel password comes from the environment variable
+// DLOCK_SENTINEL_PASSWORD when the URL has none. Sentinel URLs are plain TCP
+// (no TLS form yet).
 //
 // `host` may be a name, an IPv4 address or a bracketed IPv6 address
 // ("redis://[::1]:6379"). User and password are percent-decoded
@@ -21,6 +36,7 @@
 #define DLOCK_TRANSPORT_UV_REDIS_URL_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -31,9 +47,16 @@ namespace dlock {
 
 // The environment variable a URL without password takes it from.
 inline constexpr char kPasswordEnv[] = "DLOCK_REDIS_PASSWORD";
+// The environment variable a redis-sentinel:// URL without
+// sentinel_password takes the sentinels' password from.
+inline constexpr char kSentinelPasswordEnv[] = "DLOCK_SENTINEL_PASSWORD";
 
 struct RedisUrl {
-  enum class Kind { kTcp, kUnix };
+  enum class Kind { kTcp, kUnix, kSentinel };
+  struct Endpoint {
+    std::string host;  // without brackets for IPv6
+    int port = 26379;
+  };
   Kind kind = Kind::kTcp;
   bool tls = false;   // kTcp only: rediss://
   std::string host;   // kTcp: without brackets for IPv6
@@ -42,9 +65,16 @@ struct RedisUrl {
   std::string user;      // empty: the default user
   std::string password;  // empty: no AUTH
   int db = 0;
+  // kSentinel: the sentinels (at least one), the master's name, and the
+  // sentinels' own credentials (empty: none).
+  std::vector<Endpoint> sentinels;
+  std::string master_name;
+  std::string sentinel_user;
+  std::string sentinel_password;
 
-  // "host:port", "tls:host:port" or "unix:/path" (never the user or
-  // password): for messages.
+  // "host:port", "tls:host:port", "unix:/path" or
+  // "sentinel:h1:26379,h2:26379/name" (never the user or password): for
+  // messages.
   std::string Display() const;
 };
 
@@ -63,6 +93,13 @@ struct UvTransportOptions {
   HiredisTransportOptions connection;
   bool tls = false;
   TlsOptions tls_options;
+  // redis-sentinel://: `connection` then holds the data nodes' credentials,
+  // db and timeouts (its host and port are discovered).
+  bool sentinel = false;
+  std::vector<RedisUrl::Endpoint> sentinels;
+  std::string master_name;
+  std::string sentinel_username;
+  std::string sentinel_password;
 };
 
 // The options for `url`. `tls` (CA, client certificate, server name, ...)

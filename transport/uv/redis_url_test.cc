@@ -182,5 +182,61 @@ TEST_F(RedisUrlTest, TransportOptionsCarryEverythingTheUrlSays) {
   EXPECT_EQ(o.connection.db, 4);
 }
 
+
+TEST_F(RedisUrlTest, ParsesSentinelUrl) {
+  unsetenv(kSentinelPasswordEnv);
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl(
+      "redis-sentinel://alice:pw@s1:26380,[::1],10.0.0.3:5000/my%2Fmaster"
+      "?db=2&sentinel_user=sen&sentinel_password=p%26q",
+      kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->kind, RedisUrl::Kind::kSentinel);
+  ASSERT_EQ(url->sentinels.size(), 3u);
+  EXPECT_EQ(url->sentinels[0].host, "s1");
+  EXPECT_EQ(url->sentinels[0].port, 26380);
+  EXPECT_EQ(url->sentinels[1].host, "::1");
+  EXPECT_EQ(url->sentinels[1].port, 26379);
+  EXPECT_EQ(url->sentinels[2].port, 5000);
+  EXPECT_EQ(url->master_name, "my/master");
+  EXPECT_EQ(url->user, "alice");
+  EXPECT_EQ(url->password, "pw");
+  EXPECT_EQ(url->db, 2);
+  EXPECT_EQ(url->sentinel_user, "sen");
+  EXPECT_EQ(url->sentinel_password, "p&q");
+  EXPECT_EQ(url->Display(), "sentinel:s1:26380,[::1]:26379,10.0.0.3:5000/my/master?db=2");
+
+  UvTransportOptions o = TransportOptionsForUrl(*url);
+  EXPECT_TRUE(o.sentinel);
+  EXPECT_EQ(o.master_name, "my/master");
+  EXPECT_EQ(o.sentinel_password, "p&q");
+  EXPECT_EQ(o.connection.password, "pw");
+  EXPECT_EQ(o.connection.db, 2);
+}
+
+TEST_F(RedisUrlTest, SentinelPasswordComesFromItsOwnEnvironmentVariable) {
+  setenv(kSentinelPasswordEnv, "from-env", 1);
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl("redis-sentinel://h/m", kEnv);
+  unsetenv(kSentinelPasswordEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->sentinel_password, "from-env");
+  EXPECT_EQ(url->password, "");
+}
+
+TEST_F(RedisUrlTest, RejectsBadSentinelUrls) {
+  unsetenv(kSentinelPasswordEnv);
+  for (const char* bad : {"redis-sentinel://h:26379", "redis-sentinel://h:26379/",
+                          "redis-sentinel:///m", "redis-sentinel://h,,h2/m",
+                          "redis-sentinel://h:0/m", "redis-sentinel://h/m?db=x",
+                          "redis-sentinel://h/m?color=red", "redis-sentinel://h/m/x",
+                          "redis-sentinel://h/m?sentinel_user=u"}) {
+    EXPECT_THAT(ParseRedisUrl(bad, kEnv), StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad;
+  }
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl(
+      "redis-sentinel://u:secret@h/m?sentinel_password=hush&color=red", kEnv);
+  EXPECT_THAT(url.status().message(), ::testing::Not(HasSubstr("secret")));
+  EXPECT_THAT(url.status().message(), ::testing::Not(HasSubstr("hush")));
+}
+
 }  // namespace
 }  // namespace dlock

@@ -8,7 +8,23 @@ namespace dlock {
 absl::StatusOr<std::unique_ptr<UvTransport>> UvTransport::Create(
     uv_loop_s* loop, UvTransportOptions options) {
   std::unique_ptr<UvTransport> t(new UvTransport());
-  if (options.tls) {
+  if (options.sentinel) {
+    SentinelTransportOptions o;
+    for (const RedisUrl::Endpoint& e : options.sentinels) {
+      o.sentinels.push_back({e.host, e.port});
+    }
+    o.master_name = std::move(options.master_name);
+    o.sentinel_username = std::move(options.sentinel_username);
+    o.sentinel_password = std::move(options.sentinel_password);
+    o.master = std::move(options.connection);
+    o.tls = options.tls;
+    o.tls_options = std::move(options.tls_options);
+    absl::StatusOr<std::unique_ptr<SentinelTransport>> sentinel =
+        SentinelTransport::Create(loop, std::move(o));
+    if (!sentinel.ok()) return sentinel.status();
+    t->sentinel_ = *std::move(sentinel);
+    t->inner_ = t->sentinel_.get();
+  } else if (options.tls) {
     TlsTransportOptions o;
     o.connection = std::move(options.connection);
     o.tls = std::move(options.tls_options);
@@ -41,21 +57,18 @@ absl::StatusOr<std::unique_ptr<Subscription>> UvTransport::Subscribe(
 uint64_t UvTransport::connection_epoch() const { return inner_->connection_epoch(); }
 
 absl::Status UvTransport::Connect(absl::AnyInvocable<void(absl::Status) &&> callback) {
-  return tls_ ? tls_->Connect(std::move(callback)) : plain_->Connect(std::move(callback));
+  return inner_->Connect(std::move(callback));
 }
 
-void UvTransport::Close() { tls_ ? tls_->Close() : plain_->Close(); }
+void UvTransport::Close() { inner_->Close(); }
 
-bool UvTransport::connected() const {
-  return tls_ ? tls_->connected() : plain_->connected();
-}
+bool UvTransport::connected() const { return inner_->connected(); }
 
 absl::Status UvTransport::last_error() const {
+  if (sentinel_) return sentinel_->last_error();
   return tls_ ? tls_->last_error() : plain_->last_error();
 }
 
-size_t UvTransport::pending_commands() const {
-  return tls_ ? tls_->pending_commands() : plain_->pending_commands();
-}
+size_t UvTransport::pending_commands() const { return inner_->pending_commands(); }
 
 }  // namespace dlock

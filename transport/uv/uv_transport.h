@@ -1,7 +1,8 @@
 // This header defines `UvTransport`: the real transport a Redis URL names,
 // behind one type with the connection lifecycle -- `HiredisTransport` for
 // redis:// and unix://, `TlsTransport` for rediss:// (both in this
-// package). The CLI, BlockingClient and the examples build their
+// package), `SentinelTransport` for redis-sentinel:// (the master the
+// sentinels name, followed across failovers). The CLI, BlockingClient and the examples build their
 // connections with it, so none of them writes URL -> transport twice.
 //
 //   absl::StatusOr<RedisUrl> url = ParseRedisUrl("rediss://host:6380");
@@ -25,6 +26,7 @@
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/redis_url.h"
+#include "dlock/transport/uv/sentinel_transport.h"
 #include "dlock/transport/uv/tls_transport.h"
 
 struct uv_loop_s;
@@ -33,6 +35,7 @@ namespace dlock {
 
 class UvTransport : public Transport {
  public:
+  // SentinelTransport::Create when `options.sentinel`, else
   // HiredisTransport::Create or TlsTransport::Create, as `options.tls` says.
   static absl::StatusOr<std::unique_ptr<UvTransport>> Create(
       uv_loop_s* loop, UvTransportOptions options);
@@ -44,17 +47,20 @@ class UvTransport : public Transport {
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
   uint64_t connection_epoch() const override;
 
-  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback);
-  void Close();
-  bool connected() const;
+  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback) override;
+  void Close() override;
+  bool connected() const override;
   absl::Status last_error() const;
-  size_t pending_commands() const;
+  size_t pending_commands() const override;
   bool tls() const { return tls_ != nullptr; }
+  // The Sentinel transport inside (redis-sentinel://), else nullptr.
+  SentinelTransport* sentinel() const { return sentinel_.get(); }
 
  private:
   UvTransport() = default;
   std::unique_ptr<HiredisTransport> plain_;
   std::unique_ptr<TlsTransport> tls_;
+  std::unique_ptr<SentinelTransport> sentinel_;
   Transport* inner_ = nullptr;
 };
 

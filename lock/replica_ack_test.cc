@@ -1,0 +1,228 @@
+// Replica acknowledgement (replica_ack.h) through SimpleLock and
+// ReentrantLock on FakeRedis in virtual time: WAIT goes right behind the
+// script, a shortfall releases what was granted and reports kUnavailable,
+// and a cold script cache (EVAL fallback) gets a second WAIT behind the EVAL.
+#include "dlock/lock/replica_ack.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "dlock/lock/lock_commands.h"
+#include "dlock/lock/read_write_lock.h"
+#include "dlock/lock/reentrant_lock.h"
+#include "dlock/lock/scripts.h"
+#include "dlock/lock/simple_lock.h"
+#include "dlock/testing/status_matchers.h"
+#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/fake_transport.h"
+#include "dlock/transport/fake/manual_event_loop.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::StatusIs;
+using ::testing::ElementsAre;
+
+class ReplicaAckTest : public ::testing::Test {
+ protected:
+  ReplicaAckTest() : server_(&loop_), conn_(&loop_, &server_) {
+    for (const NamedScript& s : AllScripts()) {
+      server_.Execute({"SCRIPT", "LOAD", s.script->source()});
+    }
+    server_.Execute(TrustDataSetCommand(KeyScheme{}));
+    server_.ClearLog();
+  }
+
+  static SimpleLockOptions Acked(int n) {
+    SimpleLockOptions o;
+    o.replica_ack.min_replicas = n;
+    o.replica_ack.timeout = absl::Milliseconds(50);
+    return o;
+  }
+
+  absl::StatusOr<Lease> AcquireNow(Lock& lock, absl::string_view resource,
+                                   std::string task = "") {
+    absl::StatusOr<Lease> out = absl::UnknownError("pending");
+    AcquireOptions o;
+    o.ttl = absl::Seconds(10);
+    o.task_id = std::move(task);
+    EXPECT_THAT(lock.Acquire(resource, o, [&](absl::StatusOr<Lease> r) { out = r; }),
+                IsOk());
+    loop_.RunUntilIdle();
+    return out;
+  }
+
+  absl::StatusOr<Lease> ExtendNow(Lock& lock, const Lease& lease) {
+    absl::StatusOr<Lease> out = absl::UnknownError("pending");
+    EXPECT_THAT(lock.Extend(lease, absl::Seconds(20),
+                            [&](absl::StatusOr<Lease> r) { out = r; }),
+                IsOk());
+    loop_.RunUntilIdle();
+    return out;
+  }
+
+  // The client's commands as the server ran them (not the scripts' calls).
+  std::vector<std::string> CommandNames() const {
+    std::vector<std::string> names;
+    for (const FakeRedis::LogEntry& e : server_.log()) {
+      if (!e.from_script && e.session_id != 0) names.push_back(e.argv[0]);
+    }
+    return names;
+  }
+
+  ManualEventLoop loop_;
+  FakeRedis server_;
+  FakeTransport conn_;
+  KeyScheme keys_;
+};
+
+TEST_F(ReplicaAckTest, GrantCountsWhenEnoughReplicasAcknowledge) {
+  server_.SetAcknowledgingReplicas(2);
+  SimpleLock lock(&loop_, &conn_, Acked(2));
+  absl::StatusOr<Lease> lease = AcquireNow(lock, "r");
+  ASSERT_THAT(lease, IsOk());
+  EXPECT_THAT(CommandNames(), ElementsAre("EVALSHA", "WAIT"));
+  EXPECT_EQ(server_.log().back().argv, (std::vector<std::string>{"WAIT", "2", "50"}));
+}
+
+TEST_F(ReplicaAckTest, NoWaitIsSentWhenTheOptionIsOff) {
+  SimpleLock lock(&loop_, &conn_);
+  ASSERT_THAT(AcquireNow(lock, "r"), IsOk());
+  EXPECT_THAT(CommandNames(), ElementsAre("EVALSHA"));
+}
+
+TEST_F(ReplicaAckTest, GrantWithTooFewAcknowledgementsIsReleasedAndUnavailable) {
+  server_.SetAcknowledgingReplicas(1);
+  SimpleLock lock(&loop_, &conn_, Acked(2));
+  absl::StatusOr<Lease> lease = AcquireNow(lock, "r");
+  EXPECT_THAT(lease, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_TRUE(IsReplicaShortfall(lease.status())) << lease.status();
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+}
+
+TEST_F(ReplicaAckTest, ContentionStaysAbortedWhateverTheReplicasSay) {
+  SimpleLock plain(&loop_, &conn_);
+  ASSERT_THAT(AcquireNow(plain, "r"), IsOk());
+  SimpleLock acked(&loop_, &conn_, Acked(2));
+  EXPECT_THAT(AcquireNow(acked, "r"), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));
+}
+
+TEST_F(ReplicaAckTest, ExtendWithTooFewAcknowledgementsReleasesTheLease) {
+  server_.SetAcknowledgingReplicas(2);
+  SimpleLock lock(&loop_, &conn_, Acked(2));
+  absl::StatusOr<Lease> lease = AcquireNow(lock, "r");
+  ASSERT_THAT(lease, IsOk());
+  server_.SetAcknowledgingReplicas(1);
+  absl::StatusOr<Lease> ext = ExtendNow(lock, *lease);
+  EXPECT_TRUE(IsReplicaShortfall(ext.status())) << ext.status();
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  server_.SetAcknowledgingReplicas(2);
+  EXPECT_THAT(ExtendNow(lock, *lease), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(ReplicaAckTest, ColdScriptCacheGetsASecondWaitBehindTheEval) {
+  server_.Execute({"SCRIPT", "FLUSH"});
+  server_.ClearLog();
+  server_.SetAcknowledgingReplicas(1);
+  SimpleLock lock(&loop_, &conn_, Acked(1));
+  ASSERT_THAT(AcquireNow(lock, "r"), IsOk());
+  // The first WAIT ran before the EVAL's write and proves nothing.
+  EXPECT_THAT(CommandNames(), ElementsAre("EVALSHA", "WAIT", "EVAL", "WAIT"));
+}
+
+TEST_F(ReplicaAckTest, ReentrantAcquisitionWithTooFewAcknowledgementsIsUndone) {
+  server_.SetAcknowledgingReplicas(2);
+  ReentrantLockOptions o;
+  o.replica_ack.min_replicas = 2;
+  ReentrantLock lock(&loop_, &conn_, o);
+  absl::StatusOr<Lease> first = AcquireNow(lock, "r", "t");
+  ASSERT_THAT(first, IsOk());
+  server_.SetAcknowledgingReplicas(0);
+  absl::StatusOr<Lease> second = AcquireNow(lock, "r", "t");
+  EXPECT_TRUE(IsReplicaShortfall(second.status())) << second.status();
+  // Only the first hold is left: one release frees the key.
+  absl::Status released = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Release(*first, [&](absl::Status s) { released = s; }), IsOk());
+  loop_.RunUntilIdle();
+  EXPECT_THAT(released, IsOk());
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+}
+
+TEST_F(ReplicaAckTest, ReentrantExtendWithTooFewAcknowledgementsGivesUpTheHold) {
+  server_.SetAcknowledgingReplicas(1);
+  ReentrantLockOptions o;
+  o.replica_ack.min_replicas = 1;
+  ReentrantLock lock(&loop_, &conn_, o);
+  absl::StatusOr<Lease> lease = AcquireNow(lock, "r", "t");
+  ASSERT_THAT(lease, IsOk());
+  server_.SetAcknowledgingReplicas(0);
+  absl::StatusOr<Lease> ext = ExtendNow(lock, *lease);
+  EXPECT_TRUE(IsReplicaShortfall(ext.status())) << ext.status();
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+}
+
+TEST_F(ReplicaAckTest, BadOptionsAreRejectedByTheCall) {
+  SimpleLockOptions o = Acked(1);
+  o.replica_ack.timeout = absl::ZeroDuration();
+  SimpleLock lock(&loop_, &conn_, o);
+  AcquireOptions a;
+  EXPECT_THAT(lock.Acquire("r", a, [](absl::StatusOr<Lease>) { FAIL(); }),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  SimpleLock negative(&loop_, &conn_, Acked(-1));
+  EXPECT_THAT(negative.Acquire("r", a, [](absl::StatusOr<Lease>) { FAIL(); }),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+
+// The read-write lock (dlock run's exclusive and --shared locks) goes
+// through the same acknowledgement: reader and writer grants and extends.
+ReadWriteLockOptions AckedRw(int n) {
+  ReadWriteLockOptions o;
+  o.replica_ack.min_replicas = n;
+  o.replica_ack.timeout = absl::Milliseconds(50);
+  return o;
+}
+
+TEST_F(ReplicaAckTest, ReadWriteGrantsWaitForTheirAcknowledgements) {
+  server_.SetAcknowledgingReplicas(2);
+  ReadWriteLock rw(&loop_, &conn_, AckedRw(2));
+  ASSERT_THAT(AcquireNow(rw.reader(), "r"), IsOk());
+  EXPECT_THAT(CommandNames(), ElementsAre("EVALSHA", "WAIT"));
+  ASSERT_THAT(AcquireNow(rw.writer(), "w"), IsOk());
+  EXPECT_THAT(CommandNames(), ElementsAre("EVALSHA", "WAIT", "EVALSHA", "WAIT"));
+}
+
+TEST_F(ReplicaAckTest, ReadWriteGrantsWithTooFewAcknowledgementsAreReleased) {
+  server_.SetAcknowledgingReplicas(1);
+  ReadWriteLock rw(&loop_, &conn_, AckedRw(2));
+  absl::StatusOr<Lease> w = AcquireNow(rw.writer(), "w");
+  EXPECT_TRUE(IsReplicaShortfall(w.status())) << w.status();
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("w")));
+  absl::StatusOr<Lease> r = AcquireNow(rw.reader(), "r");
+  EXPECT_TRUE(IsReplicaShortfall(r.status())) << r.status();
+  EXPECT_FALSE(server_.Exists(absl::StrCat(keys_.LockKey("r"), ":readers")));
+}
+
+TEST_F(ReplicaAckTest, ReadWriteExtendsWithTooFewAcknowledgementsReleaseTheLease) {
+  server_.SetAcknowledgingReplicas(2);
+  ReadWriteLock rw(&loop_, &conn_, AckedRw(2));
+  absl::StatusOr<Lease> w = AcquireNow(rw.writer(), "w");
+  absl::StatusOr<Lease> r = AcquireNow(rw.reader(), "r");
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(r, IsOk());
+  server_.SetAcknowledgingReplicas(1);
+  absl::StatusOr<Lease> we = ExtendNow(rw.writer(), *w);
+  EXPECT_TRUE(IsReplicaShortfall(we.status())) << we.status();
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("w")));
+  absl::StatusOr<Lease> re = ExtendNow(rw.reader(), *r);
+  EXPECT_TRUE(IsReplicaShortfall(re.status())) << re.status();
+  EXPECT_FALSE(server_.Exists(absl::StrCat(keys_.LockKey("r"), ":readers")));
+}
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,214 @@
+// This header defines `SentinelTransport`: the `Transport` for a Redis
+// master watched by Sentinel (redis-sentinel:// URLs). It asks the sentinels
+// where the master is, talks to it over an ordinary connection
+// (HiredisTransport, or TlsTransport), and follows a failover.
+//
+//   discovery   ask each sentinel in turn `SENTINEL get-master-addr-by-name
+//               <name>`; the first address given is checked with `ROLE` on
+//               a connection to it, and only a server that answers "master"
+//               is used. A round in which no sentinel names a master that
+//               confirms ends with kUnavailable naming every sentinel's
+//               answer (wrong master name, sentinel unreachable, ROLE says
+//               slave); rounds repeat in the background with capped backoff
+//               (200 ms .. 2 s) until a master is found or Close().
+//   hints       a new discovery round starts on: a `+switch-master` message
+//               for this name (subscribed on every sentinel), a READONLY
+//               error reply (we reached a replica), a command that failed
+//               with kUnavailable (connection lost), and while no master is
+//               known, every Send.
+//   switching   when discovery confirms a master at another address, the
+//               old connection is closed: its commands in flight fail with
+//               kUnavailable ("the master changed ..."; each may or may not
+//               have run on the old master) and are NEVER re-sent to the new
+//               one -- a lock script run again elsewhere is not the same
+//               outcome. Subscriptions move to the new master (messages
+//               published in between are lost, as on any reconnect).
+//
+// What Send gets, by state:
+//
+//   state       | Send(...)
+//   ------------+--------------------------------------------------------
+//   no master   | accepted; starts a round if none is under way and waits
+//   (starting,  | for it: sent once a master is confirmed (in send order),
+//   discovering)| kUnavailable (the round's error) when the round fails,
+//               | kDeadlineExceeded when `timeout` passes first
+//   master      | forwarded to the master's connection (its own contract:
+//               | waits while it reconnects to the same address)
+//   closed      | kCancelled from the call
+//
+// A master is never written to unless ROLE confirmed it when it was
+// chosen; if it is demoted later without a sentinel notice reaching us,
+// its READONLY replies (replica-read-only, Redis's default) both refuse the
+// write and start a rediscovery. Replica acknowledgement (lock options
+// `replica_ack`) is what keeps a granted lock across a failover.
+//
+// Not thread-safe: call only on the loop's thread. The loop must outlive
+// the transport; the transport may be destroyed inside its own callbacks.
+#ifndef DLOCK_TRANSPORT_UV_SENTINEL_TRANSPORT_H_
+#define DLOCK_TRANSPORT_UV_SENTINEL_TRANSPORT_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dlock/transport/event_loop.h"
+#include "dlock/transport/transport.h"
+#include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/tls_options.h"
+
+struct uv_loop_s;
+
+namespace dlock {
+
+struct SentinelTransportOptions {
+  struct Endpoint {
+    std::string host;
+    int port = 26379;
+  };
+  // At least one sentinel of the master.
+  std::vector<Endpoint> sentinels;
+  // The name the sentinels monitor the master under (`sentinel monitor
+  // <name> ...`); non-empty.
+  std::string master_name;
+  // The sentinels' own AUTH (empty: none).
+  std::string sentinel_username;
+  std::string sentinel_password;
+  // The data nodes' connection settings: AUTH, db, timeouts, backoff. Host,
+  // port and unix_socket are ignored (discovered).
+  HiredisTransportOptions master;
+  // Connect to the master over TLS with these settings (sentinels: plain).
+  bool tls = false;
+  TlsOptions tls_options;
+  // Bound on each question to a sentinel and on the ROLE check.
+  absl::Duration query_timeout = absl::Seconds(1);
+};
+
+class SentinelTransport : public Transport {
+ public:
+  // Makes one connection: to a sentinel (`sentinel` true) or a data node.
+  using ConnectionFactory = absl::AnyInvocable<absl::StatusOr<std::unique_ptr<Transport>>(
+      const std::string& host, int port, bool sentinel)>;
+
+  // Validates `options` (kInvalidArgument: no sentinel, empty master name,
+  // bad port, non-positive query_timeout, bad master connection options) and
+  // starts the first discovery round on `loop`, connecting with
+  // HiredisTransport (TlsTransport for the master when `options.tls`).
+  static absl::StatusOr<std::unique_ptr<SentinelTransport>> Create(
+      uv_loop_s* loop, SentinelTransportOptions options);
+  // The same over any EventLoop and connections (tests: FakeTransport).
+  static absl::StatusOr<std::unique_ptr<SentinelTransport>> Create(
+      EventLoop* loop, SentinelTransportOptions options, ConnectionFactory factory);
+
+  SentinelTransport(const SentinelTransport&) = delete;
+  SentinelTransport& operator=(const SentinelTransport&) = delete;
+  // Runs Close().
+  ~SentinelTransport() override;
+
+  absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
+                    ReplyCallback callback) override;
+  // Subscribes on the current master, and again on every new master.
+  // on_ready runs once: with the first master's confirmation or failure.
+  absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
+      std::string channel, MessageCallback on_message,
+      absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
+  // A new value for every master connection (master switch or reconnect);
+  // 0 while no master is connected.
+  uint64_t connection_epoch() const override;
+
+  // OK once a master is confirmed (on the next turn if it already is), or
+  // the failure of the current discovery round (kUnavailable, naming each
+  // sentinel's answer), or kCancelled by Close().
+  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback) override;
+  void Close() override;
+  bool connected() const override;
+  size_t pending_commands() const override;
+
+  // The last discovery failure (OK if none).
+  absl::Status last_error() const { return last_error_; }
+  // "host:port" of the confirmed master ("" if none).
+  std::string master_address() const;
+  // How many times a (different) master was installed.
+  uint64_t master_changes() const { return generation_; }
+
+ private:
+  struct SubRecord;
+  class SubscriptionImpl;
+
+  SentinelTransport(EventLoop* loop, std::unique_ptr<EventLoop> owned_loop,
+                    SentinelTransportOptions options, ConnectionFactory factory);
+  absl::Status Start();
+
+  void Discover();
+  void AskSentinel(size_t index);
+  void OnSentinelAnswer(size_t index, absl::StatusOr<Reply> reply);
+  void NoteRoundError(size_t index, absl::string_view what);
+  void CheckRole(size_t index, std::string host, int port);
+  void OnRole(size_t index, std::string host, int port, bool same,
+              absl::StatusOr<Reply> reply);
+  void Install(std::unique_ptr<Transport> master, std::string host, int port);
+  void RoundFailed();
+  void ConfirmMaster();
+  void FireConnectWaiters(const absl::Status& status);
+  void FailWaiting(const absl::Status& why);
+  void SubscribeOnMaster(SubRecord& record);
+  void OnSwitchMessage(absl::string_view message);
+  void Bury(std::unique_ptr<Transport> transport);
+
+  EventLoop* const loop_;
+  std::unique_ptr<EventLoop> owned_loop_;
+  const SentinelTransportOptions options_;
+  ConnectionFactory factory_;
+  bool closed_ = false;
+
+  std::vector<std::unique_ptr<Transport>> sentinels_;
+  std::vector<std::unique_ptr<Subscription>> switch_subs_;
+  std::unique_ptr<Transport> master_;
+  std::string master_host_;
+  int master_port_ = 0;
+  uint64_t generation_ = 0;
+  // A connection being checked with ROLE.
+  std::unique_ptr<Transport> candidate_;
+  // Closed connections, destroyed on a later turn (never inside their own
+  // callbacks).
+  std::vector<std::unique_ptr<Transport>> graveyard_;
+  TimerId graveyard_timer_ = 0;
+
+  bool discovering_ = false;
+  // A hint arrived during a round: run another one after it.
+  bool again_ = false;
+  TimerId retry_ready_timer_ = 0;
+  std::string round_errors_;
+  absl::Status last_error_;
+  absl::Duration backoff_ = absl::ZeroDuration();
+  TimerId retry_timer_ = 0;
+
+  std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
+  // Commands sent while no master is known: sent when one is confirmed,
+  // failed when a round fails or their timeout passes. Ordered by id (the
+  // send order), so a script and the WAIT behind it stay in order.
+  struct Waiting {
+    std::vector<std::string> argv;
+    absl::Duration timeout;
+    ReplyCallback callback;
+    TimerId timer = 0;
+  };
+  std::map<uint64_t, Waiting> waiting_;
+  uint64_t next_waiting_ = 1;
+
+  absl::flat_hash_map<uint64_t, std::unique_ptr<SubRecord>> subs_;
+  uint64_t next_sub_ = 1;
+
+  std::shared_ptr<int> life_ = std::make_shared<int>(0);
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_TRANSPORT_UV_SENTINEL_TRANSPORT_H_
