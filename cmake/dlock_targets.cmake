@@ -74,8 +74,8 @@ dlock_library(lock INSTALL
 # The lease watchdog.
 dlock_library(watchdog INSTALL
   BAZEL //watchdog:watchdog
-  SRCS watchdog/watchdog.cc
-  HDRS watchdog/watchdog.h
+  SRCS watchdog/renewal_schedule.cc watchdog/watchdog.cc
+  HDRS watchdog/renewal_schedule.h watchdog/watchdog.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
 # RedLock over N servers.
