@@ -97,6 +97,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
+#include "dlock/transport/uv/command_deadlines.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
 struct uv_loop_s;
@@ -256,13 +257,7 @@ class HiredisTransport : public Transport {
   // The glue's after_io hook (outside every hiredis callback).
   static void AfterIo(void* self);
   void DeliverReplies();
-  // Per-command deadlines: one libuv timer for all, armed for the earliest
-  // deadline of a list kept sorted by deadline (commands almost always
-  // share one timeout, so inserting from the tail is O(1)).
-  void AddDeadline(Request* request, absl::Duration timeout);
-  void RemoveDeadline(Request* request);
-  void ArmDeadlineTimer();
-  void OnDeadlineTimer();
+  // A command's deadline passed (see `deadlines_`).
   void OnDeadline(Request* request);
 
   // Failures and notifications go through `events_`, delivered on a later
@@ -291,11 +286,8 @@ class HiredisTransport : public Transport {
   RequestQueue waiting_;
   // Answered commands, delivered by DeliverReplies in the same loop turn.
   RequestQueue ready_;
-  // Pending deadlines, earliest first, and the one timer (null after Close).
-  Request* deadline_head_ = nullptr;
-  Request* deadline_tail_ = nullptr;
-  uv_timer_s* deadline_timer_ = nullptr;
-  int64_t deadline_armed_ns_ = 0;  // 0: not armed
+  // Per-command deadlines: one libuv timer for all (command_deadlines.h).
+  CommandDeadlines deadlines_;
   // Set while a loop delivering user callbacks runs; the destructor sets
   // *gone_ so that loop stops touching members.
   bool* gone_ = nullptr;

@@ -26,19 +26,11 @@ namespace dlock {
 // transport's side), its result once known, and its links into one
 // RequestQueue (reply FIFO, waiting queue or ready list) and the deadline
 // list.
-struct HiredisTransport::Request {
-  ~Request() {
-    if (deadline_owner != nullptr) deadline_owner->RemoveDeadline(this);
-  }
+struct HiredisTransport::Request : DeadlineNode {
   ReplyCallback callback;
   absl::StatusOr<Reply> result;   // set when answered
   std::vector<std::string> argv;  // kept only while waiting for a connection
   Request* next = nullptr;        // RequestQueue link
-  // Deadline list links, while `deadline_owner` is set.
-  HiredisTransport* deadline_owner = nullptr;
-  Request* deadline_prev = nullptr;
-  Request* deadline_next = nullptr;
-  int64_t deadline_ns = 0;   // uv_hrtime() clock
   bool done = false;         // callback delivered (e.g. timed out)
   bool internal = false;     // AUTH / SELECT of the handshake
   const char* internal_name = "";
