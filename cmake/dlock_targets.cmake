@@ -25,7 +25,7 @@ dlock_library(uv INSTALL
         //transport/uv:uv_loop_thread //transport/uv:hiredis_transport
         //transport/uv:redis_url //transport/uv:tls_options
         //transport/uv:tls_transport //transport/uv:uv_transport
-        //transport/uv:command_deadlines
+        //transport/uv:command_deadlines //transport/uv:deferred_queue
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/command_deadlines.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
@@ -40,7 +40,7 @@ dlock_library(uv INSTALL
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
        transport/uv/redis_url.h transport/uv/tls_options.h
        transport/uv/tls_transport.h transport/uv/uv_transport.h
-       transport/uv/command_deadlines.h
+       transport/uv/command_deadlines.h transport/uv/deferred_queue.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 

@@ -245,7 +245,7 @@ void HiredisTransport::AttemptFailed(Conn& conn, absl::Status why) {
     waiting.swap(waiting_);
     while (!waiting.empty()) Complete(waiting.pop_front(), why);
     for (auto& cb : connect_waiters_) {
-      Push(FnEvent([cb = std::move(cb), why](bool cancelled) mutable {
+      events_.Push(FnEvent([cb = std::move(cb), why](bool cancelled) mutable {
               std::move(cb)(cancelled ? absl::CancelledError("transport closed") : why);
             }));
     }
@@ -340,7 +340,7 @@ void HiredisTransport::OnReady(Conn& conn) {
       Issue(conn.link, std::move(r), argv);
     }
     for (auto& cb : connect_waiters_) {
-      Push(FnEvent([cb = std::move(cb)](bool cancelled) mutable {
+      events_.Push(FnEvent([cb = std::move(cb)](bool cancelled) mutable {
               std::move(cb)(cancelled ? absl::CancelledError("transport closed")
                                       : absl::OkStatus());
             }));
@@ -365,7 +365,7 @@ absl::Status HiredisTransport::Connect(absl::AnyInvocable<void(absl::Status) &&>
   if (!callback) return absl::InvalidArgumentError("null callback");
   switch (cmd_->state) {
     case Conn::State::kReady:
-      Push(FnEvent([cb = std::move(callback)](bool cancelled) mutable {
+      events_.Push(FnEvent([cb = std::move(callback)](bool cancelled) mutable {
               std::move(cb)(cancelled ? absl::CancelledError("transport closed")
                                       : absl::OkStatus());
             }));

@@ -56,11 +56,11 @@ absl::StatusOr<std::unique_ptr<Subscription>> HiredisTransport::Subscribe(
 void HiredisTransport::FireReady(uint64_t id, absl::Status status) {
   auto it = subscribers_.find(id);
   if (it == subscribers_.end() || !it->second->on_ready) return;
-  // Runs only if the subscription still exists then (see DrainEvents).
+  // Runs only if the subscription still exists then (see Deliver).
   Event e;
   e.ready_for = id;
   e.ready_status = std::move(status);
-  Push(std::move(e));
+  events_.Push(std::move(e));
 }
 
 void HiredisTransport::FailPendingReady(const absl::Status& why) {
@@ -108,7 +108,7 @@ void HiredisTransport::OnPubSubMessage(Link* link, void* raw_reply) {
     auto msg = std::make_shared<std::pair<std::string, std::string>>(
         name, std::string(payload_r->str, payload_r->len));
     for (uint64_t id : ch.subscribers) {
-      Push(FnEvent([this, id, msg](bool cancelled) {
+      events_.Push(FnEvent([this, id, msg](bool cancelled) {
               if (!cancelled) DeliverMessage(id, msg->first, msg->second);
             }));
     }

@@ -114,6 +114,7 @@ HiredisTransport::HiredisTransport(uv_loop_s* loop, HiredisTransportOptions opti
       timers_(loop),
       cmd_(std::make_unique<Conn>(false)),
       sub_(std::make_unique<Conn>(true)),
+      events_(&timers_, [this](Event&& e) { Deliver(std::move(e)); }),
       deadlines_(loop, [this](DeadlineNode* node) {
         bool gone = false;
         bool* const outer = gone_;
@@ -293,7 +294,7 @@ void HiredisTransport::Complete(std::unique_ptr<Request> request,
   request->result = std::move(result);
   Event e;
   e.request = std::move(request);
-  Push(std::move(e));
+  events_.Push(std::move(e));
 }
 
 // ---------------------------------------------------------------------------
@@ -321,46 +322,21 @@ HiredisTransport::Event HiredisTransport::FnEvent(
   return e;
 }
 
-void HiredisTransport::Push(Event event) {
-  events_.push_back(std::move(event));
-  if (drain_timer_ == 0) {
-    drain_timer_ = timers_.RunAfter(absl::ZeroDuration(), [this] {
-      drain_timer_ = 0;
-      DrainEvents();
-    });
-  }
-}
-
-void HiredisTransport::DrainEvents() {
-  std::weak_ptr<int> life = life_;
-  // Only what is queued now: a callback that sends again cannot starve the
-  // loop.
-  size_t n = events_.size();
-  for (size_t i = 0; i < n && !events_.empty(); ++i) {
-    Event e = std::move(events_.front());
-    events_.pop_front();
-    if (e.request != nullptr) {
-      Request& r = *e.request;
-      if (r.done) continue;
-      r.done = true;
-      --pending_;
-      ReplyCallback cb = std::move(r.callback);
-      std::move(cb)(std::move(r.result));
-    } else if (e.ready_for != 0) {
-      auto it = subscribers_.find(e.ready_for);
-      if (it == subscribers_.end() || !it->second->on_ready) continue;
-      auto cb = std::move(it->second->on_ready);
-      std::move(cb)(std::move(e.ready_status));
-    } else if (e.fn) {
-      std::move(e.fn)(false);
-    }
-    if (life.expired()) return;
-  }
-  if (!events_.empty() && drain_timer_ == 0) {
-    drain_timer_ = timers_.RunAfter(absl::ZeroDuration(), [this] {
-      drain_timer_ = 0;
-      DrainEvents();
-    });
+void HiredisTransport::Deliver(Event&& e) {
+  if (e.request != nullptr) {
+    Request& r = *e.request;
+    if (r.done) return;
+    r.done = true;
+    --pending_;
+    ReplyCallback cb = std::move(r.callback);
+    std::move(cb)(std::move(r.result));
+  } else if (e.ready_for != 0) {
+    auto it = subscribers_.find(e.ready_for);
+    if (it == subscribers_.end() || !it->second->on_ready) return;
+    auto cb = std::move(it->second->on_ready);
+    std::move(cb)(std::move(e.ready_status));
+  } else if (e.fn) {
+    std::move(e.fn)(false);
   }
 }
 
@@ -375,10 +351,6 @@ void HiredisTransport::Close() {
     Teardown(*c, cancelled);  // in-flight commands → events_
     c->state = Conn::State::kIdle;
   }
-  if (drain_timer_ != 0) {
-    timers_.Cancel(drain_timer_);
-    drain_timer_ = 0;
-  }
   // Everything still owed a callback, in order: answered or cut-off commands
   // first, then commands that were waiting for a connection, then waiters.
   std::vector<absl::AnyInvocable<void() &&>> owed;
@@ -392,7 +364,8 @@ void HiredisTransport::Close() {
     });
   };
   while (!ready_.empty()) owe_request(ready_.pop_front());
-  for (Event& e : events_) {
+  std::deque<Event> events = events_.TakeAll();
+  for (Event& e : events) {
     if (e.request != nullptr) {
       owe_request(std::move(e.request));
     } else if (e.ready_for != 0) {
@@ -401,7 +374,6 @@ void HiredisTransport::Close() {
       owed.push_back([fn = std::move(e.fn)]() mutable { std::move(fn)(true); });
     }
   }
-  events_.clear();
   while (!waiting_.empty()) owe_request(waiting_.pop_front());
   for (auto& cb : connect_waiters_) {
     owed.push_back([cb = std::move(cb), cancelled]() mutable { std::move(cb)(cancelled); });

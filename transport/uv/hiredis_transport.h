@@ -98,6 +98,7 @@
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/command_deadlines.h"
+#include "dlock/transport/uv/deferred_queue.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
 struct uv_loop_s;
@@ -263,9 +264,9 @@ class HiredisTransport : public Transport {
   // Failures and notifications go through `events_`, delivered on a later
   // loop turn, outside any hiredis callback.
   static Event FnEvent(absl::AnyInvocable<void(bool cancelled) &&> fn);
-  void Push(Event event);
   void Complete(std::unique_ptr<Request> request, absl::StatusOr<Reply> result);
-  void DrainEvents();
+  // Delivers one event of `events_` (on a later loop turn).
+  void Deliver(Event&& event);
 
   // Pub/sub (hiredis_pubsub.cc).
   void OnPubSubMessage(Link* link, void* reply);
@@ -286,14 +287,14 @@ class HiredisTransport : public Transport {
   RequestQueue waiting_;
   // Answered commands, delivered by DeliverReplies in the same loop turn.
   RequestQueue ready_;
+  // Deferred failures and notifications (see Event).
+  DeferredQueue<Event> events_;
   // Per-command deadlines: one libuv timer for all (command_deadlines.h).
   CommandDeadlines deadlines_;
   // Set while a loop delivering user callbacks runs; the destructor sets
   // *gone_ so that loop stops touching members.
   bool* gone_ = nullptr;
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
-  std::deque<Event> events_;
-  TimerId drain_timer_ = 0;
   size_t pending_ = 0;
   // How many times the command connection became ready.
   uint64_t cmd_epoch_ = 0;

@@ -195,7 +195,7 @@ void TlsTransport::OnReady(Conn& conn) {
     waiting.swap(waiting_);
     for (auto& r : waiting) Issue(std::move(r));
     for (auto& w : connect_waiters_) {
-      Push([w = std::move(w)](bool cancelled) mutable {
+      events_.Push([w = std::move(w)](bool cancelled) mutable {
         std::move(w)(cancelled ? absl::CancelledError("transport closed")
                                : absl::OkStatus());
       });
@@ -247,7 +247,7 @@ void TlsTransport::AttemptFailed(Conn& conn, absl::Status why) {
     waiting.swap(waiting_);
     for (auto& r : waiting) Complete(std::move(r), why);
     for (auto& w : connect_waiters_) {
-      Push([w = std::move(w), why](bool cancelled) mutable {
+      events_.Push([w = std::move(w), why](bool cancelled) mutable {
         std::move(w)(cancelled ? absl::CancelledError("transport closed") : why);
       });
     }

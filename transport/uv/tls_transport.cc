@@ -127,7 +127,8 @@ TlsTransport::TlsTransport(uv_loop_s* loop, TlsTransportOptions options, ssl_ctx
       ctx_(ctx),
       timers_(loop),
       cmd_(std::make_unique<Conn>(this, false)),
-      sub_(std::make_unique<Conn>(this, true)) {}
+      sub_(std::make_unique<Conn>(this, true)),
+      events_(&timers_, [](Event&& fn) { std::move(fn)(false); }) {}
 
 TlsTransport::~TlsTransport() {
   Close();
@@ -197,7 +198,7 @@ void TlsTransport::OnDeadline(Request* request) {
   // replies keep matching their commands).
   if (!request->callback) return;
   --pending_;
-  Push([cb = std::move(request->callback)](bool cancelled) mutable {
+  events_.Push([cb = std::move(request->callback)](bool cancelled) mutable {
     std::move(cb)(cancelled ? absl::CancelledError("transport closed")
                             : absl::DeadlineExceededError("no reply within the timeout"));
   });
@@ -212,7 +213,7 @@ void TlsTransport::Complete(std::unique_ptr<Request> request,
   }
   if (!request->callback) return;  // already answered (deadline)
   --pending_;
-  Push([cb = std::move(request->callback), result = std::move(result)](
+  events_.Push([cb = std::move(request->callback), result = std::move(result)](
            bool cancelled) mutable {
     if (cancelled) result = absl::CancelledError("transport closed");
     std::move(cb)(std::move(result));
@@ -230,32 +231,11 @@ void TlsTransport::OnReply(Conn& conn, Reply reply) {
   Complete(std::move(r), std::move(reply));
 }
 
-void TlsTransport::Push(absl::AnyInvocable<void(bool cancelled) &&> fn) {
-  events_.push_back(std::move(fn));
-  if (drain_timer_ == 0 && !closed_) {
-    drain_timer_ = timers_.RunAfter(absl::ZeroDuration(), [this] {
-      drain_timer_ = 0;
-      DrainEvents();
-    });
-  }
-}
-
-void TlsTransport::DrainEvents() {
-  std::weak_ptr<int> alive = life_;
-  size_t n = events_.size();
-  for (size_t i = 0; i < n && !events_.empty(); ++i) {
-    auto fn = std::move(events_.front());
-    events_.pop_front();
-    std::move(fn)(false);
-    if (alive.expired()) return;
-  }
-}
-
 absl::Status TlsTransport::Connect(absl::AnyInvocable<void(absl::Status) &&> callback) {
   if (closed_) return absl::CancelledError("transport closed");
   if (!callback) return absl::InvalidArgumentError("null callback");
   if (cmd_->state == Conn::State::kReady) {
-    Push([cb = std::move(callback)](bool cancelled) mutable {
+    events_.Push([cb = std::move(callback)](bool cancelled) mutable {
       std::move(cb)(cancelled ? absl::CancelledError("transport closed")
                               : absl::OkStatus());
     });
@@ -271,6 +251,7 @@ absl::Status TlsTransport::Connect(absl::AnyInvocable<void(absl::Status) &&> cal
 void TlsTransport::Close() {
   if (closed_) return;
   closed_ = true;
+  events_.Stop();  // what Close queues is delivered below, inside Close
   std::weak_ptr<int> alive = life_;
   const absl::Status cancelled = absl::CancelledError("transport closed");
   for (Conn* c : {cmd_.get(), sub_.get()}) {
@@ -284,25 +265,20 @@ void TlsTransport::Close() {
   waiting.swap(waiting_);
   for (auto& r : waiting) Complete(std::move(r), cancelled);
   for (auto& w : connect_waiters_) {
-    Push([w = std::move(w), cancelled](bool) mutable { std::move(w)(cancelled); });
+    events_.Push([w = std::move(w), cancelled](bool) mutable { std::move(w)(cancelled); });
   }
   connect_waiters_.clear();
   for (auto& [id, s] : subscribers_) {
     if (s->on_ready) {
-      Push([cb = std::move(s->on_ready), cancelled](bool) mutable {
+      events_.Push([cb = std::move(s->on_ready), cancelled](bool) mutable {
         std::move(cb)(cancelled);
       });
       s->on_ready = nullptr;
     }
   }
-  if (drain_timer_ != 0) {
-    timers_.Cancel(drain_timer_);
-    drain_timer_ = 0;
-  }
   // Deliver everything now, inside Close.
-  while (!events_.empty()) {
-    auto fn = std::move(events_.front());
-    events_.pop_front();
+  Event fn;
+  while (events_.PopFront(&fn)) {
     std::move(fn)(true);
     if (alive.expired()) return;
   }
@@ -366,7 +342,7 @@ void TlsTransport::SendSubscribe(const std::string& channel, bool subscribe) {
 void TlsTransport::FireReady(uint64_t subscriber_id, absl::Status status) {
   auto it = subscribers_.find(subscriber_id);
   if (it == subscribers_.end() || !it->second->on_ready) return;
-  Push([this, subscriber_id, status](bool cancelled) {
+  events_.Push([this, subscriber_id, status](bool cancelled) {
     auto it = subscribers_.find(subscriber_id);
     if (it == subscribers_.end() || !it->second->on_ready) return;
     auto cb = std::move(it->second->on_ready);
@@ -418,7 +394,7 @@ void TlsTransport::OnPubSubReply(Conn& conn, Reply reply) {
   } else if (kind == "message" && reply.elements[2].is_string()) {
     if (ch == channels_.end()) return;
     for (uint64_t id : ch->second->subscribers) {
-      Push([this, id, channel, message = reply.elements[2].str](bool cancelled) {
+      events_.Push([this, id, channel, message = reply.elements[2].str](bool cancelled) {
         if (cancelled) return;
         auto it = subscribers_.find(id);
         if (it == subscribers_.end()) return;

@@ -46,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
+#include "dlock/transport/uv/deferred_queue.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/tls_options.h"
 #include "dlock/transport/uv/uv_event_loop.h"
@@ -129,8 +130,6 @@ class TlsTransport : public Transport {
   void Issue(std::unique_ptr<Request> request);
   void OnDeadline(Request* request);
   void Complete(std::unique_ptr<Request> request, absl::StatusOr<Reply> result);
-  void Push(absl::AnyInvocable<void(bool cancelled) &&> fn);
-  void DrainEvents();
 
   // Pub/sub.
   void SendSubscribe(const std::string& channel, bool subscribe);
@@ -146,8 +145,9 @@ class TlsTransport : public Transport {
   bool closed_ = false;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
-  std::deque<absl::AnyInvocable<void(bool cancelled) &&>> events_;
-  TimerId drain_timer_ = 0;
+  // Deferred callbacks, told whether Close is cancelling them.
+  using Event = absl::AnyInvocable<void(bool cancelled) &&>;
+  DeferredQueue<Event> events_;
   size_t pending_ = 0;
   uint64_t cmd_epoch_ = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Channel>> channels_;
