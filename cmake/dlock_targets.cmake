@@ -173,6 +173,8 @@ dlock_test(uv_event_loop_test BAZEL //transport/uv:uv_event_loop_test
   SRCS transport/uv/uv_event_loop_test.cc DEPS dlock::uv dlock::uv_test_loop)
 dlock_test(uv_loop_thread_test BAZEL //transport/uv:uv_loop_thread_test
   SRCS transport/uv/uv_loop_thread_test.cc DEPS dlock::uv)
+dlock_test(deferred_queue_test BAZEL //transport/uv:deferred_queue_test
+  SRCS transport/uv/deferred_queue_test.cc DEPS dlock::uv dlock::fake)
 dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
   SRCS blocking/post_and_wait_test.cc DEPS dlock::blocking dlock::uv)
 dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test
