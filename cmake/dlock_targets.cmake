@@ -26,8 +26,9 @@ dlock_library(uv INSTALL
         //transport/uv:redis_url //transport/uv:tls_options
         //transport/uv:tls_transport //transport/uv:uv_transport
         //transport/uv:command_deadlines //transport/uv:deferred_queue
+        //transport/uv:subscriber_set
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
-       transport/uv/command_deadlines.cc
+       transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
        transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
        transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_transport_internal.h
@@ -41,6 +42,7 @@ dlock_library(uv INSTALL
        transport/uv/redis_url.h transport/uv/tls_options.h
        transport/uv/tls_transport.h transport/uv/uv_transport.h
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
+       transport/uv/subscriber_set.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 

@@ -131,9 +131,6 @@ HiredisTransport::HiredisTransport(uv_loop_s* loop, HiredisTransportOptions opti
 HiredisTransport::~HiredisTransport() {
   if (gone_ != nullptr) *gone_ = true;
   Close();
-  for (auto& [id, s] : subscribers_) {
-    if (s->handle != nullptr) s->handle->Detach();
-  }
 }
 
 bool HiredisTransport::connected() const {
@@ -331,10 +328,8 @@ void HiredisTransport::Deliver(Event&& e) {
     ReplyCallback cb = std::move(r.callback);
     std::move(cb)(std::move(r.result));
   } else if (e.ready_for != 0) {
-    auto it = subscribers_.find(e.ready_for);
-    if (it == subscribers_.end() || !it->second->on_ready) return;
-    auto cb = std::move(it->second->on_ready);
-    std::move(cb)(std::move(e.ready_status));
+    SubscriberSet::ReadyCallback cb = subscribers_.TakeReady(e.ready_for);
+    if (cb) std::move(cb)(std::move(e.ready_status));
   } else if (e.fn) {
     std::move(e.fn)(false);
   }
@@ -379,12 +374,8 @@ void HiredisTransport::Close() {
     owed.push_back([cb = std::move(cb), cancelled]() mutable { std::move(cb)(cancelled); });
   }
   connect_waiters_.clear();
-  for (auto& [id, s] : subscribers_) {
-    if (s->on_ready) {
-      owed.push_back([cb = std::move(s->on_ready), cancelled]() mutable {
-        std::move(cb)(cancelled);
-      });
-    }
+  for (SubscriberSet::ReadyCallback& cb : subscribers_.TakeAllReady()) {
+    owed.push_back([cb = std::move(cb), cancelled]() mutable { std::move(cb)(cancelled); });
   }
   channels_.clear();
   // Every request is gone now; the timer handle is freed by libuv's close

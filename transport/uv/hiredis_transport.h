@@ -99,6 +99,7 @@
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/command_deadlines.h"
 #include "dlock/transport/uv/deferred_queue.h"
+#include "dlock/transport/uv/subscriber_set.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
 struct uv_loop_s;
@@ -203,9 +204,7 @@ class HiredisTransport : public Transport {
   struct Link;
   struct Conn;
   struct Channel;
-  struct Subscriber;
   struct Resolver;
-  class SubscriptionImpl;
   // A FIFO of owned Requests linked through Request::next (no allocation
   // per entry). Defined in hiredis_transport_internal.h.
   class RequestQueue {
@@ -274,8 +273,6 @@ class HiredisTransport : public Transport {
   void Unsubscribe(uint64_t subscriber_id);
   void FailPendingReady(const absl::Status& why);
   void FireReady(uint64_t subscriber_id, absl::Status status);
-  void DeliverMessage(uint64_t subscriber_id, const std::string& channel,
-                      const std::string& message);
 
   uv_loop_s* const loop_;
   const HiredisTransportOptions options_;
@@ -299,11 +296,9 @@ class HiredisTransport : public Transport {
   // How many times the command connection became ready.
   uint64_t cmd_epoch_ = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Channel>> channels_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Subscriber>> subscribers_;
-  uint64_t next_subscriber_id_ = 1;
+  // Who subscribed with which callbacks (subscriber_set.h).
+  SubscriberSet subscribers_{[this](uint64_t id) { Unsubscribe(id); }};
   absl::BitGen rng_;
-  // Expires when the transport is destroyed; callbacks check it.
-  std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };
 
 }  // namespace dlock

@@ -110,27 +110,6 @@ struct HiredisTransport::Channel {
   bool unsub_sent = false;  // UNSUBSCRIBE sent, not yet confirmed
 };
 
-struct HiredisTransport::Subscriber {
-  std::string channel;
-  MessageCallback on_message;
-  absl::AnyInvocable<void(absl::Status) &&> on_ready;
-  SubscriptionImpl* handle = nullptr;
-};
-
-class HiredisTransport::SubscriptionImpl : public Subscription {
- public:
-  SubscriptionImpl(HiredisTransport* transport, uint64_t id)
-      : transport_(transport), id_(id) {}
-  ~SubscriptionImpl() override {
-    if (transport_ != nullptr) transport_->Unsubscribe(id_);
-  }
-  void Detach() { transport_ = nullptr; }
-
- private:
-  HiredisTransport* transport_;
-  const uint64_t id_;
-};
-
 }  // namespace dlock
 
 #endif  // DLOCK_TRANSPORT_UV_HIREDIS_TRANSPORT_INTERNAL_H_

@@ -253,7 +253,7 @@ void TlsTransport::AttemptFailed(Conn& conn, absl::Status why) {
     }
     connect_waiters_.clear();
   } else {
-    for (auto& [id, s] : subscribers_) FireReady(id, why);
+    for (uint64_t id : subscribers_.AwaitingReady()) FireReady(id, why);
     if (subscribers_.empty()) {
       conn.state = Conn::State::kIdle;
       return;
@@ -272,7 +272,7 @@ void TlsTransport::ConnectionLost(Conn& conn, absl::Status why) {
   for (auto& r : inflight) Complete(std::move(r), why);
   if (conn.pubsub) {
     for (auto& [name, ch] : channels_) ch->confirmed = false;
-    for (auto& [id, s] : subscribers_) FireReady(id, why);
+    for (uint64_t id : subscribers_.AwaitingReady()) FireReady(id, why);
   }
   if (stable) {
     conn.failures = 0;

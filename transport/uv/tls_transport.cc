@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,9 +133,6 @@ TlsTransport::TlsTransport(uv_loop_s* loop, TlsTransportOptions options, ssl_ctx
 
 TlsTransport::~TlsTransport() {
   Close();
-  for (auto& [id, s] : subscribers_) {
-    if (s->handle != nullptr) s->handle->Detach();
-  }
   SSL_CTX_free(ctx_);
 }
 
@@ -268,13 +266,8 @@ void TlsTransport::Close() {
     events_.Push([w = std::move(w), cancelled](bool) mutable { std::move(w)(cancelled); });
   }
   connect_waiters_.clear();
-  for (auto& [id, s] : subscribers_) {
-    if (s->on_ready) {
-      events_.Push([cb = std::move(s->on_ready), cancelled](bool) mutable {
-        std::move(cb)(cancelled);
-      });
-      s->on_ready = nullptr;
-    }
+  for (SubscriberSet::ReadyCallback& cb : subscribers_.TakeAllReady()) {
+    events_.Push([cb = std::move(cb), cancelled](bool) mutable { std::move(cb)(cancelled); });
   }
   // Deliver everything now, inside Close.
   Event fn;
@@ -300,14 +293,9 @@ absl::StatusOr<std::unique_ptr<Subscription>> TlsTransport::Subscribe(
     absl::AnyInvocable<void(absl::Status) &&> on_ready) {
   if (closed_) return absl::CancelledError("transport closed");
   if (!on_message) return absl::InvalidArgumentError("null on_message");
-  const uint64_t id = next_subscriber_id_++;
-  auto sub = std::make_unique<Subscriber>();
-  sub->channel = channel;
-  sub->on_message = std::move(on_message);
-  sub->on_ready = std::move(on_ready);
-  auto handle = std::make_unique<SubscriptionImpl>(this, id);
-  sub->handle = handle.get();
-  subscribers_[id] = std::move(sub);
+  uint64_t id = 0;
+  std::unique_ptr<Subscription> handle =
+      subscribers_.Add(channel, std::move(on_message), std::move(on_ready), &id);
   std::unique_ptr<Channel>& ch = channels_[channel];
   const bool fresh = ch == nullptr;
   if (fresh) ch = std::make_unique<Channel>();
@@ -331,7 +319,7 @@ absl::StatusOr<std::unique_ptr<Subscription>> TlsTransport::Subscribe(
                         sub_->last_error.message())));
       break;
   }
-  return std::unique_ptr<Subscription>(std::move(handle));
+  return handle;
 }
 
 void TlsTransport::SendSubscribe(const std::string& channel, bool subscribe) {
@@ -340,29 +328,23 @@ void TlsTransport::SendSubscribe(const std::string& channel, bool subscribe) {
 }
 
 void TlsTransport::FireReady(uint64_t subscriber_id, absl::Status status) {
-  auto it = subscribers_.find(subscriber_id);
-  if (it == subscribers_.end() || !it->second->on_ready) return;
+  if (!subscribers_.AwaitsReady(subscriber_id)) return;
   events_.Push([this, subscriber_id, status](bool cancelled) {
-    auto it = subscribers_.find(subscriber_id);
-    if (it == subscribers_.end() || !it->second->on_ready) return;
-    auto cb = std::move(it->second->on_ready);
-    it->second->on_ready = nullptr;
-    std::move(cb)(cancelled ? absl::CancelledError("transport closed") : status);
+    SubscriberSet::ReadyCallback cb = subscribers_.TakeReady(subscriber_id);
+    if (cb) std::move(cb)(cancelled ? absl::CancelledError("transport closed") : status);
   });
 }
 
 void TlsTransport::Unsubscribe(uint64_t subscriber_id) {
-  auto it = subscribers_.find(subscriber_id);
-  if (it == subscribers_.end()) return;
-  const std::string channel = it->second->channel;
-  subscribers_.erase(it);
-  auto ch = channels_.find(channel);
+  const std::optional<std::string> channel = subscribers_.Remove(subscriber_id);
+  if (!channel.has_value()) return;
+  auto ch = channels_.find(*channel);
   if (ch == channels_.end()) return;
   auto& ids = ch->second->subscribers;
   ids.erase(std::remove(ids.begin(), ids.end(), subscriber_id), ids.end());
   if (ids.empty()) {
     channels_.erase(ch);
-    if (!closed_ && sub_->state == Conn::State::kReady) SendSubscribe(channel, false);
+    if (!closed_ && sub_->state == Conn::State::kReady) SendSubscribe(*channel, false);
   }
 }
 
@@ -395,16 +377,7 @@ void TlsTransport::OnPubSubReply(Conn& conn, Reply reply) {
     if (ch == channels_.end()) return;
     for (uint64_t id : ch->second->subscribers) {
       events_.Push([this, id, channel, message = reply.elements[2].str](bool cancelled) {
-        if (cancelled) return;
-        auto it = subscribers_.find(id);
-        if (it == subscribers_.end()) return;
-        // on_message may destroy its own subscription (or the transport).
-        std::weak_ptr<int> alive = life_;
-        MessageCallback cb = std::move(it->second->on_message);
-        cb(channel, message);
-        if (alive.expired()) return;
-        it = subscribers_.find(id);
-        if (it != subscribers_.end()) it->second->on_message = std::move(cb);
+        if (!cancelled) subscribers_.DeliverMessage(id, channel, message);
       });
     }
   }

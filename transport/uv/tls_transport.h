@@ -48,6 +48,7 @@
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/deferred_queue.h"
 #include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/subscriber_set.h"
 #include "dlock/transport/uv/tls_options.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
@@ -94,8 +95,6 @@ class TlsTransport : public Transport {
   struct Link;
   struct Conn;
   struct Channel;
-  struct Subscriber;
-  class SubscriptionImpl;
   friend struct Link;
 
   TlsTransport(uv_loop_s* loop, TlsTransportOptions options, ssl_ctx_st* ctx);
@@ -151,8 +150,8 @@ class TlsTransport : public Transport {
   size_t pending_ = 0;
   uint64_t cmd_epoch_ = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Channel>> channels_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Subscriber>> subscribers_;
-  uint64_t next_subscriber_id_ = 1;
+  // Who subscribed with which callbacks (subscriber_set.h).
+  SubscriberSet subscribers_{[this](uint64_t id) { Unsubscribe(id); }};
   absl::BitGen rng_;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };

@@ -91,26 +91,6 @@ struct TlsTransport::Channel {
   bool confirmed = false;
 };
 
-struct TlsTransport::Subscriber {
-  std::string channel;
-  MessageCallback on_message;
-  absl::AnyInvocable<void(absl::Status) &&> on_ready;  // empty once fired
-  SubscriptionImpl* handle = nullptr;
-};
-
-class TlsTransport::SubscriptionImpl : public Subscription {
- public:
-  SubscriptionImpl(TlsTransport* t, uint64_t id) : transport_(t), id_(id) {}
-  ~SubscriptionImpl() override {
-    if (transport_ != nullptr) transport_->Unsubscribe(id_);
-  }
-  void Detach() { transport_ = nullptr; }
-
- private:
-  TlsTransport* transport_;
-  const uint64_t id_;
-};
-
 }  // namespace dlock
 
 #endif  // DLOCK_TRANSPORT_UV_TLS_TRANSPORT_INTERNAL_H_
