@@ -26,9 +26,10 @@ dlock_library(uv INSTALL
         //transport/uv:redis_url //transport/uv:tls_options
         //transport/uv:tls_transport //transport/uv:uv_transport
         //transport/uv:command_deadlines //transport/uv:deferred_queue
-        //transport/uv:subscriber_set
+        //transport/uv:subscriber_set //transport/uv:reconnect_backoff
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
+       transport/uv/reconnect_backoff.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
        transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
        transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_transport_internal.h
@@ -42,7 +43,7 @@ dlock_library(uv INSTALL
        transport/uv/redis_url.h transport/uv/tls_options.h
        transport/uv/tls_transport.h transport/uv/uv_transport.h
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
-       transport/uv/subscriber_set.h
+       transport/uv/subscriber_set.h transport/uv/reconnect_backoff.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 
@@ -177,6 +178,8 @@ dlock_test(uv_loop_thread_test BAZEL //transport/uv:uv_loop_thread_test
   SRCS transport/uv/uv_loop_thread_test.cc DEPS dlock::uv)
 dlock_test(deferred_queue_test BAZEL //transport/uv:deferred_queue_test
   SRCS transport/uv/deferred_queue_test.cc DEPS dlock::uv dlock::fake)
+dlock_test(reconnect_backoff_test BAZEL //transport/uv:reconnect_backoff_test
+  SRCS transport/uv/reconnect_backoff_test.cc DEPS dlock::uv)
 dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
   SRCS blocking/post_and_wait_test.cc DEPS dlock::blocking dlock::uv)
 dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test

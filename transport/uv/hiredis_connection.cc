@@ -19,10 +19,6 @@
 namespace dlock {
 namespace {
 
-// A connection lost sooner than this after it became ready counts as a
-// failed attempt (backoff) rather than a loss (immediate reconnect).
-constexpr absl::Duration kStableConnection = absl::Seconds(1);
-
 bool IsIpLiteral(const std::string& host) {
   unsigned char buf[sizeof(in6_addr)];
   return inet_pton(AF_INET, host.c_str(), buf) == 1 ||
@@ -44,15 +40,6 @@ void HiredisTransport::ScheduleAttempt(Conn& conn, absl::Duration delay) {
     c->attempt_timer = 0;
     StartAttempt(*c);
   });
-}
-
-absl::Duration HiredisTransport::BackoffDelay(int failures) {
-  absl::Duration d = options_.reconnect_backoff_min;
-  for (int i = 1; i < failures && d < options_.reconnect_backoff_max; ++i) d *= 2;
-  d = std::min(d, options_.reconnect_backoff_max);
-  const double j = options_.reconnect_jitter;
-  if (j > 0) d *= absl::Uniform(rng_, 1.0 - j, 1.0);
-  return d;
 }
 
 void HiredisTransport::StartAttempt(Conn& conn) {
@@ -258,7 +245,7 @@ void HiredisTransport::AttemptFailed(Conn& conn, absl::Status why) {
     }
   }
   conn.state = Conn::State::kBackoff;
-  ScheduleAttempt(conn, BackoffDelay(conn.failures));
+  ScheduleAttempt(conn, backoff_.Delay(conn.failures));
 }
 
 void HiredisTransport::ConnectionLost(Conn& conn, absl::Status why) {
@@ -280,7 +267,7 @@ void HiredisTransport::ConnectionLost(Conn& conn, absl::Status why) {
       return;
     }
   }
-  if (timers_.Now() - conn.ready_since >= kStableConnection) {
+  if (timers_.Now() - conn.ready_since >= ReconnectBackoff::kStable) {
     // It had been up a while: reconnect at once, commands wait for it.
     conn.failures = 0;
     conn.state = Conn::State::kConnecting;
@@ -291,7 +278,7 @@ void HiredisTransport::ConnectionLost(Conn& conn, absl::Status why) {
     // of reconnecting in a tight loop.
     ++conn.failures;
     conn.state = Conn::State::kBackoff;
-    ScheduleAttempt(conn, BackoffDelay(conn.failures));
+    ScheduleAttempt(conn, backoff_.Delay(conn.failures));
   }
 }
 

@@ -92,13 +92,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
-#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/command_deadlines.h"
 #include "dlock/transport/uv/deferred_queue.h"
+#include "dlock/transport/uv/reconnect_backoff.h"
 #include "dlock/transport/uv/subscriber_set.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
@@ -245,7 +245,6 @@ class HiredisTransport : public Transport {
   void OnTcpConnected(Link* link);
   void OnReady(Conn& conn);
   void OnDisconnected(Link* link, absl::Status why);
-  absl::Duration BackoffDelay(int failures);
   std::string Endpoint() const;
 
   // Commands (hiredis_transport.cc).
@@ -298,7 +297,8 @@ class HiredisTransport : public Transport {
   absl::flat_hash_map<std::string, std::unique_ptr<Channel>> channels_;
   // Who subscribed with which callbacks (subscriber_set.h).
   SubscriberSet subscribers_{[this](uint64_t id) { Unsubscribe(id); }};
-  absl::BitGen rng_;
+  ReconnectBackoff backoff_{options_.reconnect_backoff_min, options_.reconnect_backoff_max,
+                            options_.reconnect_jitter};
 };
 
 }  // namespace dlock

@@ -19,20 +19,7 @@ namespace {
 
 using tls_internal::FormatCommand;
 
-// A connection that was ready this long and then broke is retried at once.
-constexpr absl::Duration kStableConnection = absl::Seconds(1);
-
 }  // namespace
-
-absl::Duration TlsTransport::BackoffDelay(int failures) {
-  const HiredisTransportOptions& c = options_.connection;
-  absl::Duration d = c.reconnect_backoff_min;
-  for (int i = 1; i < failures && d < c.reconnect_backoff_max; ++i) d *= 2;
-  d = std::min(d, c.reconnect_backoff_max);
-  const double j = c.reconnect_jitter;
-  if (j > 0) d *= absl::Uniform(rng_, 1.0 - j, 1.0);
-  return d;
-}
 
 // ---------------------------------------------------------------------------
 // Connection management.
@@ -259,12 +246,12 @@ void TlsTransport::AttemptFailed(Conn& conn, absl::Status why) {
       return;
     }
   }
-  ScheduleAttempt(conn, BackoffDelay(conn.failures));
+  ScheduleAttempt(conn, backoff_.Delay(conn.failures));
 }
 
 void TlsTransport::ConnectionLost(Conn& conn, absl::Status why) {
   if (closed_) return;
-  const bool stable = timers_.Now() - conn.ready_at >= kStableConnection;
+  const bool stable = timers_.Now() - conn.ready_at >= ReconnectBackoff::kStable;
   std::deque<std::unique_ptr<Request>> inflight;
   inflight.swap(conn.inflight);
   Teardown(conn);
@@ -279,7 +266,7 @@ void TlsTransport::ConnectionLost(Conn& conn, absl::Status why) {
     StartAttempt(conn);
   } else {
     ++conn.failures;
-    ScheduleAttempt(conn, BackoffDelay(conn.failures));
+    ScheduleAttempt(conn, backoff_.Delay(conn.failures));
   }
 }
 

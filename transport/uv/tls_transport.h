@@ -41,13 +41,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
-#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/deferred_queue.h"
 #include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/reconnect_backoff.h"
 #include "dlock/transport/uv/subscriber_set.h"
 #include "dlock/transport/uv/tls_options.h"
 #include "dlock/transport/uv/uv_event_loop.h"
@@ -109,7 +109,6 @@ class TlsTransport : public Transport {
   void ConnectionLost(Conn& conn, absl::Status why);
   void Teardown(Conn& conn);
   void ScheduleAttempt(Conn& conn, absl::Duration delay);
-  absl::Duration BackoffDelay(int failures);
   std::string Endpoint() const;
 
   // Bytes.
@@ -152,7 +151,9 @@ class TlsTransport : public Transport {
   absl::flat_hash_map<std::string, std::unique_ptr<Channel>> channels_;
   // Who subscribed with which callbacks (subscriber_set.h).
   SubscriberSet subscribers_{[this](uint64_t id) { Unsubscribe(id); }};
-  absl::BitGen rng_;
+  ReconnectBackoff backoff_{options_.connection.reconnect_backoff_min,
+                            options_.connection.reconnect_backoff_max,
+                            options_.connection.reconnect_jitter};
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };
 
