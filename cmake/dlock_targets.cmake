@@ -53,11 +53,13 @@ dlock_library(fake INSTALL
         //transport/fake:fake_transport
   SRCS transport/fake/manual_event_loop.cc transport/fake/fake_redis.cc
        transport/fake/fake_redis_strings.cc transport/fake/fake_redis_hashes.cc
+       transport/fake/fake_redis_pubsub.cc
        transport/fake/fake_redis_pubsub_scripting.cc transport/fake/fake_redis_server.cc
        transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
        transport/fake/fake_transport.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
        transport/fake/fake_redis_internal.h transport/fake/fake_redis_lua.h
+       transport/fake/fake_redis_pubsub.h
        transport/fake/fake_transport.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_lua PkgConfig::dlock_crypto)
