@@ -1,11 +1,10 @@
 // TlsTransport: OpenSSL over memory BIOs on a connected libuv socket. TLS
-// set-up (SNI, host/IP verification), the handshake, naming TLS and
-// certificate failures, reading (decrypt, then hiredis's RESP reader) and
-// writing (encrypt, then uv_write).
+// set-up (SNI, host/IP verification), the handshake, reading (decrypt, then
+// hiredis's RESP reader) and writing (encrypt, then uv_write). Failures are
+// named by tls_errors.cc.
 #include <hiredis/hiredis.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <uv.h>
 
 #include <memory>
@@ -16,26 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "dlock/transport/uv/hiredis_reply.h"
 #include "dlock/transport/uv/tls_transport.h"
+#include "tls_errors.h"              // private, same directory
 #include "tls_transport_internal.h"  // private, same directory
 
 namespace dlock {
-namespace tls_internal {
-
-// The oldest error on OpenSSL's queue (and clears the queue).
-std::string OpenSslError() {
-  unsigned long e = ERR_get_error();
-  std::string out;
-  if (e != 0) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    const char* reason = ERR_reason_error_string(e);
-    out = reason != nullptr ? reason : buf;
-  }
-  ERR_clear_error();
-  return out.empty() ? "unknown OpenSSL error" : out;
-}
-
-}  // namespace tls_internal
 
 namespace {
 
@@ -103,66 +86,10 @@ void TlsTransport::OnTcpConnected(Conn& conn, int status) {
 }
 
 absl::Status TlsTransport::TlsError(Conn& conn, int ret, absl::string_view during) {
-  Link* link = conn.link;
-  const std::string where = Endpoint();
-  long v = link != nullptr && link->ssl != nullptr ? SSL_get_verify_result(link->ssl)
-                                                   : X509_V_OK;
-  if (v != X509_V_OK && !options_.tls.insecure_skip_verify) {
-    ERR_clear_error();
-    const std::string name = options_.tls.server_name.empty()
-                                 ? options_.connection.host
-                                 : options_.tls.server_name;
-    switch (v) {
-      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
-      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
-      case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
-      case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
-      case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
-      case X509_V_ERR_CERT_UNTRUSTED:
-        return absl::UnavailableError(absl::StrCat(
-            "TLS: certificate verify failed: unknown CA: the certificate of ", where,
-            " is not signed by a trusted CA (", X509_verify_cert_error_string(v),
-            "; give its CA with --tls-ca-cert / TlsOptions::ca_file)"));
-      case X509_V_ERR_HOSTNAME_MISMATCH:
-      case X509_V_ERR_IP_ADDRESS_MISMATCH:
-        return absl::UnavailableError(absl::StrCat(
-            "TLS: certificate verify failed: the certificate of ", where,
-            " does not match the name \"", name,
-            "\" (connect by a name it carries, or set --tls-server-name)"));
-      case X509_V_ERR_CERT_HAS_EXPIRED:
-        return absl::UnavailableError(absl::StrCat(
-            "TLS: certificate verify failed: the certificate of ", where,
-            " has expired"));
-      case X509_V_ERR_CERT_NOT_YET_VALID:
-        return absl::UnavailableError(absl::StrCat(
-            "TLS: certificate verify failed: the certificate of ", where,
-            " is not valid yet (check the clocks)"));
-      default:
-        return absl::UnavailableError(absl::StrCat(
-            "TLS: certificate verify failed for ", where, ": ",
-            X509_verify_cert_error_string(v)));
-    }
-  }
-  int err = link != nullptr && link->ssl != nullptr ? SSL_get_error(link->ssl, ret)
-                                                    : SSL_ERROR_SSL;
-  if (err == SSL_ERROR_ZERO_RETURN) {
-    ERR_clear_error();
-    return absl::UnavailableError(
-        absl::StrCat("TLS: ", where, " closed the connection ", during));
-  }
-  std::string reason = OpenSslError();
-  if (absl::StrContains(reason, "certificate required") ||
-      (absl::StrContains(reason, "handshake failure") && options_.tls.cert_file.empty())) {
-    return absl::UnavailableError(absl::StrCat(
-        "TLS: ", where, " requires a client certificate (--tls-cert and --tls-key): ",
-        reason));
-  }
-  if (absl::StrContains(reason, "unknown ca") || absl::StrContains(reason, "bad certificate")) {
-    return absl::UnavailableError(absl::StrCat(
-        "TLS: ", where, " refused the client certificate: ", reason));
-  }
-  return absl::UnavailableError(absl::StrCat("TLS ", during, " with ", where,
-                                             " failed: ", reason));
+  SSL* ssl = conn.link != nullptr ? conn.link->ssl : nullptr;
+  const std::string& name =
+      options_.tls.server_name.empty() ? options_.connection.host : options_.tls.server_name;
+  return tls_internal::NameTlsFailure(ssl, ret, during, Endpoint(), name, options_.tls);
 }
 
 void TlsTransport::OnRead(Conn& conn, const char* data, size_t len) {

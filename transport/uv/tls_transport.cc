@@ -21,6 +21,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tls_errors.h"              // private, same directory
 #include "tls_transport_internal.h"  // private, same directory
 
 namespace dlock {

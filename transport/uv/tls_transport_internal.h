@@ -3,7 +3,7 @@
 // tls_connection.cc (the connection state machine: resolve, connect,
 // AUTH/SELECT/PING set-up, ready, failure, backoff, reconnect) and
 // tls_session.cc (OpenSSL: TLS set-up on a connected socket, handshake,
-// certificate verification and error naming, encrypted bytes in and out).
+// encrypted bytes in and out); failures are named by tls_errors.cc.
 // Private to //transport/uv:tls_transport.
 #ifndef DLOCK_TRANSPORT_UV_TLS_TRANSPORT_INTERNAL_H_
 #define DLOCK_TRANSPORT_UV_TLS_TRANSPORT_INTERNAL_H_
@@ -32,10 +32,6 @@ constexpr size_t kReadChunk = 64 * 1024;
 
 // The RESP encoding of `argv` (hiredis's formatter). In tls_transport.cc.
 std::string FormatCommand(const std::vector<std::string>& argv);
-
-// The oldest error on OpenSSL's queue (and clears the queue). In
-// tls_session.cc.
-std::string OpenSslError();
 
 }  // namespace tls_internal
 
