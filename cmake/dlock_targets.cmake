@@ -37,6 +37,7 @@ dlock_library(uv INSTALL
        transport/uv/redis_url.cc transport/uv/tls_transport.cc
        transport/uv/tls_connection.cc transport/uv/tls_session.cc
        transport/uv/tls_errors.cc transport/uv/tls_errors.h
+       transport/uv/tls_stream.cc transport/uv/tls_stream.h
        transport/uv/tls_transport_internal.h
        transport/uv/uv_transport.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h

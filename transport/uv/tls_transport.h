@@ -122,7 +122,6 @@ class TlsTransport : public Transport {
   void FlushSoon(Conn& conn);
   void Flush(Conn& conn);
   void FlushCipher(Conn& conn);
-  absl::Status TlsError(Conn& conn, int ret, absl::string_view during);
 
   // Commands and events.
   void Issue(std::unique_ptr<Request> request);

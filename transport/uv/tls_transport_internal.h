@@ -2,14 +2,13 @@
 // tls_transport.cc (creation, the command path, deadlines, Close, pub/sub),
 // tls_connection.cc (the connection state machine: resolve, connect,
 // AUTH/SELECT/PING set-up, ready, failure, backoff, reconnect) and
-// tls_session.cc (OpenSSL: TLS set-up on a connected socket, handshake,
-// encrypted bytes in and out); failures are named by tls_errors.cc.
+// tls_session.cc (the TLS stream on a connected socket: handshake, bytes
+// in and out), over tls_stream.cc (one OpenSSL session in memory) and
+// tls_errors.cc (naming TLS failures).
 // Private to //transport/uv:tls_transport.
 #ifndef DLOCK_TRANSPORT_UV_TLS_TRANSPORT_INTERNAL_H_
 #define DLOCK_TRANSPORT_UV_TLS_TRANSPORT_INTERNAL_H_
 
-#include <hiredis/hiredis.h>
-#include <openssl/ssl.h>
 #include <uv.h>
 
 #include <cstddef>
@@ -24,6 +23,7 @@
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/tls_transport.h"
+#include "tls_stream.h"  // private, same directory
 
 namespace dlock {
 namespace tls_internal {
@@ -48,15 +48,8 @@ struct TlsTransport::Link {
   uv_tcp_t tcp;
   uv_connect_t connect_req;
   Conn* conn = nullptr;
-  SSL* ssl = nullptr;
-  BIO* in = nullptr;   // ciphertext from the socket, read by OpenSSL
-  BIO* out = nullptr;  // ciphertext from OpenSSL, written to the socket
-  redisReader* reader = nullptr;
+  std::unique_ptr<tls_internal::TlsStream> stream;  // once TCP is up
   char buf[tls_internal::kReadChunk];
-  ~Link() {
-    if (ssl != nullptr) SSL_free(ssl);  // frees the BIOs
-    if (reader != nullptr) redisReaderFree(reader);
-  }
 };
 
 struct TlsTransport::Conn {
