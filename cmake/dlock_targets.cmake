@@ -27,9 +27,10 @@ dlock_library(uv INSTALL
         //transport/uv:tls_transport //transport/uv:uv_transport
         //transport/uv:command_deadlines //transport/uv:deferred_queue
         //transport/uv:subscriber_set //transport/uv:reconnect_backoff
+        //transport/uv:host_lookup
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
-       transport/uv/reconnect_backoff.cc
+       transport/uv/reconnect_backoff.cc transport/uv/host_lookup.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
        transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
        transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_transport_internal.h
@@ -46,6 +47,7 @@ dlock_library(uv INSTALL
        transport/uv/tls_transport.h transport/uv/uv_transport.h
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
        transport/uv/subscriber_set.h transport/uv/reconnect_backoff.h
+       transport/uv/host_lookup.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 
@@ -184,6 +186,8 @@ dlock_test(deferred_queue_test BAZEL //transport/uv:deferred_queue_test
   SRCS transport/uv/deferred_queue_test.cc DEPS dlock::uv dlock::fake)
 dlock_test(reconnect_backoff_test BAZEL //transport/uv:reconnect_backoff_test
   SRCS transport/uv/reconnect_backoff_test.cc DEPS dlock::uv)
+dlock_test(host_lookup_test BAZEL //transport/uv:host_lookup_test
+  SRCS transport/uv/host_lookup_test.cc DEPS dlock::uv)
 dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
   SRCS blocking/post_and_wait_test.cc DEPS dlock::blocking dlock::uv)
 dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test

@@ -204,7 +204,6 @@ class HiredisTransport : public Transport {
   struct Link;
   struct Conn;
   struct Channel;
-  struct Resolver;
   // A FIFO of owned Requests linked through Request::next (no allocation
   // per entry). Defined in hiredis_transport_internal.h.
   class RequestQueue {

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/host_lookup.h"
 
 struct redisAsyncContext;
 
@@ -74,7 +75,7 @@ struct HiredisTransport::Link {
   Conn* conn;
   uint64_t serial;
   redisAsyncContext* ac = nullptr;
-  Resolver* resolving = nullptr;
+  std::unique_ptr<HostLookup> lookup;  // while the host name resolves
   RequestQueue fifo;             // sent, in reply order
   bool tearing_down = false;     // we are freeing the context
   absl::Status fail_status;      // for replies cut off by us
@@ -96,11 +97,6 @@ struct HiredisTransport::Conn {
   TimerId attempt_timer = 0;
   TimerId connect_timer = 0;
   absl::Status last_error;
-};
-
-struct HiredisTransport::Resolver {
-  uv_getaddrinfo_t req;
-  Link* link;  // null once abandoned
 };
 
 struct HiredisTransport::Channel {

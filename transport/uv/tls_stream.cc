@@ -3,26 +3,16 @@
 #include <hiredis/hiredis.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
-#include <uv.h>
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "dlock/transport/uv/hiredis_reply.h"
+#include "dlock/transport/uv/host_lookup.h"
 #include "tls_errors.h"  // private, same directory
 
 namespace dlock {
 namespace tls_internal {
-namespace {
-
-bool IsIpLiteral(const std::string& host) {
-  unsigned char buf[16];
-  return uv_inet_pton(AF_INET, host.c_str(), buf) == 0 ||
-         uv_inet_pton(AF_INET6, host.c_str(), buf) == 0;
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<TlsStream>> TlsStream::Create(SSL_CTX* ctx,
                                                              std::string endpoint,
                                                              std::string name,

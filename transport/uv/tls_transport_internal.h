@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
+#include "dlock/transport/uv/host_lookup.h"
 #include "dlock/transport/uv/tls_transport.h"
 #include "tls_stream.h"  // private, same directory
 
@@ -61,7 +62,7 @@ struct TlsTransport::Conn {
   State state = State::kIdle;
   Phase phase = Phase::kResolve;
   Link* link = nullptr;
-  std::shared_ptr<bool> resolve_alive;  // set false to orphan a lookup
+  std::unique_ptr<HostLookup> lookup;  // while the host name resolves
   TimerId attempt_timer = 0;
   TimerId retry_timer = 0;
   TimerId flush_timer = 0;
