@@ -193,6 +193,9 @@ dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
 dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test
   SRCS blocking/blocking_client_fake_test.cc
   DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
+dlock_test(blocking_lock_fake_test BAZEL //blocking:blocking_lock_fake_test
+  SRCS blocking/blocking_lock_fake_test.cc
+  DEPS dlock::blocking dlock::lock dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(observer_test BAZEL //lock:observer_test
   SRCS lock/observer_test.cc DEPS dlock::lock)
 dlock_test(lock_behavior_fake_test BAZEL //lock:lock_behavior_fake_test
