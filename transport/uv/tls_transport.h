@@ -83,11 +83,11 @@ class TlsTransport : public Transport {
   uint64_t connection_epoch() const override;
 
   // As HiredisTransport's.
-  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback);
-  void Close();
-  bool connected() const;
+  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback) override;
+  void Close() override;
+  bool connected() const override;
   absl::Status last_error() const;
-  size_t pending_commands() const { return pending_; }
+  size_t pending_commands() const override { return pending_; }
   EventLoop& event_loop() { return timers_; }
 
  private:
