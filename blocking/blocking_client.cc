@@ -79,6 +79,109 @@ struct ConnectWait {
   std::vector<std::string> errors;
 };
 
+// Loop thread: what a transport factory handed over must be usable.
+absl::Status CheckTransports(const std::vector<std::unique_ptr<Transport>>& transports,
+                             const BlockingClientOptions& options) {
+  if (transports.empty()) {
+    return absl::InvalidArgumentError("BlockingClient: no transport given");
+  }
+  for (const auto& t : transports) {
+    if (t == nullptr) return absl::InvalidArgumentError("BlockingClient: a transport is null");
+  }
+  if (options.reentrant && transports.size() > 1) {
+    return absl::InvalidArgumentError(
+        "BlockingClient: reentrant locks need a single server (RedLock is not reentrant)");
+  }
+  return absl::OkStatus();
+}
+
+// Loop thread: connects every transport and calls `done` once: OK when a
+// quorum (n/2 + 1; 1 of 1) is connected, kUnavailable naming the servers'
+// errors once a quorum can no longer connect or at `timeout`, whichever
+// comes first.
+void AwaitConnectQuorum(EventLoop* loop, const std::vector<std::unique_ptr<Transport>>& transports,
+                        const std::vector<std::string>& names, absl::Duration timeout,
+                        Completion<absl::Status> done) {
+  const int n = static_cast<int>(transports.size());
+  const int quorum = n / 2 + 1;
+  auto wait = std::make_shared<ConnectWait>(std::move(done));
+  for (int i = 0; i < n; ++i) {
+    std::string name = names[i];
+    absl::Status s = transports[i]->Connect([wait, name, n, quorum](absl::Status s) {
+      if (s.ok()) {
+        if (++wait->ok >= quorum) wait->done(absl::OkStatus());
+        return;
+      }
+      wait->errors.push_back(Named(name, s.message()));
+      if (++wait->failed > n - quorum) {
+        wait->done(absl::UnavailableError(absl::StrCat(
+            n == 1 ? "cannot connect to Redis: "
+                   : absl::StrCat("no quorum of ", quorum, " of ", n,
+                                  " Redis servers reachable: "),
+            absl::StrJoin(wait->errors, "; "))));
+      }
+    });
+    if (!s.ok()) wait->done(s);
+  }
+  // The bound, in case an attempt outlives the timeout (e.g. a slow name
+  // lookup). Dropped without running if the loop stops first (then the
+  // wait ends with kCancelled).
+  loop->RunAfter(timeout, [wait, n, quorum, names]() {
+    std::vector<std::string> errors = wait->errors;
+    if (errors.empty()) errors.push_back(absl::StrJoin(names, ", "));
+    wait->done(absl::UnavailableError(absl::StrCat(
+        n == 1 ? "cannot connect to Redis within the connect timeout: "
+               : absl::StrCat("no quorum of ", quorum, " of ", n,
+                              " Redis servers within the connect timeout: "),
+        absl::StrJoin(errors, "; "))));
+  });
+}
+
+// Loop thread: the policy: FairLock on one server with `fair` (it waits in
+// its own queue, nothing goes over it); else the policy under RetryLock:
+// SimpleLock, or ReentrantLock, on one server; RedLock (one voting round per
+// attempt) over several.
+absl::StatusOr<std::unique_ptr<dlock::Lock>> MakeInnerLock(
+    EventLoop* loop, const std::vector<std::unique_ptr<Transport>>& transports,
+    const std::vector<std::string>& names, const BlockingClientOptions& options) {
+  if (transports.size() == 1 && options.fair) {
+    FairLockOptions o;
+    o.key_prefix = options.key_prefix;
+    o.command_timeout = options.command_timeout;
+    o.queue_ttl = options.fair_queue_ttl;
+    o.observer = options.observer;
+    return std::make_unique<FairLock>(loop, transports[0].get(), o);
+  }
+  if (transports.size() == 1) {
+    if (options.reentrant) {
+      ReentrantLockOptions o;
+      o.key_prefix = options.key_prefix;
+      o.command_timeout = options.command_timeout;
+      o.observer = options.observer;
+      o.replica_ack.min_replicas = options.min_replicas;
+      o.replica_ack.timeout = options.replica_ack_timeout;
+      return std::make_unique<ReentrantLock>(loop, transports[0].get(), o);
+    }
+    SimpleLockOptions o;
+    o.key_prefix = options.key_prefix;
+    o.command_timeout = options.command_timeout;
+    o.observer = options.observer;
+    o.replica_ack.min_replicas = options.min_replicas;
+    o.replica_ack.timeout = options.replica_ack_timeout;
+    return std::make_unique<SimpleLock>(loop, transports[0].get(), o);
+  }
+  RedLockOptions o;
+  o.keys.prefix = options.key_prefix;
+  o.retry_count = 0;  // one voting round per attempt: RetryLock waits
+  o.server_names = names;
+  o.observer = options.observer;
+  std::vector<Transport*> ts;
+  for (auto& t : transports) ts.push_back(t.get());
+  absl::StatusOr<std::unique_ptr<RedLock>> redlock = RedLock::Create(loop, ts, o);
+  if (!redlock.ok()) return redlock.status();
+  return std::unique_ptr<dlock::Lock>(*std::move(redlock));
+}
+
 }  // namespace
 
 BlockingClient::BlockingClient(BlockingClientOptions options,
@@ -166,20 +269,8 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
           return;
         }
         transports_ = *std::move(made);
-        const int n = static_cast<int>(transports_.size());
-        if (n == 0) {
-          done(absl::InvalidArgumentError("BlockingClient: no transport given"));
-          return;
-        }
-        for (const auto& t : transports_) {
-          if (t == nullptr) {
-            done(absl::InvalidArgumentError("BlockingClient: a transport is null"));
-            return;
-          }
-        }
-        if (options_.reentrant && n > 1) {
-          done(absl::InvalidArgumentError(
-              "BlockingClient: reentrant locks need a single server (RedLock is not reentrant)"));
+        if (absl::Status valid = CheckTransports(transports_, options_); !valid.ok()) {
+          done(valid);
           return;
         }
         if (absl::Status fair = CheckFairOptions(options_, transports_.size()); !fair.ok()) {
@@ -190,88 +281,26 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
           names.push_back(absl::StrCat("server ", names.size()));
         }
         server_count_ = transports_.size();
-        const int quorum = n / 2 + 1;
-        auto wait = std::make_shared<ConnectWait>(std::move(done));
-        for (int i = 0; i < n; ++i) {
-          std::string name = names[i];
-          absl::Status s = transports_[i]->Connect([wait, name, n, quorum](absl::Status s) {
-            if (s.ok()) {
-              if (++wait->ok >= quorum) wait->done(absl::OkStatus());
-              return;
-            }
-            wait->errors.push_back(Named(name, s.message()));
-            if (++wait->failed > n - quorum) {
-              wait->done(absl::UnavailableError(absl::StrCat(
-                  n == 1 ? "cannot connect to Redis: "
-                         : absl::StrCat("no quorum of ", quorum, " of ", n,
-                                        " Redis servers reachable: "),
-                  absl::StrJoin(wait->errors, "; "))));
-            }
-          });
-          if (!s.ok()) wait->done(s);
-        }
-        // The bound, in case an attempt outlives connect_timeout (e.g. a
-        // slow name lookup). Dropped without running if the loop stops
-        // first (then the wait ends with kCancelled).
-        thread_->loop()->RunAfter(options_.connect_timeout, [wait, n, quorum, names]() {
-          std::vector<std::string> errors = wait->errors;
-          if (errors.empty()) errors.push_back(absl::StrJoin(names, ", "));
-          wait->done(absl::UnavailableError(absl::StrCat(
-              n == 1 ? "cannot connect to Redis within the connect timeout: "
-                     : absl::StrCat("no quorum of ", quorum, " of ", n,
-                                    " Redis servers within the connect timeout: "),
-              absl::StrJoin(errors, "; "))));
-        });
+        AwaitConnectQuorum(thread_->loop(), transports_, names, options_.connect_timeout,
+                           std::move(done));
       });
   if (!connected.ok()) return connected;
 
   // 2. The policy stack, on the loop thread.
   absl::Status built = PostAndWait<absl::Status>(thread_, [&](Completion<absl::Status> done) {
     EventLoop* loop = thread_->loop();
-    if (transports_.size() == 1 && options_.fair) {
-      // Waits in its own server-side queue: no RetryLock over it (whose
-      // attempts, with wait 0, would never queue).
-      FairLockOptions o;
-      o.key_prefix = options_.key_prefix;
-      o.command_timeout = options_.command_timeout;
-      o.queue_ttl = options_.fair_queue_ttl;
-      o.observer = options_.observer;
-      inner_ = std::make_unique<FairLock>(loop, transports_[0].get(), o);
-      done(absl::OkStatus());
+    absl::StatusOr<std::unique_ptr<dlock::Lock>> inner =
+        MakeInnerLock(loop, transports_, names, options_);
+    if (!inner.ok()) {
+      done(inner.status());
       return;
     }
-    if (transports_.size() == 1) {
-      if (options_.reentrant) {
-        ReentrantLockOptions o;
-        o.key_prefix = options_.key_prefix;
-        o.command_timeout = options_.command_timeout;
-        o.observer = options_.observer;
-        o.replica_ack.min_replicas = options_.min_replicas;
-        o.replica_ack.timeout = options_.replica_ack_timeout;
-        inner_ = std::make_unique<ReentrantLock>(loop, transports_[0].get(), o);
-      } else {
-        SimpleLockOptions o;
-        o.key_prefix = options_.key_prefix;
-        o.command_timeout = options_.command_timeout;
-        o.observer = options_.observer;
-        o.replica_ack.min_replicas = options_.min_replicas;
-        o.replica_ack.timeout = options_.replica_ack_timeout;
-        inner_ = std::make_unique<SimpleLock>(loop, transports_[0].get(), o);
-      }
-    } else {
-      RedLockOptions o;
-      o.keys.prefix = options_.key_prefix;
-      o.retry_count = 0;  // one voting round per attempt: RetryLock waits
-      o.server_names = names;
-      o.observer = options_.observer;
-      std::vector<Transport*> ts;
-      for (auto& t : transports_) ts.push_back(t.get());
-      absl::StatusOr<std::unique_ptr<RedLock>> redlock = RedLock::Create(loop, ts, o);
-      if (!redlock.ok()) {
-        done(redlock.status());
-        return;
-      }
-      inner_ = *std::move(redlock);
+    inner_ = *std::move(inner);
+    if (options_.fair) {
+      // FairLock waits in its own server-side queue: no RetryLock over it
+      // (whose attempts, with wait 0, would never queue).
+      done(absl::OkStatus());
+      return;
     }
     RetryLockOptions r;
     r.key_prefix = options_.key_prefix;
@@ -284,6 +313,8 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
       o.key_prefix = options_.key_prefix;
       o.command_timeout = options_.command_timeout;
       o.observer = options_.observer;
+      o.replica_ack.min_replicas = options_.min_replicas;
+      o.replica_ack.timeout = options_.replica_ack_timeout;
       rw_ = std::make_unique<ReadWriteLock>(loop, transports_[0].get(), o);
       RetryLockOptions rr;
       rr.observer = options_.observer;

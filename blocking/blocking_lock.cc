@@ -64,6 +64,48 @@ struct BlockingLockGate {
     --active;
     cv.SignalAll();
   }
+
+  // Shutdown's steps. Close() returns false when Shutdown already ran or
+  // is running elsewhere (it then waits for that one to finish, unless
+  // `on_loop`: the loop thread cannot wait for itself).
+  bool Close(bool on_loop) ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock l(&mu);
+    if (done) return false;
+    if (closed) {
+      if (!on_loop) {
+        while (!done) cv.Wait(&mu);
+      }
+      return false;
+    }
+    closed = true;
+    return true;
+  }
+  // Waits (unless `on_loop`) until the loop-side part ran, every call
+  // inside left and every release sent at shutdown was answered; then
+  // Shutdown is done.
+  void Finish(bool on_loop) ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock l(&mu);
+    if (!on_loop) {
+      while (!(loop_done && active == 0 && releasing == 0)) cv.Wait(&mu);
+    }
+    done = true;
+    cv.SignalAll();
+  }
+  void LoopDone() ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock l(&mu);
+    loop_done = true;
+    cv.SignalAll();
+  }
+  // A release sent at shutdown: begun, then answered (or refused).
+  void ReleaseBegun() ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock l(&mu);
+    ++releasing;
+  }
+  void ReleaseEnded() ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock l(&mu);
+    --releasing;
+    cv.SignalAll();
+  }
 };
 
 namespace {
@@ -185,32 +227,15 @@ void BlockingLock::Shutdown() {
     if (g.done) return;
   }
   const bool on_loop = thread_->InLoopThread();
-  {
-    MutexLock l(&g.mu);
-    if (g.closed) {
-      if (!on_loop) {
-        while (!g.done) g.cv.Wait(&g.mu);
-      }
-      return;
-    }
-    g.closed = true;
-  }
+  if (!g.Close(on_loop)) return;
   if (on_loop) {
     // Cannot wait for our own thread: do the loop-side part and return.
     ShutdownOnLoop();
-    MutexLock l(&g.mu);
-    g.done = true;
-    g.cv.SignalAll();
-    return;
-  }
-  if (!thread_->Post([this] { ShutdownOnLoop(); })) {
+  } else if (!thread_->Post([this] { ShutdownOnLoop(); })) {
     // The loop thread is stopping and runs nothing more of ours.
     ShutdownOnLoop();
   }
-  MutexLock l(&g.mu);
-  while (!(g.loop_done && g.active == 0 && g.releasing == 0)) g.cv.Wait(&g.mu);
-  g.done = true;
-  g.cv.SignalAll();
+  g.Finish(on_loop);
 }
 
 void BlockingLock::ShutdownOnLoop() {
@@ -235,26 +260,15 @@ void BlockingLock::ShutdownOnLoop() {
     state->lost.store(true, std::memory_order_release);
     state->StopRenewal();
     if (!can_send) continue;
-    {
-      MutexLock l(&gate->mu);
-      ++gate->releasing;
-    }
-    absl::Status s = lock_->Release(state->lease, [gate](absl::Status) {
-      MutexLock l(&gate->mu);
-      --gate->releasing;
-      gate->cv.SignalAll();
-    });
-    if (!s.ok()) {
-      MutexLock l(&gate->mu);
-      --gate->releasing;
-    }
+    gate->ReleaseBegun();
+    absl::Status s =
+        lock_->Release(state->lease, [gate](absl::Status) { gate->ReleaseEnded(); });
+    if (!s.ok()) gate->ReleaseEnded();
   }
   // Every watch is stopped: the watchdog goes (only when on the loop
   // thread; otherwise the destructor frees it once nothing runs).
   if (can_send) watchdog_.reset();
-  MutexLock l(&gate->mu);
-  gate->loop_done = true;
-  gate->cv.SignalAll();
+  gate->LoopDone();
 }
 
 void BlockingLock::StartRenewal(const std::shared_ptr<GuardState>& state) {

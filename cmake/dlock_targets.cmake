@@ -26,13 +26,20 @@ dlock_library(uv INSTALL
         //transport/uv:redis_url //transport/uv:tls_options
         //transport/uv:tls_transport //transport/uv:uv_transport
         //transport/uv:sentinel_transport
+        //transport/uv:command_deadlines //transport/uv:deferred_queue
+        //transport/uv:subscriber_set //transport/uv:reconnect_backoff
+        //transport/uv:host_lookup
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
+       transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
+       transport/uv/reconnect_backoff.cc transport/uv/host_lookup.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
        transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
        transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_transport_internal.h
        transport/uv/hiredis_uv_glue.h
        transport/uv/redis_url.cc transport/uv/tls_transport.cc
        transport/uv/tls_connection.cc transport/uv/tls_session.cc
+       transport/uv/tls_errors.cc transport/uv/tls_errors.h
+       transport/uv/tls_stream.cc transport/uv/tls_stream.h
        transport/uv/tls_transport_internal.h
        transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
@@ -40,6 +47,9 @@ dlock_library(uv INSTALL
        transport/uv/redis_url.h transport/uv/tls_options.h
        transport/uv/tls_transport.h transport/uv/uv_transport.h
        transport/uv/sentinel_transport.h
+       transport/uv/command_deadlines.h transport/uv/deferred_queue.h
+       transport/uv/subscriber_set.h transport/uv/reconnect_backoff.h
+       transport/uv/host_lookup.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 
@@ -49,12 +59,14 @@ dlock_library(fake INSTALL
         //transport/fake:fake_transport
   SRCS transport/fake/manual_event_loop.cc transport/fake/fake_redis.cc
        transport/fake/fake_redis_strings.cc transport/fake/fake_redis_hashes.cc
+       transport/fake/fake_redis_pubsub.cc
        transport/fake/fake_redis_pubsub_scripting.cc transport/fake/fake_redis_server.cc
        transport/fake/fake_redis_replication.cc
        transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
        transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
        transport/fake/fake_redis_internal.h transport/fake/fake_redis_lua.h
+       transport/fake/fake_redis_pubsub.h
        transport/fake/fake_transport.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_lua PkgConfig::dlock_crypto)
@@ -89,17 +101,17 @@ dlock_library(lock INSTALL
 # The lease watchdog.
 dlock_library(watchdog INSTALL
   BAZEL //watchdog:watchdog
-  SRCS watchdog/watchdog.cc
-  HDRS watchdog/watchdog.h
+  SRCS watchdog/renewal_schedule.cc watchdog/watchdog.cc
+  HDRS watchdog/renewal_schedule.h watchdog/watchdog.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
 # RedLock over N servers.
 dlock_library(redlock INSTALL
   BAZEL //redlock:redlock
-  SRCS redlock/acquire_op.cc redlock/attempt_releases.cc redlock/core.cc
+  SRCS redlock/acquire_op.cc redlock/acquire_votes.cc redlock/attempt_releases.cc redlock/core.cc
        redlock/extend_op.cc redlock/fence_sync.cc redlock/quorum_round.cc
        redlock/redlock.cc redlock/release_op.cc
-  HDRS redlock/attempt_releases.h redlock/core.h redlock/fence_sync.h
+  HDRS redlock/acquire_votes.h redlock/attempt_releases.h redlock/core.h redlock/fence_sync.h
        redlock/operations.h redlock/quorum_round.h redlock/redlock.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
@@ -188,6 +200,12 @@ dlock_test(uv_event_loop_test BAZEL //transport/uv:uv_event_loop_test
   SRCS transport/uv/uv_event_loop_test.cc DEPS dlock::uv dlock::uv_test_loop)
 dlock_test(uv_loop_thread_test BAZEL //transport/uv:uv_loop_thread_test
   SRCS transport/uv/uv_loop_thread_test.cc DEPS dlock::uv)
+dlock_test(deferred_queue_test BAZEL //transport/uv:deferred_queue_test
+  SRCS transport/uv/deferred_queue_test.cc DEPS dlock::uv dlock::fake)
+dlock_test(reconnect_backoff_test BAZEL //transport/uv:reconnect_backoff_test
+  SRCS transport/uv/reconnect_backoff_test.cc DEPS dlock::uv)
+dlock_test(host_lookup_test BAZEL //transport/uv:host_lookup_test
+  SRCS transport/uv/host_lookup_test.cc DEPS dlock::uv)
 dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
   SRCS blocking/post_and_wait_test.cc DEPS dlock::blocking dlock::uv)
 dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test
@@ -199,6 +217,9 @@ dlock_test(fair_client_fake_test BAZEL //blocking:fair_client_fake_test
 dlock_test(rw_multi_client_fake_test BAZEL //blocking:rw_multi_client_fake_test
   SRCS blocking/rw_multi_client_fake_test.cc
   DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
+dlock_test(blocking_lock_fake_test BAZEL //blocking:blocking_lock_fake_test
+  SRCS blocking/blocking_lock_fake_test.cc
+  DEPS dlock::blocking dlock::lock dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(observer_test BAZEL //lock:observer_test
   SRCS lock/observer_test.cc DEPS dlock::lock)
 dlock_test(lock_behavior_fake_test BAZEL //lock:lock_behavior_fake_test

@@ -9,11 +9,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "dlock/metrics/metric_families.h"
 #include "prometheus/labels.h"
 
 namespace dlock {
 namespace {
 
+using metrics_internal::MetricFamilies;
+using metrics_internal::RegisterMetricFamilies;
 using prometheus::Counter;
 using prometheus::Family;
 using prometheus::Gauge;
@@ -55,20 +58,6 @@ constexpr const char* kReservedLabels[] = {"policy", "outcome",        "op",
                                            "server", "resource_class", "le"};
 
 }  // namespace
-
-struct PrometheusLockObserver::Families {
-  Family<Counter>* acquire = nullptr;
-  Family<Histogram>* acquire_latency = nullptr;
-  Family<Histogram>* acquire_wait = nullptr;
-  Family<Counter>* retries = nullptr;
-  Family<Counter>* release = nullptr;
-  Family<Counter>* extend = nullptr;
-  Family<Counter>* renewal = nullptr;
-  Family<Histogram>* margin = nullptr;
-  Family<Counter>* lost = nullptr;
-  Family<Gauge>* held = nullptr;
-  Family<Counter>* votes = nullptr;
-};
 
 // Every series of one (policy, resource class); the policy-less families
 // (renewal, margin, lost) use the entry of policy "".
@@ -112,79 +101,16 @@ absl::StatusOr<std::unique_ptr<PrometheusLockObserver>> PrometheusLockObserver::
           "PrometheusLockObserver: histogram buckets must be strictly ascending");
     }
   }
-  auto families = std::make_unique<Families>();
-  const prometheus::Labels& constant = options.constant_labels;
-  try {
-    families->acquire = &prometheus::BuildCounter()
-                             .Name("dlock_acquire_total")
-                             .Help("dlock Acquire calls that called back, by policy and outcome")
-                             .Labels(constant)
-                             .Register(*registry);
-    families->acquire_latency =
-        &prometheus::BuildHistogram()
-             .Name("dlock_acquire_latency_seconds")
-             .Help("Time from an Acquire call to its outcome, by policy and outcome")
-             .Labels(constant)
-             .Register(*registry);
-    families->acquire_wait =
-        &prometheus::BuildHistogram()
-             .Name("dlock_acquire_wait_seconds")
-             .Help("Part of an Acquire's latency spent waiting between attempts")
-             .Labels(constant)
-             .Register(*registry);
-    families->retries =
-        &prometheus::BuildCounter()
-             .Name("dlock_acquire_retries_total")
-             .Help("Failed Acquire attempts a retrying policy will retry, by the attempt's error")
-             .Labels(constant)
-             .Register(*registry);
-    families->release = &prometheus::BuildCounter()
-                             .Name("dlock_release_total")
-                             .Help("dlock Release calls that called back, by policy and outcome")
-                             .Labels(constant)
-                             .Register(*registry);
-    families->extend = &prometheus::BuildCounter()
-                            .Name("dlock_extend_total")
-                            .Help("dlock Extend calls that called back, by policy and outcome")
-                            .Labels(constant)
-                            .Register(*registry);
-    families->renewal = &prometheus::BuildCounter()
-                             .Name("dlock_renewal_total")
-                             .Help("Watchdog lease renewals, by outcome")
-                             .Labels(constant)
-                             .Register(*registry);
-    families->margin =
-        &prometheus::BuildHistogram()
-             .Name("dlock_renewal_margin_seconds")
-             .Help("Time left until the lease's local deadline when a renewal was sent")
-             .Labels(constant)
-             .Register(*registry);
-    families->lost = &prometheus::BuildCounter()
-                          .Name("dlock_leases_lost_total")
-                          .Help("Leases the Watchdog gave up, by why")
-                          .Labels(constant)
-                          .Register(*registry);
-    families->held =
-        &prometheus::BuildGauge()
-             .Name("dlock_leases_held")
-             .Help("Best-effort count of leases held: acquired ok - released ok - lost")
-             .Labels(constant)
-             .Register(*registry);
-    families->votes = &prometheus::BuildCounter()
-                           .Name("dlock_redlock_votes_total")
-                           .Help("RedLock per-server answers, by operation, server and outcome")
-                           .Labels(constant)
-                           .Register(*registry);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("PrometheusLockObserver: cannot register metrics: ", e.what()));
-  }
+  absl::StatusOr<std::unique_ptr<MetricFamilies>> families =
+      RegisterMetricFamilies(*registry, options.constant_labels);
+  if (!families.ok()) return families.status();
   return std::unique_ptr<PrometheusLockObserver>(
-      new PrometheusLockObserver(std::move(registry), std::move(options), std::move(families)));
+      new PrometheusLockObserver(std::move(registry), std::move(options), *std::move(families)));
 }
 
 PrometheusLockObserver::PrometheusLockObserver(std::shared_ptr<prometheus::Registry> registry,
-                                               Options options, std::unique_ptr<Families> families)
+                                               Options options,
+                                               std::unique_ptr<MetricFamilies> families)
     : registry_(std::move(registry)),
       options_(std::move(options)),
       families_(std::move(families)),

@@ -135,6 +135,9 @@
 #include "prometheus/registry.h"
 
 namespace dlock {
+namespace metrics_internal {
+struct MetricFamilies;  // metric_families.h
+}  // namespace metrics_internal
 
 // Options of PrometheusLockObserver (also PrometheusLockObserver::Options).
 struct PrometheusObserverOptions {
@@ -190,12 +193,11 @@ class PrometheusLockObserver : public LockObserver {
   static absl::string_view OutcomeLabel(absl::StatusCode code);
 
  private:
-  struct Families;
   struct Series;
   using VoteSeries = std::array<prometheus::Counter*, kCodes>;
 
   PrometheusLockObserver(std::shared_ptr<prometheus::Registry> registry, Options options,
-                         std::unique_ptr<Families> families);
+                         std::unique_ptr<metrics_internal::MetricFamilies> families);
 
   // The cached series of one (policy or "", resource class) pair, created on
   // first use; stable address.
@@ -206,7 +208,7 @@ class PrometheusLockObserver : public LockObserver {
 
   const std::shared_ptr<prometheus::Registry> registry_;
   const Options options_;
-  const std::unique_ptr<Families> families_;
+  const std::unique_ptr<metrics_internal::MetricFamilies> families_;
   prometheus::Gauge* const held_;
 
   Mutex mu_;

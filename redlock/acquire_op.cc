@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "dlock/lock/lock_commands.h"
+#include "dlock/redlock/acquire_votes.h"
 #include "dlock/redlock/operations.h"
 
 namespace dlock {
@@ -93,18 +93,7 @@ void AcquireOp::OnAcquireReply(int attempt, uint32_t generation, size_t i,
     OnStraggler(attempt, i, fence);
     return;
   }
-  if (fence.ok()) {
-    round_.Set(i, Vote::kYes);
-    round_.set_value(i, *fence);
-  } else if (IsYoungDataSet(fence.status())) {
-    round_.Set(i, Vote::kUncounted);
-    round_.NoteError(fence.status());
-    core_->NoteYoung(i, fence.status());
-  } else if (absl::IsAborted(fence.status())) {
-    round_.Set(i, Vote::kNo);
-  } else {
-    round_.Fail(i, fence.status(), /*timeouts=*/true);
-  }
+  if (CountAcquireAnswer(round_, i, fence)) core_->NoteYoung(i, fence.status());
   Evaluate();
 }
 
@@ -160,25 +149,8 @@ void AcquireOp::Decide(bool round_over) {
     return;
   }
   if (t.yes + t.pending >= core_->quorum()) return;  // still possible
-  FailAttempt(Failure(round_over));
-}
-
-absl::Status AcquireOp::Failure(bool round_over) {
-  const Tally t = round_.Count();
-  const std::string counts = absl::StrFormat(
-      "%d of %d servers granted (need %d): %d held by another owner, "
-      "%d failed (%d timed out), %d young (data set began less than the "
-      "restart window ago)",
-      t.yes, t.servers, core_->quorum(), t.no, t.failed, t.timed_out, t.uncounted);
-  if (round_over && loop()->Now() >= ValidityEnd()) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("validity ran out during acquire: ", counts));
-  }
-  if (t.no > 0) {
-    return absl::AbortedError(absl::StrCat("lock is held by another owner: ", counts));
-  }
-  return absl::UnavailableError(
-      absl::StrCat("not enough servers: ", counts, round_.LastErrorSuffix()));
+  FailAttempt(AcquireRoundFailure(round_, core_->quorum(),
+                                  round_over && now >= ValidityEnd()));
 }
 
 // Makes a quorum of the granting servers hold a fencing counter >= the
@@ -186,17 +158,9 @@ absl::Status AcquireOp::Failure(bool round_over) {
 void AcquireOp::StartFenceSync() {
   phase_ = Phase::kSyncing;
   round_.Close(loop());  // its votes stay readable (StartFinalRelease)
-  const size_t n = round_.size();
-  absl::InlinedVector<int64_t, QuorumRound::kInlineServers> granted(n, -1);
-  fence_ = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (round_.vote(i) != Vote::kYes) continue;
-    granted[i] = round_.value(i);
-    fence_ = std::max(fence_, granted[i]);
-  }
-  int confirmed = 0;
-  for (int64_t g : granted) confirmed += g == fence_;
-  if (confirmed >= core_->quorum()) {
+  const Grants grants = CollectGrants(round_);
+  fence_ = grants.fence;
+  if (grants.confirmed >= core_->quorum()) {
     Succeed();
     return;
   }
@@ -206,7 +170,7 @@ void AcquireOp::StartFenceSync() {
       [self, attempt = attempt_](absl::Status status) {
         self->OnSynced(attempt, std::move(status));
       });
-  absl::Status started = sync_->Start(granted);
+  absl::Status started = sync_->Start(grants.granted);
   if (!started.ok()) {
     sync_.reset();
     FailAttempt(std::move(started));
@@ -238,17 +202,9 @@ void AcquireOp::Succeed() {
 // retries, or -- after the last attempt -- reports `status` once every
 // server confirmed the release or the per-server timeout passed.
 void AcquireOp::FailAttempt(absl::Status status) {
-  const absl::Time now = loop()->Now();
   const absl::Duration delay = core_->RetryDelay();
-  bool retry;
-  if (final_) {
-    retry = false;
-  } else if (wait_ > absl::ZeroDuration()) {
-    retry = now + delay <= call_time_ + wait_;
-  } else {
-    retry = retries_ < core_->options().retry_count;
-  }
-  if (retry) {
+  if (MayRetryAcquire(final_, loop()->Now(), delay, call_time_, wait_, retries_,
+                      core_->options().retry_count)) {
     ScheduleRetry(status, delay);
   } else {
     StartFinalRelease(std::move(status));

@@ -45,7 +45,6 @@ class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
   void Evaluate() { Decide(/*round_over=*/false); }
   void OnVotingDeadline();
   void Decide(bool round_over);
-  absl::Status Failure(bool round_over);
   void StartFenceSync();
   void OnSynced(int attempt, absl::Status status);
   void Succeed();

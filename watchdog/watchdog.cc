@@ -1,12 +1,12 @@
 #include "dlock/watchdog/watchdog.h"
 
 #include <algorithm>
-#include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/watchdog/renewal_schedule.h"
 
 namespace dlock {
 namespace watchdog_internal {
@@ -29,10 +29,8 @@ struct Entry {
   bool release_late_renewal = true;
   absl::AnyInvocable<void(absl::Status) &&> on_lost;
   State state = State::kWatching;
-  // Position in Core::renew_queue_ (InfiniteFuture: not queued).
-  absl::Time renew_at = absl::InfiniteFuture();
-  // Position in Core::deadline_queue_ (InfiniteFuture: not queued).
-  absl::Time deadline_at = absl::InfiniteFuture();
+  // Its place in Core::schedule_.
+  ScheduleSlot slot;
   int inflight = 0;
   absl::Time last_send = absl::InfinitePast();
   absl::Status last_error;
@@ -41,13 +39,17 @@ struct Entry {
   int64_t renewals = 0;
 };
 
+// The per-lease renewal state machine: sends extends when the schedule says
+// a renewal is due, reads their replies, declares a lease lost (and reports
+// to the observer). When things happen is RenewalSchedule's job.
 class Core : public std::enable_shared_from_this<Core> {
  public:
   Core(EventLoop* loop, Lock* lock, WatchdogOptions options)
       : loop_(loop),
         lock_(lock),
         options_(options),
-        observer_(ObserverOrNoop(options.observer)) {}
+        observer_(ObserverOrNoop(options.observer)),
+        schedule_(loop, [this]() { OnTimer(); }) {}
 
   EventLoop* loop() const { return loop_; }
   Lock* lock() const { return lock_; }
@@ -65,59 +67,40 @@ class Core : public std::enable_shared_from_this<Core> {
     entry->on_lost = std::move(options.on_lost);
     entry->watched_since = loop_->Now();
     entries_.emplace(entry->id, entry);
-    SetDeadline(*entry, lease.deadline);
-    SetRenewAt(*entry, std::max(loop_->Now(),
-                                lease.deadline - lease.ttl + interval));
-    Arm();
+    schedule_.SetDeadline(entry->id, entry->slot, lease.deadline);
+    schedule_.SetRenewAt(entry->id, entry->slot,
+                         std::max(loop_->Now(), lease.deadline - lease.ttl + interval));
+    schedule_.Arm();
     return entry;
   }
 
   // Takes `entry` out of the schedule (it is no longer renewed).
   void Remove(Entry& entry) {
-    SetRenewAt(entry, absl::InfiniteFuture());
-    SetDeadline(entry, absl::InfiniteFuture());
+    schedule_.Remove(entry.id, entry.slot);
     entries_.erase(entry.id);
-    Arm();
+    schedule_.Arm();
   }
 
   void Shutdown() {
     shut_down_ = true;
-    if (timer_ != 0) loop_->Cancel(timer_);
-    timer_ = 0;
-    renew_queue_.clear();
-    deadline_queue_.clear();
+    schedule_.Clear();
     // Move out first: destroying on_lost callbacks runs user destructors.
     auto entries = std::move(entries_);
     entries_.clear();
     for (auto& [id, entry] : entries) {
       entry->state = State::kOrphaned;
-      entry->renew_at = absl::InfiniteFuture();
-      entry->deadline_at = absl::InfiniteFuture();
+      entry->slot = ScheduleSlot();
       auto on_lost = std::move(entry->on_lost);
     }
   }
 
  private:
-  using QueueKey = std::pair<absl::Time, uint64_t>;
-
   static bool Transient(const absl::Status& status) {
     return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
   }
 
   void SetRenewAt(Entry& entry, absl::Time t) {
-    if (entry.renew_at != absl::InfiniteFuture()) {
-      renew_queue_.erase(QueueKey(entry.renew_at, entry.id));
-    }
-    entry.renew_at = t;
-    if (t != absl::InfiniteFuture()) renew_queue_.emplace(t, entry.id);
-  }
-
-  void SetDeadline(Entry& entry, absl::Time t) {
-    if (entry.deadline_at != absl::InfiniteFuture()) {
-      deadline_queue_.erase(QueueKey(entry.deadline_at, entry.id));
-    }
-    entry.deadline_at = t;
-    if (t != absl::InfiniteFuture()) deadline_queue_.emplace(t, entry.id);
+    schedule_.SetRenewAt(entry.id, entry.slot, t);
   }
 
   // Schedules a retry `retry_interval` from now, if that is still before the
@@ -127,47 +110,19 @@ class Core : public std::enable_shared_from_this<Core> {
     SetRenewAt(entry, at < entry.lease.deadline ? at : absl::InfiniteFuture());
   }
 
-  // Keeps the one loop timer armed at the earliest due event (or cancels it
-  // when nothing is watched, so the host loop can run dry).
-  void Arm() {
-    if (shut_down_) return;
-    absl::Time next = absl::InfiniteFuture();
-    if (!renew_queue_.empty()) next = renew_queue_.begin()->first;
-    if (!deadline_queue_.empty()) {
-      next = std::min(next, deadline_queue_.begin()->first);
-    }
-    if (next == absl::InfiniteFuture()) {
-      if (timer_ != 0) loop_->Cancel(timer_);
-      timer_ = 0;
-      return;
-    }
-    // An earlier timer is fine: it re-arms when it finds nothing due.
-    if (timer_ != 0 && armed_at_ <= next) return;
-    if (timer_ != 0) loop_->Cancel(timer_);
-    armed_at_ = next;
-    std::weak_ptr<Core> weak = weak_from_this();
-    timer_ = loop_->RunAfter(next - loop_->Now(), [weak]() {
-      if (std::shared_ptr<Core> core = weak.lock()) core->OnTimer();
-    });
-  }
-
   void OnTimer() {
-    timer_ = 0;
     // Keeps this Core alive while user callbacks run (one may destroy the
     // Watchdog; shut_down_ tells us to stop then).
     std::shared_ptr<Core> self = shared_from_this();
     const absl::Time now = loop_->Now();
 
     std::vector<std::shared_ptr<Entry>> expired;
-    for (auto it = deadline_queue_.begin();
-         it != deadline_queue_.end() && it->first <= now; ++it) {
-      expired.push_back(entries_.at(it->second));
+    for (uint64_t id : schedule_.DeadlinesPassed(now)) {
+      expired.push_back(entries_.at(id));
     }
     std::vector<std::shared_ptr<Entry>> due;
-    const absl::Time horizon = now + options_.batch_window;
-    for (auto it = renew_queue_.begin();
-         it != renew_queue_.end() && it->first <= horizon; ++it) {
-      due.push_back(entries_.at(it->second));
+    for (uint64_t id : schedule_.RenewalsDue(now + options_.batch_window)) {
+      due.push_back(entries_.at(id));
     }
 
     for (const std::shared_ptr<Entry>& entry : expired) {
@@ -185,7 +140,7 @@ class Core : public std::enable_shared_from_this<Core> {
       if (entry->state != State::kWatching) continue;
       // A lease with a short interval is never renewed more than a quarter
       // of its interval early (it stays queued for its own time).
-      if (entry->renew_at > now + entry->renew_interval / 4) continue;
+      if (entry->slot.renew_at > now + entry->renew_interval / 4) continue;
       if (now >= entry->lease.deadline) {
         // The timer fired past the deadline: the loop stalled. Renewing now
         // would paper over a window in which the lock was not held.
@@ -204,7 +159,7 @@ class Core : public std::enable_shared_from_this<Core> {
       }
       SendExtend(entry, now);
     }
-    Arm();
+    schedule_.Arm();
   }
 
   void SendExtend(const std::shared_ptr<Entry>& entry, absl::Time now) {
@@ -272,10 +227,10 @@ class Core : public std::enable_shared_from_this<Core> {
       if (result->deadline > entry.lease.deadline) {
         entry.lease = *std::move(result);
         entry.last_error = absl::OkStatus();
-        SetDeadline(entry, entry.lease.deadline);
+        schedule_.SetDeadline(entry.id, entry.slot, entry.lease.deadline);
         SetRenewAt(entry, std::max(now, entry.lease.deadline - entry.lease.ttl +
                                             entry.renew_interval));
-        Arm();
+        schedule_.Arm();
       }
       return;
     }
@@ -285,9 +240,9 @@ class Core : public std::enable_shared_from_this<Core> {
       return;
     }
     entry.last_error = status;
-    if (entry.renew_at == absl::InfiniteFuture() && entry.inflight == 0) {
+    if (entry.slot.renew_at == absl::InfiniteFuture() && entry.inflight == 0) {
       ScheduleRetry(entry, now);
-      Arm();
+      schedule_.Arm();
     }
   }
 
@@ -319,10 +274,7 @@ class Core : public std::enable_shared_from_this<Core> {
   bool shut_down_ = false;
   uint64_t next_id_ = 1;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Entry>> entries_;
-  std::set<QueueKey> renew_queue_;
-  std::set<QueueKey> deadline_queue_;
-  TimerId timer_ = 0;
-  absl::Time armed_at_ = absl::InfiniteFuture();
+  RenewalSchedule schedule_;
 };
 
 }  // namespace watchdog_internal

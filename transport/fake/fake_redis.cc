@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "dlock/transport/fake/fake_redis_internal.h"
 #include "dlock/transport/fake/fake_redis_lua.h"
+#include "dlock/transport/fake/fake_redis_pubsub.h"
 #include "dlock/transport/script.h"
 
 // The server core: command table, dispatch, keyspace and expiry, sessions,
@@ -206,6 +207,7 @@ FakeRedis::FakeRedis(EventLoop* loop, Options options)
     : loop_(loop),
       options_(options),
       loop_origin_(loop->Now()),
+      pubsub_(std::make_unique<fake_redis_internal::PubSubHub>()),
       rand48_state_(kRand48Initial) {
   NewRunId();
   lua_ = std::make_unique<FakeRedisLua>(this);
@@ -213,7 +215,7 @@ FakeRedis::FakeRedis(EventLoop* loop, Options options)
 
 FakeRedis::~FakeRedis() {
   // Sessions should be gone; detach any left so they do not dangle.
-  for (auto& [id, s] : sessions_) s->server_ = nullptr;
+  pubsub_->DetachSessions();
 }
 
 void FakeRedis::NewRunId() {
@@ -262,21 +264,7 @@ void FakeRedis::Restart() {
   rand48_state_ = kRand48Initial;
   NewRunId();
   ++restart_count_;
-  channels_.clear();
-  // Copy: a restart handler may destroy its session.
-  std::vector<uint64_t> ids;
-  for (auto& [id, s] : sessions_) {
-    s->channels_.clear();
-    ids.push_back(id);
-  }
-  for (uint64_t id : ids) {
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) continue;
-    if (it->second->on_restart_) {
-      auto handler = it->second->on_restart_;
-      handler();
-    }
-  }
+  pubsub_->Restart();
 }
 
 int32_t FakeRedis::Lrand48() {
@@ -331,8 +319,7 @@ size_t FakeRedis::DbSize() {
 std::vector<std::string> FakeRedis::CachedScripts() const { return lua_->Shas(); }
 
 size_t FakeRedis::SubscriberCount(const std::string& channel) const {
-  auto it = channels_.find(channel);
-  return it == channels_.end() ? 0 : it->second.size();
+  return pubsub_->SubscriberCount(channel);
 }
 
 int64_t FakeRedis::CountInLog(absl::string_view command) const {
@@ -355,25 +342,13 @@ void FakeRedis::Log(const CallContext& ctx, const std::vector<std::string>& argv
 // Sessions and dispatch.
 
 std::unique_ptr<FakeRedis::Session> FakeRedis::NewSession() {
-  const uint64_t id = next_session_id_++;
-  std::unique_ptr<Session> s(new Session(this, id));
-  sessions_[id] = s.get();
+  std::unique_ptr<Session> s(new Session(this, pubsub_->NextSessionId()));
+  pubsub_->AddSession(s.get());
   return s;
 }
 
-void FakeRedis::DropSession(Session* s) {
-  for (const std::string& ch : s->channels_) {
-    auto it = channels_.find(ch);
-    if (it == channels_.end()) continue;
-    it->second.erase(s->id_);
-    if (it->second.empty()) channels_.erase(it);
-  }
-  s->channels_.clear();
-  sessions_.erase(s->id_);
-}
-
 FakeRedis::Session::~Session() {
-  if (server_ != nullptr) server_->DropSession(this);
+  if (server_ != nullptr) server_->pubsub_->DropSession(this);
 }
 
 std::vector<Reply> FakeRedis::Session::Command(std::vector<std::string> argv) {
@@ -400,18 +375,11 @@ void FakeRedis::Session::SetRestartHandler(std::function<void()> handler) {
 }
 
 void FakeRedis::Session::SubscribeDirect(const std::string& channel) {
-  if (server_ == nullptr) return;
-  channels_.insert(channel);
-  server_->channels_[channel][id_] = this;
+  if (server_ != nullptr) server_->pubsub_->Subscribe(this, channel);
 }
 
 void FakeRedis::Session::UnsubscribeDirect(const std::string& channel) {
-  if (server_ == nullptr) return;
-  channels_.erase(channel);
-  auto it = server_->channels_.find(channel);
-  if (it == server_->channels_.end()) return;
-  it->second.erase(id_);
-  if (it->second.empty()) server_->channels_.erase(it);
+  if (server_ != nullptr) server_->pubsub_->Unsubscribe(this, channel);
 }
 
 Reply FakeRedis::Execute(std::vector<std::string> argv) {

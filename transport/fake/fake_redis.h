@@ -77,6 +77,9 @@
 namespace dlock {
 
 class FakeRedisLua;  // The embedded Lua engine (fake_redis.cc).
+namespace fake_redis_internal {
+class PubSubHub;  // Sessions and channels (fake_redis_pubsub.h).
+}  // namespace fake_redis_internal
 
 class FakeRedis {
  public:
@@ -130,6 +133,7 @@ class FakeRedis {
 
    private:
     friend class FakeRedis;
+    friend class fake_redis_internal::PubSubHub;
     Session(FakeRedis* server, uint64_t id) : server_(server), id_(id) {}
 
     FakeRedis* server_;
@@ -290,8 +294,6 @@ class FakeRedis {
   bool Delete(absl::string_view key);
   void ExpireAllDue();
 
-  void Publish(const std::string& channel, const std::string& message, int64_t* receivers);
-  void DropSession(Session* s);
 
   // Command handlers.
   Reply CmdGet(CallContext&, const std::vector<std::string>&);
@@ -363,10 +365,8 @@ class FakeRedis {
   absl::Duration jump_ = absl::ZeroDuration();
 
   absl::flat_hash_map<std::string, Value> db_;
-  // channel -> subscribed sessions (ordered by id for deterministic delivery)
-  std::map<std::string, std::map<uint64_t, Session*>> channels_;
-  std::map<uint64_t, Session*> sessions_;
-  uint64_t next_session_id_ = 1;
+  // Sessions and their subscriptions.
+  std::unique_ptr<fake_redis_internal::PubSubHub> pubsub_;
 
   std::unique_ptr<FakeRedisLua> lua_;
   uint64_t rand48_state_;

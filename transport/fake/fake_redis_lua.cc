@@ -631,7 +631,7 @@ void FakeRedisLua::PushCallResult(lua_State* L) {
     MarkIgnoreStats(L);
     return;
   }
-  PushReply(L, call_reply_);
+  fake_redis_lua_internal::PushReply(L, call_reply_, &scratch_);
 }
 
 Reply FakeRedisLua::Run(const std::string& sha, const FakeRedis::CallContext& caller,
@@ -660,7 +660,8 @@ Reply FakeRedisLua::Run(const std::string& sha, const FakeRedis::CallContext& ca
   const int err = lua_pcall(L, 0, 1, -2);
   lua_sethook(L, nullptr, 0, 0);
   running_ = false;
-  Reply reply = err != 0 ? ErrorToReply(sha) : LuaToReply(L, 0);
+  Reply reply = err != 0 ? fake_redis_lua_internal::ErrorToReply(L, sha)
+                         : fake_redis_lua_internal::LuaToReply(L, 0);
   lua_pop(L, 1);  // the error handler
   if (++gc_count_ == 50) {
     lua_gc(L, LUA_GCSTEP, 50);

@@ -42,6 +42,18 @@ void PushErrorBuff(lua_State* L, const char* buf);
 // Sets ignore_error_stats_update = true in the table on top of the stack.
 void MarkIgnoreStats(lua_State* L);
 
+// Redis's conversions between replies and Lua values, in
+// fake_redis_lua_reply.cc. None raises.
+// Pushes `r` as a Lua value (redisProtocolToLuaType); `scratch` is a
+// reusable buffer for error texts.
+void PushReply(lua_State* L, const Reply& r, std::string* scratch);
+// Pops the value on top of the stack as a reply (luaReplyToRedisReply),
+// `depth` levels deep in a nested table.
+Reply LuaToReply(lua_State* L, int depth);
+// Pops the error a failed run of script `sha` left on top of the stack, as
+// the error reply Redis gives (luaCallFunction's error branch).
+Reply ErrorToReply(lua_State* L, const std::string& sha);
+
 }  // namespace fake_redis_lua_internal
 
 class FakeRedisLua {
@@ -83,9 +95,6 @@ class FakeRedisLua {
     bool read_only = false;  // "#!lua flags=no-writes"
   };
 
-  void PushReply(lua_State* L, const Reply& r);
-  Reply LuaToReply(lua_State* L, int depth);
-  Reply ErrorToReply(const std::string& sha);
   void Protect();
 
   lua_State* L_ = nullptr;

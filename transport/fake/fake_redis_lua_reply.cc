@@ -111,7 +111,9 @@ std::string MapCrLf(std::string s) {
 }  // namespace
 
 // Redis reply -> Lua value (redisProtocolToLuaType).
-void FakeRedisLua::PushReply(lua_State* L, const Reply& r) {
+namespace fake_redis_lua_internal {
+
+void PushReply(lua_State* L, const Reply& r, std::string* scratch) {
   lua_checkstack(L, 4);
   switch (r.type) {
     case Reply::Type::kInteger:
@@ -130,16 +132,16 @@ void FakeRedisLua::PushReply(lua_State* L, const Reply& r) {
       lua_settable(L, -3);
       return;
     case Reply::Type::kError:
-      scratch_.assign("-");
-      scratch_.append(r.str);
-      PushErrorBuff(L, scratch_.c_str());
+      scratch->assign("-");
+      scratch->append(r.str);
+      PushErrorBuff(L, scratch->c_str());
       MarkIgnoreStats(L);
       return;
     case Reply::Type::kArray:
       lua_newtable(L);
       for (size_t i = 0; i < r.elements.size(); ++i) {
         lua_pushnumber(L, static_cast<lua_Number>(i + 1));
-        PushReply(L, r.elements[i]);
+        PushReply(L, r.elements[i], scratch);
         lua_settable(L, -3);
       }
       return;
@@ -151,7 +153,7 @@ void FakeRedisLua::PushReply(lua_State* L, const Reply& r) {
 // Lua stack is full (thousands of levels, more than any client parses:
 // hiredis refuses replies nested deeper than 7); the fake stops at
 // kMaxReplyDepth to bound its own C++ recursion, with the same error.
-Reply FakeRedisLua::LuaToReply(lua_State* L, int depth) {
+Reply LuaToReply(lua_State* L, int depth) {
   if (depth > kMaxReplyDepth || !lua_checkstack(L, 4)) {
     lua_pop(L, 1);
     return Reply::Error("ERR reached lua stack limit");
@@ -282,8 +284,7 @@ Reply FakeRedisLua::LuaToReply(lua_State* L, int depth) {
 }
 
 // The error of a failed script run (luaCallFunction's error branch).
-Reply FakeRedisLua::ErrorToReply(const std::string& sha) {
-  lua_State* L = L_;
+Reply ErrorToReply(lua_State* L, const std::string& sha) {
   if (!lua_istable(L, -1)) {
     std::string msg = lua_isstring(L, -1) ? lua_tostring(L, -1) : "execution failure";
     lua_pop(L, 1);
@@ -315,4 +316,5 @@ Reply FakeRedisLua::ErrorToReply(const std::string& sha) {
   return Reply::Error(std::move(msg));
 }
 
+}  // namespace fake_redis_lua_internal
 }  // namespace dlock

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "dlock/transport/fake/fake_redis_internal.h"
 #include "dlock/transport/fake/fake_redis_lua.h"
+#include "dlock/transport/fake/fake_redis_pubsub.h"
 #include "dlock/transport/script.h"
 
 namespace dlock {
@@ -21,33 +22,10 @@ using fake_redis_internal::ParseInt64;
 // ---------------------------------------------------------------------------
 // Pub/sub.
 
-void FakeRedis::Publish(const std::string& channel, const std::string& message,
-                        int64_t* receivers) {
-  *receivers = 0;
-  auto it = channels_.find(channel);
-  if (it == channels_.end()) return;
-  // Copy: a handler may unsubscribe or destroy sessions.
-  std::vector<uint64_t> ids;
-  for (const auto& [id, s] : it->second) ids.push_back(id);
-  *receivers = static_cast<int64_t>(ids.size());
-  for (uint64_t id : ids) {
-    auto sit = sessions_.find(id);
-    if (sit == sessions_.end() || sit->second->channels_.count(channel) == 0) continue;
-    Session* s = sit->second;
-    if (s->on_message_) {
-      auto handler = s->on_message_;
-      handler(channel, message);
-    } else {
-      s->queued_.push_back(Reply::Array(
-          {Reply::String("message"), Reply::String(channel), Reply::String(message)}));
-    }
-  }
-}
+// Sessions and channels are PubSubHub's (fake_redis_pubsub.cc).
 
 Reply FakeRedis::CmdPublish(CallContext&, const std::vector<std::string>& argv) {
-  int64_t n = 0;
-  Publish(argv[1], argv[2], &n);
-  return Reply::Integer(n);
+  return Reply::Integer(pubsub_->Publish(argv[1], argv[2]));
 }
 
 Reply FakeRedis::CmdSubscribe(CallContext& ctx, const std::vector<std::string>& argv) {

@@ -1,11 +1,8 @@
 // HiredisTransport: the connection state machine (connecting, ready,
 // backoff; name resolution, the AUTH/SELECT handshake, reconnects) and
 // Connect(). See hiredis_transport.h for the states.
-#include <arpa/inet.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <netdb.h>
-#include <sys/socket.h>
 #include <uv.h>
 
 #include <algorithm>
@@ -13,24 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/host_lookup.h"
 #include "hiredis_transport_internal.h"  // private, same directory
 #include "hiredis_uv_glue.h"  // private, same directory
 
 namespace dlock {
-namespace {
-
-// A connection lost sooner than this after it became ready counts as a
-// failed attempt (backoff) rather than a loss (immediate reconnect).
-constexpr absl::Duration kStableConnection = absl::Seconds(1);
-
-bool IsIpLiteral(const std::string& host) {
-  unsigned char buf[sizeof(in6_addr)];
-  return inet_pton(AF_INET, host.c_str(), buf) == 1 ||
-         inet_pton(AF_INET6, host.c_str(), buf) == 1;
-}
-
-}  // namespace
-
 std::string HiredisTransport::Endpoint() const {
   if (!options_.unix_socket.empty()) return options_.unix_socket;
   return absl::StrCat(options_.host, ":", options_.port);
@@ -44,15 +28,6 @@ void HiredisTransport::ScheduleAttempt(Conn& conn, absl::Duration delay) {
     c->attempt_timer = 0;
     StartAttempt(*c);
   });
-}
-
-absl::Duration HiredisTransport::BackoffDelay(int failures) {
-  absl::Duration d = options_.reconnect_backoff_min;
-  for (int i = 1; i < failures && d < options_.reconnect_backoff_max; ++i) d *= 2;
-  d = std::min(d, options_.reconnect_backoff_max);
-  const double j = options_.reconnect_jitter;
-  if (j > 0) d *= absl::Uniform(rng_, 1.0 - j, 1.0);
-  return d;
 }
 
 void HiredisTransport::StartAttempt(Conn& conn) {
@@ -85,57 +60,23 @@ void HiredisTransport::StartAttempt(Conn& conn) {
     return;
   }
   // Resolve without blocking the loop.
-  Resolver* r = new Resolver{{}, link};
-  r->req.data = r;
-  link->resolving = r;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  int rc = uv_getaddrinfo(
-      loop_, &r->req,
-      [](uv_getaddrinfo_t* req, int status, addrinfo* res) {
-        Resolver* r = static_cast<Resolver*>(req->data);
-        Link* link = r->link;
-        delete r;
-        if (link == nullptr) {  // abandoned (teardown or close)
-          if (res != nullptr) uv_freeaddrinfo(res);
-          return;
-        }
-        link->resolving = nullptr;
-        HiredisTransport* self = link->owner;
+  const int rc = HostLookup::Start(
+      loop_, options_.host,
+      [this, link](int status, std::string ip) {
+        link->lookup.reset();
         Conn& conn = *link->conn;
-        char ip[INET6_ADDRSTRLEN] = {0};
-        if (status == 0 && res != nullptr) {
-          // Prefer IPv4 (servers are often bound to 127.0.0.1 only while
-          // "localhost" resolves to ::1 first), else the first address.
-          const addrinfo* pick = res;
-          for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
-            if (a->ai_family == AF_INET) {
-              pick = a;
-              break;
-            }
-          }
-          if (pick->ai_family == AF_INET6) {
-            uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(pick->ai_addr), ip, sizeof(ip));
-          } else if (pick->ai_family == AF_INET) {
-            uv_ip4_name(reinterpret_cast<const sockaddr_in*>(pick->ai_addr), ip, sizeof(ip));
-          }
-        }
-        if (res != nullptr) uv_freeaddrinfo(res);
-        if (status != 0 || ip[0] == '\0') {
+        if (status != 0 || ip.empty()) {
           absl::Status why = absl::UnavailableError(
-              absl::StrCat(self->Endpoint(), ": cannot resolve host: ",
+              absl::StrCat(Endpoint(), ": cannot resolve host: ",
                            status != 0 ? uv_strerror(status) : "no address"));
-          self->Teardown(conn, why);
-          self->AttemptFailed(conn, why);
+          Teardown(conn, why);
+          AttemptFailed(conn, why);
           return;
         }
-        self->ConnectResolved(conn, ip);
+        ConnectResolved(conn, ip);
       },
-      options_.host.c_str(), nullptr, &hints);
+      &link->lookup);
   if (rc != 0) {
-    delete r;
-    link->resolving = nullptr;
     absl::Status why = absl::UnavailableError(absl::StrCat(
         Endpoint(), ": cannot resolve host: ", uv_strerror(rc)));
     Teardown(conn, why);
@@ -217,11 +158,7 @@ void HiredisTransport::Teardown(Conn& conn, const absl::Status& why) {
   conn.link = nullptr;
   link->tearing_down = true;
   link->fail_status = why;
-  if (link->resolving != nullptr) {
-    link->resolving->link = nullptr;
-    uv_cancel(reinterpret_cast<uv_req_t*>(&link->resolving->req));
-    link->resolving = nullptr;
-  }
+  link->lookup.reset();  // abandons a lookup under way
   if (link->ac != nullptr) {
     redisAsyncContext* ac = link->ac;
     link->ac = nullptr;
@@ -245,7 +182,7 @@ void HiredisTransport::AttemptFailed(Conn& conn, absl::Status why) {
     waiting.swap(waiting_);
     while (!waiting.empty()) Complete(waiting.pop_front(), why);
     for (auto& cb : connect_waiters_) {
-      Push(FnEvent([cb = std::move(cb), why](bool cancelled) mutable {
+      events_.Push(FnEvent([cb = std::move(cb), why](bool cancelled) mutable {
               std::move(cb)(cancelled ? absl::CancelledError("transport closed") : why);
             }));
     }
@@ -258,7 +195,7 @@ void HiredisTransport::AttemptFailed(Conn& conn, absl::Status why) {
     }
   }
   conn.state = Conn::State::kBackoff;
-  ScheduleAttempt(conn, BackoffDelay(conn.failures));
+  ScheduleAttempt(conn, backoff_.Delay(conn.failures));
 }
 
 void HiredisTransport::ConnectionLost(Conn& conn, absl::Status why) {
@@ -280,7 +217,7 @@ void HiredisTransport::ConnectionLost(Conn& conn, absl::Status why) {
       return;
     }
   }
-  if (timers_.Now() - conn.ready_since >= kStableConnection) {
+  if (timers_.Now() - conn.ready_since >= ReconnectBackoff::kStable) {
     // It had been up a while: reconnect at once, commands wait for it.
     conn.failures = 0;
     conn.state = Conn::State::kConnecting;
@@ -291,7 +228,7 @@ void HiredisTransport::ConnectionLost(Conn& conn, absl::Status why) {
     // of reconnecting in a tight loop.
     ++conn.failures;
     conn.state = Conn::State::kBackoff;
-    ScheduleAttempt(conn, BackoffDelay(conn.failures));
+    ScheduleAttempt(conn, backoff_.Delay(conn.failures));
   }
 }
 
@@ -340,7 +277,7 @@ void HiredisTransport::OnReady(Conn& conn) {
       Issue(conn.link, std::move(r), argv);
     }
     for (auto& cb : connect_waiters_) {
-      Push(FnEvent([cb = std::move(cb)](bool cancelled) mutable {
+      events_.Push(FnEvent([cb = std::move(cb)](bool cancelled) mutable {
               std::move(cb)(cancelled ? absl::CancelledError("transport closed")
                                       : absl::OkStatus());
             }));
@@ -365,7 +302,7 @@ absl::Status HiredisTransport::Connect(absl::AnyInvocable<void(absl::Status) &&>
   if (!callback) return absl::InvalidArgumentError("null callback");
   switch (cmd_->state) {
     case Conn::State::kReady:
-      Push(FnEvent([cb = std::move(callback)](bool cancelled) mutable {
+      events_.Push(FnEvent([cb = std::move(callback)](bool cancelled) mutable {
               std::move(cb)(cancelled ? absl::CancelledError("transport closed")
                                       : absl::OkStatus());
             }));

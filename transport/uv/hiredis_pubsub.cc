@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,14 +20,9 @@ absl::StatusOr<std::unique_ptr<Subscription>> HiredisTransport::Subscribe(
     absl::AnyInvocable<void(absl::Status) &&> on_ready) {
   if (closed_) return absl::CancelledError("transport closed");
   if (!on_message) return absl::InvalidArgumentError("null on_message");
-  const uint64_t id = next_subscriber_id_++;
-  auto s = std::make_unique<Subscriber>();
-  s->channel = channel;
-  s->on_message = std::move(on_message);
-  s->on_ready = std::move(on_ready);
-  auto handle = std::make_unique<SubscriptionImpl>(this, id);
-  s->handle = handle.get();
-  subscribers_.emplace(id, std::move(s));
+  uint64_t id = 0;
+  std::unique_ptr<Subscription> handle =
+      subscribers_.Add(channel, std::move(on_message), std::move(on_ready), &id);
   auto& slot = channels_[channel];
   if (slot == nullptr) slot = std::make_unique<Channel>();
   Channel& ch = *slot;
@@ -50,23 +47,20 @@ absl::StatusOr<std::unique_ptr<Subscription>> HiredisTransport::Subscribe(
                         sub_->last_error.message())));
       break;
   }
-  return std::unique_ptr<Subscription>(std::move(handle));
+  return handle;
 }
 
 void HiredisTransport::FireReady(uint64_t id, absl::Status status) {
-  auto it = subscribers_.find(id);
-  if (it == subscribers_.end() || !it->second->on_ready) return;
-  // Runs only if the subscription still exists then (see DrainEvents).
+  if (!subscribers_.AwaitsReady(id)) return;
+  // Runs only if the subscription still exists then (see Deliver).
   Event e;
   e.ready_for = id;
   e.ready_status = std::move(status);
-  Push(std::move(e));
+  events_.Push(std::move(e));
 }
 
 void HiredisTransport::FailPendingReady(const absl::Status& why) {
-  for (auto& [id, s] : subscribers_) {
-    if (s->on_ready) FireReady(id, why);
-  }
+  for (uint64_t id : subscribers_.AwaitingReady()) FireReady(id, why);
 }
 
 void HiredisTransport::SendSubscribe(const std::string& channel, bool subscribe) {
@@ -108,8 +102,8 @@ void HiredisTransport::OnPubSubMessage(Link* link, void* raw_reply) {
     auto msg = std::make_shared<std::pair<std::string, std::string>>(
         name, std::string(payload_r->str, payload_r->len));
     for (uint64_t id : ch.subscribers) {
-      Push(FnEvent([this, id, msg](bool cancelled) {
-              if (!cancelled) DeliverMessage(id, msg->first, msg->second);
+      events_.Push(FnEvent([this, id, msg](bool cancelled) {
+              if (!cancelled) subscribers_.DeliverMessage(id, msg->first, msg->second);
             }));
     }
   } else if (kind == "subscribe") {
@@ -127,35 +121,17 @@ void HiredisTransport::OnPubSubMessage(Link* link, void* raw_reply) {
   }
 }
 
-void HiredisTransport::DeliverMessage(uint64_t id, const std::string& channel,
-                                      const std::string& message) {
-  auto it = subscribers_.find(id);
-  if (it == subscribers_.end() || !it->second->on_message) return;
-  // Call a local copy of the callback: the subscription (or the transport)
-  // may be destroyed inside it.
-  MessageCallback fn = std::move(it->second->on_message);
-  std::weak_ptr<int> life = life_;
-  fn(channel, message);
-  if (life.expired()) return;
-  it = subscribers_.find(id);
-  if (it != subscribers_.end() && !it->second->on_message) {
-    it->second->on_message = std::move(fn);
-  }
-}
-
 void HiredisTransport::Unsubscribe(uint64_t id) {
-  auto it = subscribers_.find(id);
-  if (it == subscribers_.end()) return;
-  const std::string channel = it->second->channel;
-  subscribers_.erase(it);
-  auto cit = channels_.find(channel);
+  const std::optional<std::string> channel = subscribers_.Remove(id);
+  if (!channel.has_value()) return;
+  auto cit = channels_.find(*channel);
   if (cit == channels_.end()) return;
   Channel& ch = *cit->second;
   ch.subscribers.erase(std::remove(ch.subscribers.begin(), ch.subscribers.end(), id),
                        ch.subscribers.end());
   if (!ch.subscribers.empty() || closed_) return;
   if (sub_->state == Conn::State::kReady && (ch.confirmed || ch.sub_sent)) {
-    if (!ch.unsub_sent) SendSubscribe(channel, false);
+    if (!ch.unsub_sent) SendSubscribe(*channel, false);
   } else if (!ch.unsub_sent) {
     channels_.erase(cit);
   }

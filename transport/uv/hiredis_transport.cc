@@ -1,7 +1,8 @@
 // HiredisTransport: creation, the command path (Send, the reply FIFO,
-// delivery, per-command deadlines), deferred events and Close. The
+// delivery, what a passed deadline does), deferred events and Close. The
 // connection state machine is in hiredis_connection.cc, pub/sub in
-// hiredis_pubsub.cc, the libuv glue in hiredis_uv_glue.cc.
+// hiredis_pubsub.cc, the libuv glue in hiredis_uv_glue.cc, the deadline
+// list and its timer in command_deadlines.cc.
 //
 // Why a reply may be delivered without waiting for a later loop turn:
 // hiredis calls a command's reply callback only from redisProcessCallbacks,
@@ -48,9 +49,6 @@ void IgnoreSigpipeIfDefault() {
     signal(SIGPIPE, SIG_IGN);
   }
 }
-
-// Deadlines further away than this are treated as "never" (no overflow).
-constexpr int64_t kFarAwayNs = int64_t{1} << 62;
 
 }  // namespace
 
@@ -115,20 +113,24 @@ HiredisTransport::HiredisTransport(uv_loop_s* loop, HiredisTransportOptions opti
       options_(std::move(options)),
       timers_(loop),
       cmd_(std::make_unique<Conn>(false)),
-      sub_(std::make_unique<Conn>(true)) {
-  deadline_timer_ = new uv_timer_t;
-  uv_timer_init(loop_, deadline_timer_);
-  deadline_timer_->data = this;
-  // Referenced only while a deadline is pending (see AddDeadline).
-  uv_unref(reinterpret_cast<uv_handle_t*>(deadline_timer_));
-}
+      sub_(std::make_unique<Conn>(true)),
+      events_(&timers_, [this](Event&& e) { Deliver(std::move(e)); }),
+      deadlines_(loop, [this](DeadlineNode* node) {
+        bool gone = false;
+        bool* const outer = gone_;
+        gone_ = &gone;
+        OnDeadline(static_cast<Request*>(node));
+        if (gone) {
+          if (outer != nullptr) *outer = true;
+          return false;
+        }
+        gone_ = outer;
+        return true;
+      }) {}
 
 HiredisTransport::~HiredisTransport() {
   if (gone_ != nullptr) *gone_ = true;
   Close();
-  for (auto& [id, s] : subscribers_) {
-    if (s->handle != nullptr) s->handle->Detach();
-  }
 }
 
 bool HiredisTransport::connected() const {
@@ -155,7 +157,7 @@ absl::Status HiredisTransport::Send(std::vector<std::string> argv,
   auto r = std::make_unique<Request>();
   r->callback = std::move(callback);
   ++pending_;
-  AddDeadline(r.get(), timeout);
+  deadlines_.Add(r.get(), timeout);
   switch (cmd_->state) {
     case Conn::State::kReady:
       Issue(cmd_->link, std::move(r), argv);
@@ -242,7 +244,7 @@ void HiredisTransport::OnReply(Link* link, void* raw_reply) {
   if (reply != nullptr) {
     // Answered: the deadline no longer applies; delivered by AfterIo once
     // hiredis's read has returned (see the top of this file).
-    RemoveDeadline(r.get());
+    deadlines_.Remove(r.get());
     r->result = ReplyFromHiredis(*reply);
     ready_.push_back(std::move(r));
   } else if (link->tearing_down) {
@@ -285,100 +287,15 @@ void HiredisTransport::Complete(std::unique_ptr<Request> request,
   if (request->done) return;
   // The outcome is known: it is delivered even if the deadline passes
   // before the next loop turn.
-  RemoveDeadline(request.get());
+  deadlines_.Remove(request.get());
   request->result = std::move(result);
   Event e;
   e.request = std::move(request);
-  Push(std::move(e));
+  events_.Push(std::move(e));
 }
 
 // ---------------------------------------------------------------------------
-// Deadlines.
-
-void HiredisTransport::AddDeadline(Request* r, absl::Duration timeout) {
-  const int64_t t = timeout >= absl::Nanoseconds(kFarAwayNs)
-                        ? kFarAwayNs
-                        : absl::ToInt64Nanoseconds(timeout);
-  r->deadline_ns = static_cast<int64_t>(uv_hrtime()) + t;
-  r->deadline_owner = this;
-  if (deadline_head_ == nullptr && deadline_timer_ != nullptr) {
-    uv_ref(reinterpret_cast<uv_handle_t*>(deadline_timer_));
-  }
-  // Sorted by deadline; a command almost always has the latest one.
-  Request* after = deadline_tail_;
-  while (after != nullptr && after->deadline_ns > r->deadline_ns) {
-    after = after->deadline_prev;
-  }
-  r->deadline_prev = after;
-  r->deadline_next = after != nullptr ? after->deadline_next : deadline_head_;
-  if (r->deadline_next != nullptr) {
-    r->deadline_next->deadline_prev = r;
-  } else {
-    deadline_tail_ = r;
-  }
-  if (after != nullptr) {
-    after->deadline_next = r;
-  } else {
-    deadline_head_ = r;
-    ArmDeadlineTimer();
-  }
-}
-
-void HiredisTransport::RemoveDeadline(Request* r) {
-  if (r->deadline_owner == nullptr) return;
-  if (r->deadline_prev != nullptr) {
-    r->deadline_prev->deadline_next = r->deadline_next;
-  } else {
-    deadline_head_ = r->deadline_next;
-  }
-  if (r->deadline_next != nullptr) {
-    r->deadline_next->deadline_prev = r->deadline_prev;
-  } else {
-    deadline_tail_ = r->deadline_prev;
-  }
-  r->deadline_owner = nullptr;
-  r->deadline_prev = r->deadline_next = nullptr;
-  // The timer may stay armed (it finds nothing due and stops), but it no
-  // longer keeps the loop alive.
-  if (deadline_head_ == nullptr && deadline_timer_ != nullptr) {
-    uv_unref(reinterpret_cast<uv_handle_t*>(deadline_timer_));
-  }
-}
-
-void HiredisTransport::ArmDeadlineTimer() {
-  if (deadline_timer_ == nullptr || deadline_head_ == nullptr) return;
-  const int64_t due = deadline_head_->deadline_ns;
-  // Already armed to fire no later than needed: leave it.
-  if (deadline_armed_ns_ != 0 && deadline_armed_ns_ <= due) return;
-  const int64_t now = static_cast<int64_t>(uv_hrtime());
-  const uint64_t ms = due > now ? static_cast<uint64_t>((due - now + 999999) / 1000000) : 0;
-  uv_timer_start(
-      deadline_timer_,
-      [](uv_timer_t* t) { static_cast<HiredisTransport*>(t->data)->OnDeadlineTimer(); },
-      ms, 0);
-  deadline_armed_ns_ = due;
-}
-
-void HiredisTransport::OnDeadlineTimer() {
-  deadline_armed_ns_ = 0;
-  // libuv's timers count from the loop's cached time, so this may run a
-  // little early: what is not due yet re-arms the timer.
-  const int64_t now = static_cast<int64_t>(uv_hrtime());
-  bool gone = false;
-  bool* const outer = gone_;
-  gone_ = &gone;
-  while (deadline_head_ != nullptr && deadline_head_->deadline_ns <= now) {
-    Request* r = deadline_head_;
-    RemoveDeadline(r);
-    OnDeadline(r);
-    if (gone) {
-      if (outer != nullptr) *outer = true;
-      return;
-    }
-  }
-  gone_ = outer;
-  ArmDeadlineTimer();
-}
+// Deadlines (the list and its timer: command_deadlines.cc).
 
 void HiredisTransport::OnDeadline(Request* request) {
   if (request->done) return;
@@ -402,46 +319,19 @@ HiredisTransport::Event HiredisTransport::FnEvent(
   return e;
 }
 
-void HiredisTransport::Push(Event event) {
-  events_.push_back(std::move(event));
-  if (drain_timer_ == 0) {
-    drain_timer_ = timers_.RunAfter(absl::ZeroDuration(), [this] {
-      drain_timer_ = 0;
-      DrainEvents();
-    });
-  }
-}
-
-void HiredisTransport::DrainEvents() {
-  std::weak_ptr<int> life = life_;
-  // Only what is queued now: a callback that sends again cannot starve the
-  // loop.
-  size_t n = events_.size();
-  for (size_t i = 0; i < n && !events_.empty(); ++i) {
-    Event e = std::move(events_.front());
-    events_.pop_front();
-    if (e.request != nullptr) {
-      Request& r = *e.request;
-      if (r.done) continue;
-      r.done = true;
-      --pending_;
-      ReplyCallback cb = std::move(r.callback);
-      std::move(cb)(std::move(r.result));
-    } else if (e.ready_for != 0) {
-      auto it = subscribers_.find(e.ready_for);
-      if (it == subscribers_.end() || !it->second->on_ready) continue;
-      auto cb = std::move(it->second->on_ready);
-      std::move(cb)(std::move(e.ready_status));
-    } else if (e.fn) {
-      std::move(e.fn)(false);
-    }
-    if (life.expired()) return;
-  }
-  if (!events_.empty() && drain_timer_ == 0) {
-    drain_timer_ = timers_.RunAfter(absl::ZeroDuration(), [this] {
-      drain_timer_ = 0;
-      DrainEvents();
-    });
+void HiredisTransport::Deliver(Event&& e) {
+  if (e.request != nullptr) {
+    Request& r = *e.request;
+    if (r.done) return;
+    r.done = true;
+    --pending_;
+    ReplyCallback cb = std::move(r.callback);
+    std::move(cb)(std::move(r.result));
+  } else if (e.ready_for != 0) {
+    SubscriberSet::ReadyCallback cb = subscribers_.TakeReady(e.ready_for);
+    if (cb) std::move(cb)(std::move(e.ready_status));
+  } else if (e.fn) {
+    std::move(e.fn)(false);
   }
 }
 
@@ -456,15 +346,11 @@ void HiredisTransport::Close() {
     Teardown(*c, cancelled);  // in-flight commands → events_
     c->state = Conn::State::kIdle;
   }
-  if (drain_timer_ != 0) {
-    timers_.Cancel(drain_timer_);
-    drain_timer_ = 0;
-  }
   // Everything still owed a callback, in order: answered or cut-off commands
   // first, then commands that were waiting for a connection, then waiters.
   std::vector<absl::AnyInvocable<void() &&>> owed;
   auto owe_request = [&](std::unique_ptr<Request> r) {
-    RemoveDeadline(r.get());
+    deadlines_.Remove(r.get());
     if (r->done) return;
     r->done = true;
     --pending_;
@@ -473,7 +359,8 @@ void HiredisTransport::Close() {
     });
   };
   while (!ready_.empty()) owe_request(ready_.pop_front());
-  for (Event& e : events_) {
+  std::deque<Event> events = events_.TakeAll();
+  for (Event& e : events) {
     if (e.request != nullptr) {
       owe_request(std::move(e.request));
     } else if (e.ready_for != 0) {
@@ -482,29 +369,18 @@ void HiredisTransport::Close() {
       owed.push_back([fn = std::move(e.fn)]() mutable { std::move(fn)(true); });
     }
   }
-  events_.clear();
   while (!waiting_.empty()) owe_request(waiting_.pop_front());
   for (auto& cb : connect_waiters_) {
     owed.push_back([cb = std::move(cb), cancelled]() mutable { std::move(cb)(cancelled); });
   }
   connect_waiters_.clear();
-  for (auto& [id, s] : subscribers_) {
-    if (s->on_ready) {
-      owed.push_back([cb = std::move(s->on_ready), cancelled]() mutable {
-        std::move(cb)(cancelled);
-      });
-    }
+  for (SubscriberSet::ReadyCallback& cb : subscribers_.TakeAllReady()) {
+    owed.push_back([cb = std::move(cb), cancelled]() mutable { std::move(cb)(cancelled); });
   }
   channels_.clear();
   // Every request is gone now; the timer handle is freed by libuv's close
   // callback (so the host can uv_loop_close after one more loop run).
-  if (deadline_timer_ != nullptr) {
-    uv_timer_stop(deadline_timer_);
-    uv_close(reinterpret_cast<uv_handle_t*>(deadline_timer_),
-             [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
-    deadline_timer_ = nullptr;
-    deadline_armed_ns_ = 0;
-  }
+  deadlines_.Close();
   // Run them touching no member: a callback may destroy the transport.
   for (auto& fn : owed) std::move(fn)();
 }

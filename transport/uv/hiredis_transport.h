@@ -92,11 +92,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
-#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
+#include "dlock/transport/uv/command_deadlines.h"
+#include "dlock/transport/uv/deferred_queue.h"
+#include "dlock/transport/uv/reconnect_backoff.h"
+#include "dlock/transport/uv/subscriber_set.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
 struct uv_loop_s;
@@ -201,9 +204,6 @@ class HiredisTransport : public Transport {
   struct Link;
   struct Conn;
   struct Channel;
-  struct Subscriber;
-  struct Resolver;
-  class SubscriptionImpl;
   // A FIFO of owned Requests linked through Request::next (no allocation
   // per entry). Defined in hiredis_transport_internal.h.
   class RequestQueue {
@@ -244,7 +244,6 @@ class HiredisTransport : public Transport {
   void OnTcpConnected(Link* link);
   void OnReady(Conn& conn);
   void OnDisconnected(Link* link, absl::Status why);
-  absl::Duration BackoffDelay(int failures);
   std::string Endpoint() const;
 
   // Commands (hiredis_transport.cc).
@@ -256,21 +255,15 @@ class HiredisTransport : public Transport {
   // The glue's after_io hook (outside every hiredis callback).
   static void AfterIo(void* self);
   void DeliverReplies();
-  // Per-command deadlines: one libuv timer for all, armed for the earliest
-  // deadline of a list kept sorted by deadline (commands almost always
-  // share one timeout, so inserting from the tail is O(1)).
-  void AddDeadline(Request* request, absl::Duration timeout);
-  void RemoveDeadline(Request* request);
-  void ArmDeadlineTimer();
-  void OnDeadlineTimer();
+  // A command's deadline passed (see `deadlines_`).
   void OnDeadline(Request* request);
 
   // Failures and notifications go through `events_`, delivered on a later
   // loop turn, outside any hiredis callback.
   static Event FnEvent(absl::AnyInvocable<void(bool cancelled) &&> fn);
-  void Push(Event event);
   void Complete(std::unique_ptr<Request> request, absl::StatusOr<Reply> result);
-  void DrainEvents();
+  // Delivers one event of `events_` (on a later loop turn).
+  void Deliver(Event&& event);
 
   // Pub/sub (hiredis_pubsub.cc).
   void OnPubSubMessage(Link* link, void* reply);
@@ -278,8 +271,6 @@ class HiredisTransport : public Transport {
   void Unsubscribe(uint64_t subscriber_id);
   void FailPendingReady(const absl::Status& why);
   void FireReady(uint64_t subscriber_id, absl::Status status);
-  void DeliverMessage(uint64_t subscriber_id, const std::string& channel,
-                      const std::string& message);
 
   uv_loop_s* const loop_;
   const HiredisTransportOptions options_;
@@ -291,26 +282,22 @@ class HiredisTransport : public Transport {
   RequestQueue waiting_;
   // Answered commands, delivered by DeliverReplies in the same loop turn.
   RequestQueue ready_;
-  // Pending deadlines, earliest first, and the one timer (null after Close).
-  Request* deadline_head_ = nullptr;
-  Request* deadline_tail_ = nullptr;
-  uv_timer_s* deadline_timer_ = nullptr;
-  int64_t deadline_armed_ns_ = 0;  // 0: not armed
+  // Deferred failures and notifications (see Event).
+  DeferredQueue<Event> events_;
+  // Per-command deadlines: one libuv timer for all (command_deadlines.h).
+  CommandDeadlines deadlines_;
   // Set while a loop delivering user callbacks runs; the destructor sets
   // *gone_ so that loop stops touching members.
   bool* gone_ = nullptr;
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
-  std::deque<Event> events_;
-  TimerId drain_timer_ = 0;
   size_t pending_ = 0;
   // How many times the command connection became ready.
   uint64_t cmd_epoch_ = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Channel>> channels_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Subscriber>> subscribers_;
-  uint64_t next_subscriber_id_ = 1;
-  absl::BitGen rng_;
-  // Expires when the transport is destroyed; callbacks check it.
-  std::shared_ptr<int> life_ = std::make_shared<int>(0);
+  // Who subscribed with which callbacks (subscriber_set.h).
+  SubscriberSet subscribers_{[this](uint64_t id) { Unsubscribe(id); }};
+  ReconnectBackoff backoff_{options_.reconnect_backoff_min, options_.reconnect_backoff_max,
+                            options_.reconnect_jitter};
 };
 
 }  // namespace dlock

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/host_lookup.h"
 
 struct redisAsyncContext;
 
@@ -26,19 +27,11 @@ namespace dlock {
 // transport's side), its result once known, and its links into one
 // RequestQueue (reply FIFO, waiting queue or ready list) and the deadline
 // list.
-struct HiredisTransport::Request {
-  ~Request() {
-    if (deadline_owner != nullptr) deadline_owner->RemoveDeadline(this);
-  }
+struct HiredisTransport::Request : DeadlineNode {
   ReplyCallback callback;
   absl::StatusOr<Reply> result;   // set when answered
   std::vector<std::string> argv;  // kept only while waiting for a connection
   Request* next = nullptr;        // RequestQueue link
-  // Deadline list links, while `deadline_owner` is set.
-  HiredisTransport* deadline_owner = nullptr;
-  Request* deadline_prev = nullptr;
-  Request* deadline_next = nullptr;
-  int64_t deadline_ns = 0;   // uv_hrtime() clock
   bool done = false;         // callback delivered (e.g. timed out)
   bool internal = false;     // AUTH / SELECT of the handshake
   const char* internal_name = "";
@@ -82,7 +75,7 @@ struct HiredisTransport::Link {
   Conn* conn;
   uint64_t serial;
   redisAsyncContext* ac = nullptr;
-  Resolver* resolving = nullptr;
+  std::unique_ptr<HostLookup> lookup;  // while the host name resolves
   RequestQueue fifo;             // sent, in reply order
   bool tearing_down = false;     // we are freeing the context
   absl::Status fail_status;      // for replies cut off by us
@@ -106,37 +99,11 @@ struct HiredisTransport::Conn {
   absl::Status last_error;
 };
 
-struct HiredisTransport::Resolver {
-  uv_getaddrinfo_t req;
-  Link* link;  // null once abandoned
-};
-
 struct HiredisTransport::Channel {
   std::vector<uint64_t> subscribers;
   bool confirmed = false;   // the server confirmed on the current connection
   bool sub_sent = false;    // SUBSCRIBE sent, not yet confirmed
   bool unsub_sent = false;  // UNSUBSCRIBE sent, not yet confirmed
-};
-
-struct HiredisTransport::Subscriber {
-  std::string channel;
-  MessageCallback on_message;
-  absl::AnyInvocable<void(absl::Status) &&> on_ready;
-  SubscriptionImpl* handle = nullptr;
-};
-
-class HiredisTransport::SubscriptionImpl : public Subscription {
- public:
-  SubscriptionImpl(HiredisTransport* transport, uint64_t id)
-      : transport_(transport), id_(id) {}
-  ~SubscriptionImpl() override {
-    if (transport_ != nullptr) transport_->Unsubscribe(id_);
-  }
-  void Detach() { transport_ = nullptr; }
-
- private:
-  HiredisTransport* transport_;
-  const uint64_t id_;
 };
 
 }  // namespace dlock

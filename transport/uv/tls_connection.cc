@@ -19,20 +19,7 @@ namespace {
 
 using tls_internal::FormatCommand;
 
-// A connection that was ready this long and then broke is retried at once.
-constexpr absl::Duration kStableConnection = absl::Seconds(1);
-
 }  // namespace
-
-absl::Duration TlsTransport::BackoffDelay(int failures) {
-  const HiredisTransportOptions& c = options_.connection;
-  absl::Duration d = c.reconnect_backoff_min;
-  for (int i = 1; i < failures && d < c.reconnect_backoff_max; ++i) d *= 2;
-  d = std::min(d, c.reconnect_backoff_max);
-  const double j = c.reconnect_jitter;
-  if (j > 0) d *= absl::Uniform(rng_, 1.0 - j, 1.0);
-  return d;
-}
 
 // ---------------------------------------------------------------------------
 // Connection management.
@@ -66,52 +53,10 @@ void TlsTransport::StartAttempt(Conn& conn) {
     }
   });
 
-  struct Resolve {
-    uv_getaddrinfo_t req;
-    TlsTransport* t;
-    Conn* conn;
-    std::shared_ptr<bool> alive;
-  };
-  auto* r = new Resolve;
-  r->t = this;
-  r->conn = &conn;
-  r->alive = std::make_shared<bool>(true);
-  conn.resolve_alive = r->alive;
-  r->req.data = r;
-  struct addrinfo hints;
-  std::memset(&hints, 0, sizeof(hints));
-  hints.ai_socktype = SOCK_STREAM;
-  int rc = uv_getaddrinfo(
-      loop_, &r->req,
-      [](uv_getaddrinfo_t* req, int status, struct addrinfo* res) {
-        std::unique_ptr<Resolve> r(static_cast<Resolve*>(req->data));
-        std::string ip;
-        if (status == 0) {
-          const struct addrinfo* pick = nullptr;
-          for (const struct addrinfo* a = res; a != nullptr; a = a->ai_next) {
-            if (a->ai_family == AF_INET) { pick = a; break; }
-          }
-          if (pick == nullptr) pick = res;
-          char buf[64] = {0};
-          if (pick != nullptr) {
-            if (pick->ai_family == AF_INET) {
-              uv_ip4_name(reinterpret_cast<const sockaddr_in*>(pick->ai_addr), buf,
-                          sizeof(buf));
-            } else {
-              uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(pick->ai_addr), buf,
-                          sizeof(buf));
-            }
-          }
-          ip = buf;
-        }
-        uv_freeaddrinfo(res);
-        if (!*r->alive) return;
-        r->t->OnResolved(*r->conn, status, ip);
-      },
-      options_.connection.host.c_str(), nullptr, &hints);
+  const int rc = HostLookup::Start(
+      loop_, options_.connection.host,
+      [this, c](int status, std::string ip) { OnResolved(*c, status, ip); }, &conn.lookup);
   if (rc != 0) {
-    delete r;
-    conn.resolve_alive.reset();
     Conn* cp = &conn;
     // Fail on a later turn (StartAttempt may run inside Create or Connect).
     timers_.RunAfter(absl::ZeroDuration(), [this, cp, rc] {
@@ -125,7 +70,7 @@ void TlsTransport::StartAttempt(Conn& conn) {
 }
 
 void TlsTransport::OnResolved(Conn& conn, int status, const std::string& ip) {
-  conn.resolve_alive.reset();
+  conn.lookup.reset();
   if (status != 0 || ip.empty()) {
     AttemptFailed(conn, absl::UnavailableError(absl::StrCat(
                             "cannot resolve ", options_.connection.host, ": ",
@@ -195,7 +140,7 @@ void TlsTransport::OnReady(Conn& conn) {
     waiting.swap(waiting_);
     for (auto& r : waiting) Issue(std::move(r));
     for (auto& w : connect_waiters_) {
-      Push([w = std::move(w)](bool cancelled) mutable {
+      events_.Push([w = std::move(w)](bool cancelled) mutable {
         std::move(w)(cancelled ? absl::CancelledError("transport closed")
                                : absl::OkStatus());
       });
@@ -211,10 +156,7 @@ void TlsTransport::Teardown(Conn& conn) {
     if (*t != 0) timers_.Cancel(*t);
     *t = 0;
   }
-  if (conn.resolve_alive) {
-    *conn.resolve_alive = false;
-    conn.resolve_alive.reset();
-  }
+  conn.lookup.reset();  // abandons a lookup under way
   if (conn.link != nullptr) {
     Link* link = conn.link;
     link->conn = nullptr;
@@ -247,24 +189,24 @@ void TlsTransport::AttemptFailed(Conn& conn, absl::Status why) {
     waiting.swap(waiting_);
     for (auto& r : waiting) Complete(std::move(r), why);
     for (auto& w : connect_waiters_) {
-      Push([w = std::move(w), why](bool cancelled) mutable {
+      events_.Push([w = std::move(w), why](bool cancelled) mutable {
         std::move(w)(cancelled ? absl::CancelledError("transport closed") : why);
       });
     }
     connect_waiters_.clear();
   } else {
-    for (auto& [id, s] : subscribers_) FireReady(id, why);
+    for (uint64_t id : subscribers_.AwaitingReady()) FireReady(id, why);
     if (subscribers_.empty()) {
       conn.state = Conn::State::kIdle;
       return;
     }
   }
-  ScheduleAttempt(conn, BackoffDelay(conn.failures));
+  ScheduleAttempt(conn, backoff_.Delay(conn.failures));
 }
 
 void TlsTransport::ConnectionLost(Conn& conn, absl::Status why) {
   if (closed_) return;
-  const bool stable = timers_.Now() - conn.ready_at >= kStableConnection;
+  const bool stable = timers_.Now() - conn.ready_at >= ReconnectBackoff::kStable;
   std::deque<std::unique_ptr<Request>> inflight;
   inflight.swap(conn.inflight);
   Teardown(conn);
@@ -272,14 +214,14 @@ void TlsTransport::ConnectionLost(Conn& conn, absl::Status why) {
   for (auto& r : inflight) Complete(std::move(r), why);
   if (conn.pubsub) {
     for (auto& [name, ch] : channels_) ch->confirmed = false;
-    for (auto& [id, s] : subscribers_) FireReady(id, why);
+    for (uint64_t id : subscribers_.AwaitingReady()) FireReady(id, why);
   }
   if (stable) {
     conn.failures = 0;
     StartAttempt(conn);
   } else {
     ++conn.failures;
-    ScheduleAttempt(conn, BackoffDelay(conn.failures));
+    ScheduleAttempt(conn, backoff_.Delay(conn.failures));
   }
 }
 

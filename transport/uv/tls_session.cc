@@ -1,53 +1,22 @@
-// TlsTransport: OpenSSL over memory BIOs on a connected libuv socket. TLS
-// set-up (SNI, host/IP verification), the handshake, naming TLS and
-// certificate failures, reading (decrypt, then hiredis's RESP reader) and
-// writing (encrypt, then uv_write).
-#include <hiredis/hiredis.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
+// TlsTransport: the TLS stream on a connected libuv socket: starting the
+// session (TlsStream, tls_stream.cc: OpenSSL over memory BIOs and hiredis's
+// RESP reader) once TCP is up, driving the handshake, socket bytes in
+// (a plain-text answer is named as such; replies go to the command or
+// pub/sub path) and out (uv_write).
 #include <uv.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "dlock/transport/uv/hiredis_reply.h"
 #include "dlock/transport/uv/tls_transport.h"
+#include "tls_stream.h"              // private, same directory
 #include "tls_transport_internal.h"  // private, same directory
 
 namespace dlock {
-namespace tls_internal {
-
-// The oldest error on OpenSSL's queue (and clears the queue).
-std::string OpenSslError() {
-  unsigned long e = ERR_get_error();
-  std::string out;
-  if (e != 0) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    const char* reason = ERR_reason_error_string(e);
-    out = reason != nullptr ? reason : buf;
-  }
-  ERR_clear_error();
-  return out.empty() ? "unknown OpenSSL error" : out;
-}
-
-}  // namespace tls_internal
-
-namespace {
-
-using tls_internal::OpenSslError;
-
-bool IsIpLiteral(const std::string& host) {
-  unsigned char buf[16];
-  return uv_inet_pton(AF_INET, host.c_str(), buf) == 0 ||
-         uv_inet_pton(AF_INET6, host.c_str(), buf) == 0;
-}
-
-}  // namespace
 
 void TlsTransport::OnTcpConnected(Conn& conn, int status) {
   if (status != 0) {
@@ -57,32 +26,16 @@ void TlsTransport::OnTcpConnected(Conn& conn, int status) {
   }
   Link* link = conn.link;
   uv_tcp_nodelay(&link->tcp, 1);
-  ERR_clear_error();
-  link->ssl = SSL_new(ctx_);
-  link->in = BIO_new(BIO_s_mem());
-  link->out = BIO_new(BIO_s_mem());
-  link->reader = redisReaderCreate();
-  if (link->ssl == nullptr || link->in == nullptr || link->out == nullptr ||
-      link->reader == nullptr) {
-    if (link->ssl == nullptr) {
-      BIO_free(link->in);
-      BIO_free(link->out);
-    }
-    link->in = link->out = nullptr;
-    AttemptFailed(conn, absl::InternalError(absl::StrCat("TLS set-up: ", OpenSslError())));
+  const TlsOptions& tls = options_.tls;
+  absl::StatusOr<std::unique_ptr<tls_internal::TlsStream>> stream =
+      tls_internal::TlsStream::Create(
+          ctx_, Endpoint(), tls.server_name.empty() ? options_.connection.host : tls.server_name,
+          tls);
+  if (!stream.ok()) {
+    AttemptFailed(conn, stream.status());
     return;
   }
-  SSL_set_bio(link->ssl, link->in, link->out);
-  SSL_set_connect_state(link->ssl);
-  const TlsOptions& tls = options_.tls;
-  const std::string& name =
-      tls.server_name.empty() ? options_.connection.host : tls.server_name;
-  if (!IsIpLiteral(name)) {
-    SSL_set_tlsext_host_name(link->ssl, name.c_str());
-    if (!tls.insecure_skip_verify) SSL_set1_host(link->ssl, name.c_str());
-  } else if (!tls.insecure_skip_verify) {
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(link->ssl), name.c_str());
-  }
+  link->stream = *std::move(stream);
   conn.phase = Conn::Phase::kHandshake;
   uv_read_start(
       reinterpret_cast<uv_stream_t*>(&link->tcp),
@@ -102,69 +55,6 @@ void TlsTransport::OnTcpConnected(Conn& conn, int status) {
   DriveHandshake(conn);
 }
 
-absl::Status TlsTransport::TlsError(Conn& conn, int ret, absl::string_view during) {
-  Link* link = conn.link;
-  const std::string where = Endpoint();
-  long v = link != nullptr && link->ssl != nullptr ? SSL_get_verify_result(link->ssl)
-                                                   : X509_V_OK;
-  if (v != X509_V_OK && !options_.tls.insecure_skip_verify) {
-    ERR_clear_error();
-    const std::string name = options_.tls.server_name.empty()
-                                 ? options_.connection.host
-                                 : options_.tls.server_name;
-    switch (v) {
-      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
-      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
-      case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
-      case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
-      case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
-      case X509_V_ERR_CERT_UNTRUSTED:
-        return absl::UnavailableError(absl::StrCat(
-            "TLS: certificate verify failed: unknown CA: the certificate of ", where,
-            " is not signed by a trusted CA (", X509_verify_cert_error_string(v),
-            "; give its CA with --tls-ca-cert / TlsOptions::ca_file)"));
-      case X509_V_ERR_HOSTNAME_MISMATCH:
-      case X509_V_ERR_IP_ADDRESS_MISMATCH:
-        return absl::UnavailableError(absl::StrCat(
-            "TLS: certificate verify failed: the certificate of ", where,
-            " does not match the name \"", name,
-            "\" (connect by a name it carries, or set --tls-server-name)"));
-      case X509_V_ERR_CERT_HAS_EXPIRED:
-        return absl::UnavailableError(absl::StrCat(
-            "TLS: certificate verify failed: the certificate of ", where,
-            " has expired"));
-      case X509_V_ERR_CERT_NOT_YET_VALID:
-        return absl::UnavailableError(absl::StrCat(
-            "TLS: certificate verify failed: the certificate of ", where,
-            " is not valid yet (check the clocks)"));
-      default:
-        return absl::UnavailableError(absl::StrCat(
-            "TLS: certificate verify failed for ", where, ": ",
-            X509_verify_cert_error_string(v)));
-    }
-  }
-  int err = link != nullptr && link->ssl != nullptr ? SSL_get_error(link->ssl, ret)
-                                                    : SSL_ERROR_SSL;
-  if (err == SSL_ERROR_ZERO_RETURN) {
-    ERR_clear_error();
-    return absl::UnavailableError(
-        absl::StrCat("TLS: ", where, " closed the connection ", during));
-  }
-  std::string reason = OpenSslError();
-  if (absl::StrContains(reason, "certificate required") ||
-      (absl::StrContains(reason, "handshake failure") && options_.tls.cert_file.empty())) {
-    return absl::UnavailableError(absl::StrCat(
-        "TLS: ", where, " requires a client certificate (--tls-cert and --tls-key): ",
-        reason));
-  }
-  if (absl::StrContains(reason, "unknown ca") || absl::StrContains(reason, "bad certificate")) {
-    return absl::UnavailableError(absl::StrCat(
-        "TLS: ", where, " refused the client certificate: ", reason));
-  }
-  return absl::UnavailableError(absl::StrCat("TLS ", during, " with ", where,
-                                             " failed: ", reason));
-}
-
 void TlsTransport::OnRead(Conn& conn, const char* data, size_t len) {
   Link* link = conn.link;
   if (!conn.saw_first_byte) {
@@ -179,7 +69,7 @@ void TlsTransport::OnRead(Conn& conn, const char* data, size_t len) {
       return;
     }
   }
-  BIO_write(link->in, data, static_cast<int>(len));
+  link->stream->FeedCipher(data, len);
   if (conn.phase == Conn::Phase::kHandshake) {
     DriveHandshake(conn);
     if (conn.link != link || conn.phase == Conn::Phase::kHandshake) return;
@@ -206,51 +96,33 @@ void TlsTransport::OnEof(Conn& conn, int status) {
 
 void TlsTransport::DriveHandshake(Conn& conn) {
   Link* link = conn.link;
-  ERR_clear_error();
-  int ret = SSL_do_handshake(link->ssl);
+  absl::StatusOr<bool> done = link->stream->Handshake();
   FlushCipher(conn);
   if (conn.link != link) return;
-  if (ret == 1) {
+  if (!done.ok()) {
+    AttemptFailed(conn, done.status());
+  } else if (*done) {
     OnHandshakeDone(conn);
-    return;
   }
-  int err = SSL_get_error(link->ssl, ret);
-  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return;
-  AttemptFailed(conn, TlsError(conn, ret, "handshake"));
 }
 
 void TlsTransport::ReadPlaintext(Conn& conn) {
   Link* link = conn.link;
-  char plain[16 * 1024];
-  absl::Status read_error;
-  for (;;) {
-    ERR_clear_error();
-    int n = SSL_read(link->ssl, plain, sizeof(plain));
-    if (n > 0) {
-      redisReaderFeed(link->reader, plain, static_cast<size_t>(n));
-      continue;
-    }
-    int err = SSL_get_error(link->ssl, n);
-    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
-      read_error = TlsError(conn, n, "read");
-    }
-    break;
-  }
+  absl::Status read_error = link->stream->Decrypt();
   if (read_error.ok()) {
     FlushCipher(conn);
     if (conn.link != link) return;
   }
   // Replies that arrived before a failure are still delivered.
   for (;;) {
-    void* r = nullptr;
-    if (redisReaderGetReply(link->reader, &r) != REDIS_OK) {
+    absl::StatusOr<std::optional<Reply>> next = link->stream->NextReply();
+    if (!next.ok()) {
       read_error = absl::UnavailableError(absl::StrCat(
-          "protocol error from ", Endpoint(), ": ", link->reader->errstr));
+          "protocol error from ", Endpoint(), ": ", next.status().message()));
       break;
     }
-    if (r == nullptr) break;
-    Reply reply = ReplyFromHiredis(*static_cast<redisReply*>(r));
-    freeReplyObject(r);
+    if (!next->has_value()) break;
+    Reply reply = std::move(**next);
     if (conn.setup_replies > 0) {
       if (reply.is_error()) {
         AttemptFailed(conn, absl::UnavailableError(
@@ -293,13 +165,10 @@ void TlsTransport::FlushSoon(Conn& conn) {
 
 void TlsTransport::Flush(Conn& conn) {
   Link* link = conn.link;
-  if (link == nullptr || link->ssl == nullptr || conn.out_plain.empty()) return;
-  ERR_clear_error();
+  if (link == nullptr || link->stream == nullptr || conn.out_plain.empty()) return;
   std::string plain = std::move(conn.out_plain);
   conn.out_plain.clear();
-  int n = SSL_write(link->ssl, plain.data(), static_cast<int>(plain.size()));
-  if (n <= 0) {
-    absl::Status why = TlsError(conn, n, "write");
+  if (absl::Status why = link->stream->Encrypt(plain); !why.ok()) {
     if (conn.state == Conn::State::kReady) {
       ConnectionLost(conn, why);
     } else {
@@ -312,20 +181,14 @@ void TlsTransport::Flush(Conn& conn) {
 
 void TlsTransport::FlushCipher(Conn& conn) {
   Link* link = conn.link;
-  size_t pending = BIO_ctrl_pending(link->out);
-  if (pending == 0) return;
+  std::string cipher = link->stream->TakeCipher();
+  if (cipher.empty()) return;
   struct WriteReq {
     uv_write_t req;
     std::string data;
   };
   auto* w = new WriteReq;
-  w->data.resize(pending);
-  int got = BIO_read(link->out, &w->data[0], static_cast<int>(pending));
-  if (got <= 0) {
-    delete w;
-    return;
-  }
-  w->data.resize(static_cast<size_t>(got));
+  w->data = std::move(cipher);
   w->req.data = w;
   uv_buf_t buf = uv_buf_init(&w->data[0], static_cast<unsigned int>(w->data.size()));
   int rc = uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&link->tcp), &buf, 1,

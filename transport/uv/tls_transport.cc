@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tls_errors.h"              // private, same directory
 #include "tls_transport_internal.h"  // private, same directory
 
 namespace dlock {
@@ -127,13 +129,11 @@ TlsTransport::TlsTransport(uv_loop_s* loop, TlsTransportOptions options, ssl_ctx
       ctx_(ctx),
       timers_(loop),
       cmd_(std::make_unique<Conn>(this, false)),
-      sub_(std::make_unique<Conn>(this, true)) {}
+      sub_(std::make_unique<Conn>(this, true)),
+      events_(&timers_, [](Event&& fn) { std::move(fn)(false); }) {}
 
 TlsTransport::~TlsTransport() {
   Close();
-  for (auto& [id, s] : subscribers_) {
-    if (s->handle != nullptr) s->handle->Detach();
-  }
   SSL_CTX_free(ctx_);
 }
 
@@ -197,7 +197,7 @@ void TlsTransport::OnDeadline(Request* request) {
   // replies keep matching their commands).
   if (!request->callback) return;
   --pending_;
-  Push([cb = std::move(request->callback)](bool cancelled) mutable {
+  events_.Push([cb = std::move(request->callback)](bool cancelled) mutable {
     std::move(cb)(cancelled ? absl::CancelledError("transport closed")
                             : absl::DeadlineExceededError("no reply within the timeout"));
   });
@@ -212,7 +212,7 @@ void TlsTransport::Complete(std::unique_ptr<Request> request,
   }
   if (!request->callback) return;  // already answered (deadline)
   --pending_;
-  Push([cb = std::move(request->callback), result = std::move(result)](
+  events_.Push([cb = std::move(request->callback), result = std::move(result)](
            bool cancelled) mutable {
     if (cancelled) result = absl::CancelledError("transport closed");
     std::move(cb)(std::move(result));
@@ -230,32 +230,11 @@ void TlsTransport::OnReply(Conn& conn, Reply reply) {
   Complete(std::move(r), std::move(reply));
 }
 
-void TlsTransport::Push(absl::AnyInvocable<void(bool cancelled) &&> fn) {
-  events_.push_back(std::move(fn));
-  if (drain_timer_ == 0 && !closed_) {
-    drain_timer_ = timers_.RunAfter(absl::ZeroDuration(), [this] {
-      drain_timer_ = 0;
-      DrainEvents();
-    });
-  }
-}
-
-void TlsTransport::DrainEvents() {
-  std::weak_ptr<int> alive = life_;
-  size_t n = events_.size();
-  for (size_t i = 0; i < n && !events_.empty(); ++i) {
-    auto fn = std::move(events_.front());
-    events_.pop_front();
-    std::move(fn)(false);
-    if (alive.expired()) return;
-  }
-}
-
 absl::Status TlsTransport::Connect(absl::AnyInvocable<void(absl::Status) &&> callback) {
   if (closed_) return absl::CancelledError("transport closed");
   if (!callback) return absl::InvalidArgumentError("null callback");
   if (cmd_->state == Conn::State::kReady) {
-    Push([cb = std::move(callback)](bool cancelled) mutable {
+    events_.Push([cb = std::move(callback)](bool cancelled) mutable {
       std::move(cb)(cancelled ? absl::CancelledError("transport closed")
                               : absl::OkStatus());
     });
@@ -271,6 +250,7 @@ absl::Status TlsTransport::Connect(absl::AnyInvocable<void(absl::Status) &&> cal
 void TlsTransport::Close() {
   if (closed_) return;
   closed_ = true;
+  events_.Stop();  // what Close queues is delivered below, inside Close
   std::weak_ptr<int> alive = life_;
   const absl::Status cancelled = absl::CancelledError("transport closed");
   for (Conn* c : {cmd_.get(), sub_.get()}) {
@@ -284,25 +264,15 @@ void TlsTransport::Close() {
   waiting.swap(waiting_);
   for (auto& r : waiting) Complete(std::move(r), cancelled);
   for (auto& w : connect_waiters_) {
-    Push([w = std::move(w), cancelled](bool) mutable { std::move(w)(cancelled); });
+    events_.Push([w = std::move(w), cancelled](bool) mutable { std::move(w)(cancelled); });
   }
   connect_waiters_.clear();
-  for (auto& [id, s] : subscribers_) {
-    if (s->on_ready) {
-      Push([cb = std::move(s->on_ready), cancelled](bool) mutable {
-        std::move(cb)(cancelled);
-      });
-      s->on_ready = nullptr;
-    }
-  }
-  if (drain_timer_ != 0) {
-    timers_.Cancel(drain_timer_);
-    drain_timer_ = 0;
+  for (SubscriberSet::ReadyCallback& cb : subscribers_.TakeAllReady()) {
+    events_.Push([cb = std::move(cb), cancelled](bool) mutable { std::move(cb)(cancelled); });
   }
   // Deliver everything now, inside Close.
-  while (!events_.empty()) {
-    auto fn = std::move(events_.front());
-    events_.pop_front();
+  Event fn;
+  while (events_.PopFront(&fn)) {
     std::move(fn)(true);
     if (alive.expired()) return;
   }
@@ -324,14 +294,9 @@ absl::StatusOr<std::unique_ptr<Subscription>> TlsTransport::Subscribe(
     absl::AnyInvocable<void(absl::Status) &&> on_ready) {
   if (closed_) return absl::CancelledError("transport closed");
   if (!on_message) return absl::InvalidArgumentError("null on_message");
-  const uint64_t id = next_subscriber_id_++;
-  auto sub = std::make_unique<Subscriber>();
-  sub->channel = channel;
-  sub->on_message = std::move(on_message);
-  sub->on_ready = std::move(on_ready);
-  auto handle = std::make_unique<SubscriptionImpl>(this, id);
-  sub->handle = handle.get();
-  subscribers_[id] = std::move(sub);
+  uint64_t id = 0;
+  std::unique_ptr<Subscription> handle =
+      subscribers_.Add(channel, std::move(on_message), std::move(on_ready), &id);
   std::unique_ptr<Channel>& ch = channels_[channel];
   const bool fresh = ch == nullptr;
   if (fresh) ch = std::make_unique<Channel>();
@@ -355,7 +320,7 @@ absl::StatusOr<std::unique_ptr<Subscription>> TlsTransport::Subscribe(
                         sub_->last_error.message())));
       break;
   }
-  return std::unique_ptr<Subscription>(std::move(handle));
+  return handle;
 }
 
 void TlsTransport::SendSubscribe(const std::string& channel, bool subscribe) {
@@ -364,29 +329,23 @@ void TlsTransport::SendSubscribe(const std::string& channel, bool subscribe) {
 }
 
 void TlsTransport::FireReady(uint64_t subscriber_id, absl::Status status) {
-  auto it = subscribers_.find(subscriber_id);
-  if (it == subscribers_.end() || !it->second->on_ready) return;
-  Push([this, subscriber_id, status](bool cancelled) {
-    auto it = subscribers_.find(subscriber_id);
-    if (it == subscribers_.end() || !it->second->on_ready) return;
-    auto cb = std::move(it->second->on_ready);
-    it->second->on_ready = nullptr;
-    std::move(cb)(cancelled ? absl::CancelledError("transport closed") : status);
+  if (!subscribers_.AwaitsReady(subscriber_id)) return;
+  events_.Push([this, subscriber_id, status](bool cancelled) {
+    SubscriberSet::ReadyCallback cb = subscribers_.TakeReady(subscriber_id);
+    if (cb) std::move(cb)(cancelled ? absl::CancelledError("transport closed") : status);
   });
 }
 
 void TlsTransport::Unsubscribe(uint64_t subscriber_id) {
-  auto it = subscribers_.find(subscriber_id);
-  if (it == subscribers_.end()) return;
-  const std::string channel = it->second->channel;
-  subscribers_.erase(it);
-  auto ch = channels_.find(channel);
+  const std::optional<std::string> channel = subscribers_.Remove(subscriber_id);
+  if (!channel.has_value()) return;
+  auto ch = channels_.find(*channel);
   if (ch == channels_.end()) return;
   auto& ids = ch->second->subscribers;
   ids.erase(std::remove(ids.begin(), ids.end(), subscriber_id), ids.end());
   if (ids.empty()) {
     channels_.erase(ch);
-    if (!closed_ && sub_->state == Conn::State::kReady) SendSubscribe(channel, false);
+    if (!closed_ && sub_->state == Conn::State::kReady) SendSubscribe(*channel, false);
   }
 }
 
@@ -418,17 +377,8 @@ void TlsTransport::OnPubSubReply(Conn& conn, Reply reply) {
   } else if (kind == "message" && reply.elements[2].is_string()) {
     if (ch == channels_.end()) return;
     for (uint64_t id : ch->second->subscribers) {
-      Push([this, id, channel, message = reply.elements[2].str](bool cancelled) {
-        if (cancelled) return;
-        auto it = subscribers_.find(id);
-        if (it == subscribers_.end()) return;
-        // on_message may destroy its own subscription (or the transport).
-        std::weak_ptr<int> alive = life_;
-        MessageCallback cb = std::move(it->second->on_message);
-        cb(channel, message);
-        if (alive.expired()) return;
-        it = subscribers_.find(id);
-        if (it != subscribers_.end()) it->second->on_message = std::move(cb);
+      events_.Push([this, id, channel, message = reply.elements[2].str](bool cancelled) {
+        if (!cancelled) subscribers_.DeliverMessage(id, channel, message);
       });
     }
   }

@@ -41,12 +41,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
-#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
+#include "dlock/transport/uv/deferred_queue.h"
 #include "dlock/transport/uv/hiredis_transport.h"
+#include "dlock/transport/uv/reconnect_backoff.h"
+#include "dlock/transport/uv/subscriber_set.h"
 #include "dlock/transport/uv/tls_options.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
@@ -81,11 +83,11 @@ class TlsTransport : public Transport {
   uint64_t connection_epoch() const override;
 
   // As HiredisTransport's.
-  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback);
-  void Close();
-  bool connected() const;
+  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback) override;
+  void Close() override;
+  bool connected() const override;
   absl::Status last_error() const;
-  size_t pending_commands() const { return pending_; }
+  size_t pending_commands() const override { return pending_; }
   EventLoop& event_loop() { return timers_; }
 
  private:
@@ -93,8 +95,6 @@ class TlsTransport : public Transport {
   struct Link;
   struct Conn;
   struct Channel;
-  struct Subscriber;
-  class SubscriptionImpl;
   friend struct Link;
 
   TlsTransport(uv_loop_s* loop, TlsTransportOptions options, ssl_ctx_st* ctx);
@@ -109,7 +109,6 @@ class TlsTransport : public Transport {
   void ConnectionLost(Conn& conn, absl::Status why);
   void Teardown(Conn& conn);
   void ScheduleAttempt(Conn& conn, absl::Duration delay);
-  absl::Duration BackoffDelay(int failures);
   std::string Endpoint() const;
 
   // Bytes.
@@ -123,14 +122,11 @@ class TlsTransport : public Transport {
   void FlushSoon(Conn& conn);
   void Flush(Conn& conn);
   void FlushCipher(Conn& conn);
-  absl::Status TlsError(Conn& conn, int ret, absl::string_view during);
 
   // Commands and events.
   void Issue(std::unique_ptr<Request> request);
   void OnDeadline(Request* request);
   void Complete(std::unique_ptr<Request> request, absl::StatusOr<Reply> result);
-  void Push(absl::AnyInvocable<void(bool cancelled) &&> fn);
-  void DrainEvents();
 
   // Pub/sub.
   void SendSubscribe(const std::string& channel, bool subscribe);
@@ -146,14 +142,17 @@ class TlsTransport : public Transport {
   bool closed_ = false;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
-  std::deque<absl::AnyInvocable<void(bool cancelled) &&>> events_;
-  TimerId drain_timer_ = 0;
+  // Deferred callbacks, told whether Close is cancelling them.
+  using Event = absl::AnyInvocable<void(bool cancelled) &&>;
+  DeferredQueue<Event> events_;
   size_t pending_ = 0;
   uint64_t cmd_epoch_ = 0;
   absl::flat_hash_map<std::string, std::unique_ptr<Channel>> channels_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Subscriber>> subscribers_;
-  uint64_t next_subscriber_id_ = 1;
-  absl::BitGen rng_;
+  // Who subscribed with which callbacks (subscriber_set.h).
+  SubscriberSet subscribers_{[this](uint64_t id) { Unsubscribe(id); }};
+  ReconnectBackoff backoff_{options_.connection.reconnect_backoff_min,
+                            options_.connection.reconnect_backoff_max,
+                            options_.connection.reconnect_jitter};
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };
 

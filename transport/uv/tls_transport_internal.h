@@ -2,14 +2,13 @@
 // tls_transport.cc (creation, the command path, deadlines, Close, pub/sub),
 // tls_connection.cc (the connection state machine: resolve, connect,
 // AUTH/SELECT/PING set-up, ready, failure, backoff, reconnect) and
-// tls_session.cc (OpenSSL: TLS set-up on a connected socket, handshake,
-// certificate verification and error naming, encrypted bytes in and out).
+// tls_session.cc (the TLS stream on a connected socket: handshake, bytes
+// in and out), over tls_stream.cc (one OpenSSL session in memory) and
+// tls_errors.cc (naming TLS failures).
 // Private to //transport/uv:tls_transport.
 #ifndef DLOCK_TRANSPORT_UV_TLS_TRANSPORT_INTERNAL_H_
 #define DLOCK_TRANSPORT_UV_TLS_TRANSPORT_INTERNAL_H_
 
-#include <hiredis/hiredis.h>
-#include <openssl/ssl.h>
 #include <uv.h>
 
 #include <cstddef>
@@ -23,7 +22,9 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
+#include "dlock/transport/uv/host_lookup.h"
 #include "dlock/transport/uv/tls_transport.h"
+#include "tls_stream.h"  // private, same directory
 
 namespace dlock {
 namespace tls_internal {
@@ -32,10 +33,6 @@ constexpr size_t kReadChunk = 64 * 1024;
 
 // The RESP encoding of `argv` (hiredis's formatter). In tls_transport.cc.
 std::string FormatCommand(const std::vector<std::string>& argv);
-
-// The oldest error on OpenSSL's queue (and clears the queue). In
-// tls_session.cc.
-std::string OpenSslError();
 
 }  // namespace tls_internal
 
@@ -52,15 +49,8 @@ struct TlsTransport::Link {
   uv_tcp_t tcp;
   uv_connect_t connect_req;
   Conn* conn = nullptr;
-  SSL* ssl = nullptr;
-  BIO* in = nullptr;   // ciphertext from the socket, read by OpenSSL
-  BIO* out = nullptr;  // ciphertext from OpenSSL, written to the socket
-  redisReader* reader = nullptr;
+  std::unique_ptr<tls_internal::TlsStream> stream;  // once TCP is up
   char buf[tls_internal::kReadChunk];
-  ~Link() {
-    if (ssl != nullptr) SSL_free(ssl);  // frees the BIOs
-    if (reader != nullptr) redisReaderFree(reader);
-  }
 };
 
 struct TlsTransport::Conn {
@@ -72,7 +62,7 @@ struct TlsTransport::Conn {
   State state = State::kIdle;
   Phase phase = Phase::kResolve;
   Link* link = nullptr;
-  std::shared_ptr<bool> resolve_alive;  // set false to orphan a lookup
+  std::unique_ptr<HostLookup> lookup;  // while the host name resolves
   TimerId attempt_timer = 0;
   TimerId retry_timer = 0;
   TimerId flush_timer = 0;
@@ -89,26 +79,6 @@ struct TlsTransport::Conn {
 struct TlsTransport::Channel {
   std::vector<uint64_t> subscribers;
   bool confirmed = false;
-};
-
-struct TlsTransport::Subscriber {
-  std::string channel;
-  MessageCallback on_message;
-  absl::AnyInvocable<void(absl::Status) &&> on_ready;  // empty once fired
-  SubscriptionImpl* handle = nullptr;
-};
-
-class TlsTransport::SubscriptionImpl : public Subscription {
- public:
-  SubscriptionImpl(TlsTransport* t, uint64_t id) : transport_(t), id_(id) {}
-  ~SubscriptionImpl() override {
-    if (transport_ != nullptr) transport_->Unsubscribe(id_);
-  }
-  void Detach() { transport_ = nullptr; }
-
- private:
-  TlsTransport* transport_;
-  const uint64_t id_;
 };
 
 }  // namespace dlock
