@@ -157,6 +157,8 @@ dlock_library(torture_client TESTONLY
 
 dlock_test(reply_test BAZEL //transport:reply_test
   SRCS transport/reply_test.cc DEPS dlock::transport)
+dlock_test(script_test BAZEL //transport:script_test
+  SRCS transport/script_test.cc DEPS dlock::transport)
 dlock_test(mutex_test BAZEL //transport:mutex_test
   SRCS transport/mutex_test.cc DEPS dlock::transport)
 dlock_test(manual_event_loop_test BAZEL //transport/fake:manual_event_loop_test

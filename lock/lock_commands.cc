@@ -12,7 +12,9 @@
 namespace dlock {
 
 LockCommands::LockCommands(Transport* transport, KeyScheme keys)
-    : transport_(transport), keys_(std::move(keys)) {}
+    : transport_(transport),
+      keys_(std::move(keys)),
+      data_set_key_(keys_.DataSetKey()) {}
 
 namespace {
 
@@ -52,16 +54,19 @@ absl::Status LockCommands::TryAcquire(
   if (restart_window < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("restart window must be >= 0");
   }
-  return AcquireScript().Run(
-      *transport_,
-      {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey()},
-      {std::string(token), absl::StrCat(TtlMillis(ttl)),
-       absl::StrCat(absl::ToInt64Milliseconds(restart_window))},
-      timeout,
-      [cb = std::move(cb), keys = keys_,
-       resource = std::string(resource)](absl::StatusOr<Reply> reply) mutable {
+  const ResourceKeys k(keys_.prefix, resource);
+  const absl::string_view keys[] = {k.lock(), k.fence(), data_set_key_};
+  const absl::AlphaNum ttl_ms(TtlMillis(ttl));
+  const absl::AlphaNum window_ms(absl::ToInt64Milliseconds(restart_window));
+  const absl::string_view args[] = {token, ttl_ms.Piece(), window_ms.Piece()};
+  return AcquireScript().Invoke(
+      *transport_, keys, args, timeout,
+      [cb = std::move(cb)](absl::StatusOr<Reply> reply,
+                           absl::Span<const absl::string_view> keys) mutable {
         std::optional<absl::Status> refusal;
-        if (reply.ok()) refusal = AcquireRefusalStatus(keys, resource, *reply);
+        if (reply.ok()) {
+          refusal = AcquireRefusalStatus(keys[0], keys[1], keys[2], *reply);
+        }
         if (!reply.ok()) {
           std::move(cb)(reply.status());
         } else if (refusal.has_value()) {
@@ -76,71 +81,84 @@ absl::Status LockCommands::TryAcquire(
       });
 }
 
+namespace {
+
+// The release script's reply: a ReleaseNotice, or why nothing was released.
+absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(absl::StatusOr<Reply> reply) {
+  if (reply.ok() && reply->is_string()) {
+    // Deleted; the PUBLISH was refused (see scripts.h).
+    ReleaseNotice notice;
+    notice.published = false;
+    notice.publish_error = std::move(reply->str);
+    return notice;
+  }
+  absl::Status status = OwnedReplyStatus("release", reply);
+  if (!status.ok()) return status;
+  return ReleaseNotice();
+}
+
+}  // namespace
+
+template <typename F>
+absl::Status LockCommands::SendRelease(absl::string_view resource,
+                                       absl::string_view token,
+                                       absl::Duration timeout, F on_reply) {
+  absl::Status s = ValidateCommon(resource, token, timeout);
+  if (!s.ok()) return s;
+  const ResourceKeys k(keys_.prefix, resource);
+  const absl::string_view keys[] = {k.lock()};
+  const absl::string_view args[] = {token, k.channel()};
+  return ReleaseScript().Invoke(*transport_, keys, args, timeout, std::move(on_reply));
+}
+
 absl::Status LockCommands::ReleaseNotifying(
     absl::string_view resource, absl::string_view token, absl::Duration timeout,
     absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb) {
-  absl::Status s = ValidateCommon(resource, token, timeout);
-  if (!s.ok()) return s;
-  return ReleaseScript().Run(
-      *transport_, {keys_.LockKey(resource)},
-      {std::string(token), keys_.ChannelKey(resource)}, timeout,
-      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        if (reply.ok() && reply->is_string()) {
-          // Deleted; the PUBLISH was refused (see scripts.h).
-          ReleaseNotice notice;
-          notice.published = false;
-          notice.publish_error = reply->str;
-          std::move(cb)(std::move(notice));
-          return;
-        }
-        absl::Status status = OwnedReplyStatus("release", reply);
-        if (!status.ok()) {
-          std::move(cb)(std::move(status));
-        } else {
-          std::move(cb)(ReleaseNotice());
-        }
-      });
+  return SendRelease(resource, token, timeout,
+                     [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+                       std::move(cb)(ReleaseReplyNotice(std::move(reply)));
+                     });
 }
 
 absl::Status LockCommands::Release(absl::string_view resource,
                                    absl::string_view token, absl::Duration timeout,
                                    absl::AnyInvocable<void(absl::Status) &&> cb) {
-  return ReleaseNotifying(
-      resource, token, timeout,
-      [cb = std::move(cb)](absl::StatusOr<ReleaseNotice> notice) mutable {
-        std::move(cb)(notice.status());
-      });
+  return SendRelease(resource, token, timeout,
+                     [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+                       std::move(cb)(ReleaseReplyNotice(std::move(reply)).status());
+                     });
+}
+
+absl::Status LockCommands::SendExtend(const Script& script, absl::string_view resource,
+                                      absl::string_view token, absl::Duration ttl,
+                                      absl::Duration timeout,
+                                      absl::AnyInvocable<void(absl::Status) &&> cb) {
+  absl::Status s = ValidateCommon(resource, token, timeout);
+  if (!s.ok()) return s;
+  s = ValidateTtl(ttl);
+  if (!s.ok()) return s;
+  const ResourceKeys k(keys_.prefix, resource);
+  const absl::string_view keys[] = {k.lock()};
+  const absl::AlphaNum ttl_ms(TtlMillis(ttl));
+  const absl::string_view args[] = {token, ttl_ms.Piece()};
+  return script.Invoke(*transport_, keys, args, timeout,
+                       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+                         std::move(cb)(OwnedReplyStatus("extend", reply));
+                       });
 }
 
 absl::Status LockCommands::Extend(absl::string_view resource,
                                   absl::string_view token, absl::Duration ttl,
                                   absl::Duration timeout,
                                   absl::AnyInvocable<void(absl::Status) &&> cb) {
-  absl::Status s = ValidateCommon(resource, token, timeout);
-  if (!s.ok()) return s;
-  s = ValidateTtl(ttl);
-  if (!s.ok()) return s;
-  return ExtendScript().Run(
-      *transport_, {keys_.LockKey(resource)},
-      {std::string(token), absl::StrCat(TtlMillis(ttl))}, timeout,
-      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        std::move(cb)(OwnedReplyStatus("extend", reply));
-      });
+  return SendExtend(ExtendScript(), resource, token, ttl, timeout, std::move(cb));
 }
 
 absl::Status LockCommands::ExtendOrReacquire(
     absl::string_view resource, absl::string_view token, absl::Duration ttl,
     absl::Duration timeout, absl::AnyInvocable<void(absl::Status) &&> cb) {
-  absl::Status s = ValidateCommon(resource, token, timeout);
-  if (!s.ok()) return s;
-  s = ValidateTtl(ttl);
-  if (!s.ok()) return s;
-  return ExtendOrReacquireScript().Run(
-      *transport_, {keys_.LockKey(resource)},
-      {std::string(token), absl::StrCat(TtlMillis(ttl))}, timeout,
-      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        std::move(cb)(OwnedReplyStatus("extend", reply));
-      });
+  return SendExtend(ExtendOrReacquireScript(), resource, token, ttl, timeout,
+                    std::move(cb));
 }
 
 absl::Status LockCommands::TrustDataSet(absl::Duration timeout,

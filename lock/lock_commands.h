@@ -22,6 +22,7 @@
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/reply_status.h"
 #include "dlock/lock/tokens.h"
+#include "dlock/transport/script.h"
 #include "dlock/transport/transport.h"
 
 namespace dlock {
@@ -101,8 +102,17 @@ class LockCommands {
                                  absl::AnyInvocable<void(absl::Status) &&> cb);
 
  private:
+  template <typename F>
+  absl::Status SendRelease(absl::string_view resource, absl::string_view token,
+                           absl::Duration timeout, F on_reply);
+  absl::Status SendExtend(const Script& script, absl::string_view resource,
+                          absl::string_view token, absl::Duration ttl,
+                          absl::Duration timeout,
+                          absl::AnyInvocable<void(absl::Status) &&> cb);
+
   Transport* transport_;
   KeyScheme keys_;
+  std::string data_set_key_;  // keys_.DataSetKey(), built once
 };
 
 }  // namespace dlock
