@@ -191,12 +191,16 @@ dlock_test(reentrant_lock_test BAZEL //lock:reentrant_lock_test
   SRCS lock/reentrant_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(lease_ttl_test BAZEL //lock:lease_ttl_test
   SRCS lock/lease_ttl_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(keys_test BAZEL //lock:keys_test
+  SRCS lock/keys_test.cc DEPS dlock::lock)
 dlock_test(error_reply_test BAZEL //lock:error_reply_test
   SRCS lock/error_reply_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(release_publish_test BAZEL //lock:release_publish_test
   SRCS lock/release_publish_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
   SRCS redlock/redlock_ttl_test.cc DEPS dlock::redlock dlock::fake dlock::status_matchers)
+dlock_test(fence_script_sha1_test BAZEL //redlock:fence_script_sha1_test
+  SRCS redlock/fence_script_sha1_test.cc DEPS dlock::redlock dlock::fake)
 dlock_test(redlock_test BAZEL //redlock:redlock_test
   SRCS redlock/redlock_test.cc
   DEPS dlock::redlock dlock::fake dlock::status_matchers)

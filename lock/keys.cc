@@ -1,5 +1,7 @@
 #include "dlock/lock/keys.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 
 namespace dlock {
@@ -20,12 +22,18 @@ std::string KeyScheme::DataSetKey() const {
 
 ResourceKeys::ResourceKeys(absl::string_view prefix, absl::string_view resource)
     : lock_len_(prefix.size() + resource.size() + 2) {
-  buf_.reserve(2 * lock_len_ + kFence.size() + kReleased.size());
+  buf_.resize(2 * lock_len_ + kFence.size() + kReleased.size());
+  char* out = buf_.data();
+  auto put = [&out](absl::string_view piece) {
+    if (!piece.empty()) std::memcpy(out, piece.data(), piece.size());
+    out += piece.size();
+  };
   for (absl::string_view suffix : {kFence, kReleased}) {
-    for (absl::string_view piece : {prefix, absl::string_view("{"), resource,
-                                    absl::string_view("}"), suffix}) {
-      buf_.insert(buf_.end(), piece.begin(), piece.end());
-    }
+    put(prefix);
+    *out++ = '{';
+    put(resource);
+    *out++ = '}';
+    put(suffix);
   }
 }
 
