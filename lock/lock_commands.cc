@@ -43,10 +43,10 @@ absl::Status OwnedReplyStatus(absl::string_view what,
 
 }  // namespace
 
-absl::Status LockCommands::TryAcquire(
-    absl::string_view resource, absl::string_view token, absl::Duration ttl,
-    absl::Duration restart_window, absl::Duration timeout,
-    absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb) {
+absl::Status LockCommands::PrepareAcquire(absl::string_view resource,
+                                          absl::string_view token, absl::Duration ttl,
+                                          absl::Duration restart_window,
+                                          absl::Duration timeout, AcquireArgv& a) const {
   absl::Status s = ValidateCommon(resource, token, timeout);
   if (!s.ok()) return s;
   s = ValidateTtl(ttl);
@@ -54,37 +54,32 @@ absl::Status LockCommands::TryAcquire(
   if (restart_window < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("restart window must be >= 0");
   }
-  const ResourceKeys k(keys_.prefix, resource);
-  const absl::string_view keys[] = {k.lock(), k.fence(), data_set_key_};
-  const absl::AlphaNum ttl_ms(TtlMillis(ttl));
-  const absl::AlphaNum window_ms(absl::ToInt64Milliseconds(restart_window));
-  const absl::string_view args[] = {token, ttl_ms.Piece(), window_ms.Piece()};
-  return AcquireScript().Invoke(
-      *transport_, keys, args, timeout,
-      [cb = std::move(cb)](absl::StatusOr<Reply> reply,
-                           absl::Span<const absl::string_view> keys) mutable {
-        std::optional<absl::Status> refusal;
-        if (reply.ok()) {
-          refusal = AcquireRefusalStatus(keys[0], keys[1], keys[2], *reply);
-        }
-        if (!reply.ok()) {
-          std::move(cb)(reply.status());
-        } else if (refusal.has_value()) {
-          std::move(cb)(*std::move(refusal));
-        } else if (reply->is_nil()) {
-          std::move(cb)(absl::AbortedError("lock is held by another owner"));
-        } else if (reply->is_integer() && reply->integer >= 1) {
-          std::move(cb)(reply->integer);
-        } else {
-          std::move(cb)(UnexpectedReplyStatus("acquire", *reply));
-        }
-      });
+  const ResourceKeys& k = a.resource_keys.emplace(keys_.prefix, resource);
+  a.keys[0] = k.lock();
+  a.keys[1] = k.fence();
+  a.keys[2] = data_set_key_;
+  const char* ttl_end = absl::numbers_internal::FastIntToBuffer(TtlMillis(ttl), a.ttl_ms);
+  const char* window_end = absl::numbers_internal::FastIntToBuffer(
+      absl::ToInt64Milliseconds(restart_window), a.window_ms);
+  a.args[0] = token;
+  a.args[1] = absl::string_view(a.ttl_ms, static_cast<size_t>(ttl_end - a.ttl_ms));
+  a.args[2] = absl::string_view(a.window_ms, static_cast<size_t>(window_end - a.window_ms));
+  return absl::OkStatus();
 }
 
-namespace {
+absl::StatusOr<int64_t> LockCommands::AcquireReplyFence(
+    absl::StatusOr<Reply> reply, absl::Span<const absl::string_view> keys) {
+  if (!reply.ok()) return reply.status();
+  std::optional<absl::Status> refusal =
+      AcquireRefusalStatus(keys[0], keys[1], keys[2], *reply);
+  if (refusal.has_value()) return *std::move(refusal);
+  if (reply->is_nil()) return absl::AbortedError("lock is held by another owner");
+  if (reply->is_integer() && reply->integer >= 1) return reply->integer;
+  return UnexpectedReplyStatus("acquire", *reply);
+}
 
-// The release script's reply: a ReleaseNotice, or why nothing was released.
-absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(absl::StatusOr<Reply> reply) {
+absl::StatusOr<ReleaseNotice> LockCommands::ReleaseReplyNotice(
+    absl::StatusOr<Reply> reply) {
   if (reply.ok() && reply->is_string()) {
     // Deleted; the PUBLISH was refused (see scripts.h).
     ReleaseNotice notice;
@@ -97,36 +92,10 @@ absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(absl::StatusOr<Reply> reply) {
   return ReleaseNotice();
 }
 
-}  // namespace
-
-template <typename F>
-absl::Status LockCommands::SendRelease(absl::string_view resource,
-                                       absl::string_view token,
-                                       absl::Duration timeout, F on_reply) {
-  absl::Status s = ValidateCommon(resource, token, timeout);
-  if (!s.ok()) return s;
-  const ResourceKeys k(keys_.prefix, resource);
-  const absl::string_view keys[] = {k.lock()};
-  const absl::string_view args[] = {token, k.channel()};
-  return ReleaseScript().Invoke(*transport_, keys, args, timeout, std::move(on_reply));
-}
-
-absl::Status LockCommands::ReleaseNotifying(
-    absl::string_view resource, absl::string_view token, absl::Duration timeout,
-    absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb) {
-  return SendRelease(resource, token, timeout,
-                     [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-                       std::move(cb)(ReleaseReplyNotice(std::move(reply)));
-                     });
-}
-
-absl::Status LockCommands::Release(absl::string_view resource,
-                                   absl::string_view token, absl::Duration timeout,
-                                   absl::AnyInvocable<void(absl::Status) &&> cb) {
-  return SendRelease(resource, token, timeout,
-                     [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-                       std::move(cb)(ReleaseReplyNotice(std::move(reply)).status());
-                     });
+absl::Status LockCommands::ValidateReleaseArgs(absl::string_view resource,
+                                               absl::string_view token,
+                                               absl::Duration timeout) {
+  return ValidateCommon(resource, token, timeout);
 }
 
 absl::Status LockCommands::SendExtend(const Script& script, absl::string_view resource,
