@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "dlock/lock/blocking_lock.h"
 #include "dlock/lock/fair_lock.h"
+#include "dlock/lock/keys.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
@@ -46,6 +47,7 @@ struct DlockStack {
   bool info_every_command = false;
   absl::Duration wake_stagger;  // RetryLockOptions::wake_stagger
   int min_replicas = 0;
+  std::string prefix;  // key prefix of this run (set by Build)
 
   absl::Status Build(uv_loop_t* uv, EventLoop* loop, const RawOptions& o, bool with_retry) {
     for (int port : o.ports) {
@@ -56,7 +58,7 @@ struct DlockStack {
       if (!tr.ok()) return tr.status();
       transports.push_back(*std::move(tr));
     }
-    std::string prefix = absl::StrCat(o.prefix, "dlock:");
+    prefix = absl::StrCat(o.prefix, "dlock:");
     if (o.ports.size() == 1) {
       SimpleLockOptions so;
       so.key_prefix = prefix;
@@ -84,16 +86,31 @@ struct DlockStack {
     return absl::OkStatus();
   }
 
-  // Calls `done` once every transport is connected (or with the first error).
+  // Calls `done` once every transport is connected and has declared the
+  // run's data set trusted (or with the first error). The bench's prefix is
+  // new on never-restarted servers, so its data-set marker may be trusted,
+  // as //testing's fixtures do: otherwise RedLock's restart window would
+  // refuse the first cycles of a run.
   void ConnectAll(std::function<void(absl::Status)> done) {
     auto left = std::make_shared<int>(static_cast<int>(transports.size()));
     auto first_error = std::make_shared<absl::Status>();
+    auto finish = [left, first_error, done](absl::Status st) {
+      if (!st.ok() && first_error->ok()) *first_error = st;
+      if (--*left == 0) done(*first_error);
+    };
+    std::vector<std::string> trust = TrustDataSetCommand(KeyScheme{prefix});
     for (auto& t : transports) {
-      absl::Status s = t->Connect([left, first_error, done](absl::Status st) {
-        if (!st.ok() && first_error->ok()) *first_error = st;
-        if (--*left == 0) done(*first_error);
+      Transport* tp = t.get();
+      absl::Status s = t->Connect([tp, trust, finish](absl::Status st) {
+        if (!st.ok()) return finish(st);
+        absl::Status sent = tp->Send(
+            trust, absl::Seconds(5), [finish](absl::StatusOr<Reply> r) {
+              if (!r.ok()) return finish(r.status());
+              finish(r->is_error() ? absl::UnavailableError(r->str) : absl::OkStatus());
+            });
+        if (!sent.ok()) finish(sent);
       });
-      if (!s.ok() && first_error->ok()) *first_error = s;
+      if (!s.ok()) finish(s);
     }
   }
 

@@ -68,6 +68,9 @@ ABSL_FLAG(bool, redlock_delayed_restart, true,
 ABSL_FLAG(bool, redlock_info_every_command, false,
           "dlock with several ports: check run_ids with an INFO on every acquire "
           "(RedLockOptions::check_run_id_every_command) instead of once per connection");
+ABSL_FLAG(bool, raw_at_quorum, false,
+          "hiredis-raw async over several ports: next phase once a majority "
+          "answered (the RedLock ceiling); otherwise wait for every server");
 ABSL_FLAG(bool, dlock_scripts, false,
           "hiredis-raw async seq/pipelined: run dlock's acquire/release Lua scripts");
 
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
   o.ttl_ms = absl::GetFlag(FLAGS_ttl_ms);
   o.retry_ms = absl::GetFlag(FLAGS_retry_ms);
   o.dlock_scripts = absl::GetFlag(FLAGS_dlock_scripts);
+  o.at_quorum = absl::GetFlag(FLAGS_raw_at_quorum);
   if (o.n <= 0 || o.warmup < 0 || o.depth <= 0 || o.workers <= 0 || o.total <= 0 ||
       o.ttl_ms <= 0 || o.retry_ms < 0) {
     std::fprintf(stderr, "counts and ttl must be positive\n");

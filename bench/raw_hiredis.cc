@@ -165,15 +165,38 @@ int SendArgv(redisAsyncContext* ac, redisCallbackFn* fn, void* priv,
 
 // One acquire+release chain of the seq / pipelined workloads.
 struct CycleRunner;
+struct Chain;
+// What one command's reply belongs to: a chain and its phase. A reply for
+// a phase the chain has left (at_quorum) is drained and ignored.
+struct Slot {
+  Chain* c = nullptr;
+  uint64_t phase = 0;
+};
 struct Chain {
   CycleRunner* r = nullptr;
-  int pending = 0;  // replies outstanding in the current phase
-  int ok = 0;       // servers that granted the lock
+  uint64_t phase = 0;  // bumped at every acquire and release phase
+  int replied = 0;     // replies in the current phase
+  int ok = 0;          // servers that granted the lock
   std::string key;
   std::string fence_key;
   std::string channel;
   std::string token;
   int64_t start_ns = 0;
+  // Ring of reply slots, one per command sent (reused round-robin; far more
+  // than can be outstanding).
+  std::vector<Slot> slots = std::vector<Slot>(1024);
+  size_t next_slot = 0;
+  Slot* NextSlot() {
+    Slot* s = &slots[next_slot++ % slots.size()];
+    s->c = this;
+    s->phase = phase;
+    return s;
+  }
+  void NextPhase() {
+    ++phase;
+    replied = 0;
+    ok = 0;
+  }
 };
 
 struct CycleRunner {
@@ -196,13 +219,15 @@ struct CycleRunner {
   // restart window 0: never refused.
   std::string marker = "dlock:data-set-began";
 
+  int servers() const { return static_cast<int>(rig->conns.size()); }
+  int quorum() const { return servers() / 2 + 1; }
+
   void StartCycle(Chain* c) {
     if (started >= target || !rig->error.ok()) return;
     ++started;
     c->token = tokens.Next();
     c->start_ns = NowNanos();
-    c->pending = static_cast<int>(rig->conns.size());
-    c->ok = 0;
+    c->NextPhase();
     if (o->dlock_scripts) {
       // dlock's key scheme: P{R}, P{R}:fence, P{R}:released.
       std::string r = absl::StrCat(keyprefix, started);
@@ -214,48 +239,57 @@ struct CycleRunner {
     }
     for (redisAsyncContext* ac : rig->conns) {
       if (o->dlock_scripts) {
-        SendArgv(ac, &CycleRunner::OnAcquire, c,
+        SendArgv(ac, &CycleRunner::OnAcquire, c->NextSlot(),
                  {&kEvalsha, &acquire_sha, &kThree, &c->key, &c->fence_key, &marker,
                   &c->token, &ttl, &kZero});
       } else {
-        SendArgv(ac, &CycleRunner::OnAcquire, c,
+        SendArgv(ac, &CycleRunner::OnAcquire, c->NextSlot(),
                  {&kSet, &c->key, &c->token, &kNx, &kPx, &ttl});
       }
     }
   }
 
   static void OnAcquire(redisAsyncContext*, void* rv, void* priv) {
-    auto* c = static_cast<Chain*>(priv);
+    auto* slot = static_cast<Slot*>(priv);
+    Chain* c = slot->c;
     CycleRunner* r = c->r;
+    if (slot->phase != c->phase) return;  // drained after the quorum moved on
     auto* reply = static_cast<redisReply*>(rv);
     if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
       r->rig->Fail(reply ? std::string(reply->str, reply->len) : "disconnected");
     } else if (reply->type == REDIS_REPLY_STATUS || reply->type == REDIS_REPLY_INTEGER) {
       ++c->ok;
     }
-    if (--c->pending > 0) return;
+    ++c->replied;
+    const bool decided = r->o->at_quorum ? (c->ok >= r->quorum() || c->replied == r->servers())
+                                         : c->replied == r->servers();
+    if (!decided) return;
     // Quorum check as a real client would; release on every server either way.
-    if (c->ok < static_cast<int>(r->rig->conns.size()) / 2 + 1) ++r->failed;
-    c->pending = static_cast<int>(r->rig->conns.size());
+    if (c->ok < r->quorum()) ++r->failed;
+    c->NextPhase();
     for (redisAsyncContext* ac : r->rig->conns) {
       if (r->o->dlock_scripts) {
-        SendArgv(ac, &CycleRunner::OnRelease, c,
+        SendArgv(ac, &CycleRunner::OnRelease, c->NextSlot(),
                  {&r->kEvalsha, &r->sha, &r->kOne, &c->key, &c->token, &c->channel});
       } else {
-        SendArgv(ac, &CycleRunner::OnRelease, c,
+        SendArgv(ac, &CycleRunner::OnRelease, c->NextSlot(),
                  {&r->kEvalsha, &r->sha, &r->kOne, &c->key, &c->token});
       }
     }
   }
 
   static void OnRelease(redisAsyncContext*, void* rv, void* priv) {
-    auto* c = static_cast<Chain*>(priv);
+    auto* slot = static_cast<Slot*>(priv);
+    Chain* c = slot->c;
     CycleRunner* r = c->r;
+    if (slot->phase != c->phase) return;  // drained after the quorum moved on
     auto* reply = static_cast<redisReply*>(rv);
     if (reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
       r->rig->Fail(reply ? std::string(reply->str, reply->len) : "disconnected");
     }
-    if (--c->pending > 0) return;
+    ++c->replied;
+    if (c->replied < (r->o->at_quorum ? r->quorum() : r->servers())) return;
+    c->NextPhase();
     if (r->lat != nullptr) r->lat->Add(NowNanos() - c->start_ns);
     ++r->finished;
     r->StartCycle(c);
@@ -320,6 +354,7 @@ absl::StatusOr<BenchResult> RawAsyncCycles(const RawOptions& o,
   r.workload = workload;
   r.instances = static_cast<int>(o.ports.size());
   if (workload == "pipelined") r.Set("depth", static_cast<int64_t>(depth));
+  if (o.ports.size() > 1) r.Set("at_quorum", o.at_quorum);
   r.SetCycleStats(o.n, t1 - t0, before, after, &lat);
   r.Set("failed", runner.failed);
   return r;

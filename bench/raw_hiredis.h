@@ -42,6 +42,12 @@ struct RawOptions {
   // of plain SET NX PX and a bare compare-and-delete. A diagnostic ceiling:
   // the same server work as dlock, without dlock's client code.
   bool dlock_scripts = false;
+  // seq / pipelined async over several servers: move to the next phase
+  // (release, then the next acquire) as soon as a majority has answered
+  // (acquire: granted; release: replied), as a RedLock client does; the
+  // other replies are drained in the background. The RedLock ceiling.
+  // false: wait for every server.
+  bool at_quorum = false;
 };
 
 // seq (depth 1) or pipelined (depth D) over hiredis async on libuv.

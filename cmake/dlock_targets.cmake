@@ -185,6 +185,8 @@ dlock_library(torture_client TESTONLY
 
 dlock_test(reply_test BAZEL //transport:reply_test
   SRCS transport/reply_test.cc DEPS dlock::transport)
+dlock_test(script_test BAZEL //transport:script_test
+  SRCS transport/script_test.cc DEPS dlock::transport)
 dlock_test(mutex_test BAZEL //transport:mutex_test
   SRCS transport/mutex_test.cc DEPS dlock::transport)
 dlock_test(manual_event_loop_test BAZEL //transport/fake:manual_event_loop_test
@@ -240,6 +242,8 @@ dlock_test(reentrant_lock_test BAZEL //lock:reentrant_lock_test
   SRCS lock/reentrant_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(lease_ttl_test BAZEL //lock:lease_ttl_test
   SRCS lock/lease_ttl_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(keys_test BAZEL //lock:keys_test
+  SRCS lock/keys_test.cc DEPS dlock::lock)
 dlock_test(error_reply_test BAZEL //lock:error_reply_test
   SRCS lock/error_reply_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(semaphore_test BAZEL //lock:semaphore_test
@@ -257,6 +261,8 @@ dlock_test(read_write_multi_torture_test BAZEL //lock:read_write_multi_torture_t
   SRCS lock/read_write_multi_torture_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
   SRCS redlock/redlock_ttl_test.cc DEPS dlock::redlock dlock::fake dlock::status_matchers)
+dlock_test(fence_script_sha1_test BAZEL //redlock:fence_script_sha1_test
+  SRCS redlock/fence_script_sha1_test.cc DEPS dlock::redlock dlock::fake)
 dlock_test(redlock_test BAZEL //redlock:redlock_test
   SRCS redlock/redlock_test.cc
   DEPS dlock::redlock dlock::fake dlock::status_matchers)

@@ -18,9 +18,11 @@
 #ifndef DLOCK_LOCK_KEYS_H_
 #define DLOCK_LOCK_KEYS_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 
 namespace dlock {
@@ -48,6 +50,30 @@ struct KeyScheme {
 // need not wait the window. An admin does the same with
 // `redis-cli SET dlock:data-set-began 0`.
 std::vector<std::string> TrustDataSetCommand(const KeyScheme& keys);
+
+// The three keys of one resource (KeyScheme's LockKey, FenceKey and
+// ChannelKey), built once into one buffer that lives inline for a prefix
+// and resource of up to about 50 bytes together: an operation builds it on
+// the stack and sends views of it, without a heap allocation per key.
+class ResourceKeys {
+ public:
+  ResourceKeys(absl::string_view prefix, absl::string_view resource);
+  ResourceKeys(const ResourceKeys&) = delete;
+  ResourceKeys& operator=(const ResourceKeys&) = delete;
+
+  absl::string_view lock() const { return {buf_.data(), lock_len_}; }
+  absl::string_view fence() const { return {buf_.data(), lock_len_ + kFence.size()}; }
+  absl::string_view channel() const {
+    return {buf_.data() + lock_len_ + kFence.size(), lock_len_ + kReleased.size()};
+  }
+
+ private:
+  static constexpr absl::string_view kFence = ":fence";
+  static constexpr absl::string_view kReleased = ":released";
+  // "P{R}:fence" followed by "P{R}:released".
+  absl::InlinedVector<char, 128> buf_;
+  size_t lock_len_;
+};
 
 }  // namespace dlock
 

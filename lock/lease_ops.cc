@@ -1,5 +1,6 @@
 #include "dlock/lock/lease_ops.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -52,15 +53,15 @@ void BackgroundRetries::RunLater(absl::Duration delay, absl::AnyInvocable<void()
   if (stopped_) return;
   auto id = std::make_shared<TimerId>(0);
   *id = loop_->RunAfter(delay, [this, id, fn = std::move(fn)]() mutable {
-    timers_.erase(*id);
+    timers_.erase(std::remove(timers_.begin(), timers_.end(), *id), timers_.end());
     std::move(fn)();
   });
-  timers_.insert(*id);
+  timers_.push_back(*id);
 }
 
 void BackgroundRetries::Stop() {
   stopped_ = true;
-  absl::flat_hash_set<TimerId> timers = std::move(timers_);
+  std::vector<TimerId> timers = std::move(timers_);
   timers_.clear();
   for (TimerId id : timers) loop_->Cancel(id);
 }

@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -65,7 +65,9 @@ class BackgroundRetries {
  private:
   EventLoop* const loop_;
   bool stopped_ = false;
-  absl::flat_hash_set<TimerId> timers_;
+  // Pending cleanup timers: a few at most (a vector: smaller code than a
+  // hash set).
+  std::vector<TimerId> timers_;
 };
 
 // The state of one single-server lock that its operations share (held by

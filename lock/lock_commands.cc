@@ -7,13 +7,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/transport/reply.h"
 
 namespace dlock {
 
 LockCommands::LockCommands(Transport* transport, KeyScheme keys)
-    : transport_(transport), keys_(std::move(keys)) {}
+    : transport_(transport),
+      keys_(std::move(keys)),
+      data_set_key_(keys_.DataSetKey()) {}
 
 namespace {
 
@@ -51,12 +54,12 @@ absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_vi
   return UnexpectedReplyStatus("acquire", *reply);
 }
 
-absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(const absl::StatusOr<Reply>& reply) {
+absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(absl::StatusOr<Reply> reply) {
   if (reply.ok() && reply->is_string()) {
     // Deleted; the PUBLISH was refused (see scripts.h).
     ReleaseNotice notice;
     notice.published = false;
-    notice.publish_error = reply->str;
+    notice.publish_error = std::move(reply->str);
     return notice;
   }
   absl::Status status = OwnedReplyStatus("release", reply);
@@ -64,10 +67,10 @@ absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(const absl::StatusOr<Reply>& re
   return ReleaseNotice();
 }
 
-absl::Status LockCommands::TryAcquire(
-    absl::string_view resource, absl::string_view token, absl::Duration ttl,
-    absl::Duration restart_window, absl::Duration timeout,
-    absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb) {
+absl::Status LockCommands::PrepareAcquire(absl::string_view resource,
+                                          absl::string_view token, absl::Duration ttl,
+                                          absl::Duration restart_window,
+                                          absl::Duration timeout, AcquireArgv& a) const {
   absl::Status s = ValidateCommon(resource, token, timeout);
   if (!s.ok()) return s;
   s = ValidateTtl(ttl);
@@ -75,71 +78,80 @@ absl::Status LockCommands::TryAcquire(
   if (restart_window < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("restart window must be >= 0");
   }
-  return RunAcknowledged(
-      AcquireScript(), *transport_,
-      {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey()},
-      {std::string(token), absl::StrCat(TtlMillis(ttl)),
-       absl::StrCat(absl::ToInt64Milliseconds(restart_window))},
-      timeout, ack_, [](const Reply& r) { return r.is_integer() && r.integer >= 1; },
-      [cb = std::move(cb), keys = keys_,
-       resource = std::string(resource)](absl::StatusOr<Reply> reply) mutable {
-        std::move(cb)(AcquireReplyFence(keys, resource, reply));
-      });
+  const ResourceKeys& k = a.resource_keys.emplace(keys_.prefix, resource);
+  a.keys[0] = k.lock();
+  a.keys[1] = k.fence();
+  a.keys[2] = data_set_key_;
+  const char* ttl_end = absl::numbers_internal::FastIntToBuffer(TtlMillis(ttl), a.ttl_ms);
+  const char* window_end = absl::numbers_internal::FastIntToBuffer(
+      absl::ToInt64Milliseconds(restart_window), a.window_ms);
+  a.args[0] = token;
+  a.args[1] = absl::string_view(a.ttl_ms, static_cast<size_t>(ttl_end - a.ttl_ms));
+  a.args[2] = absl::string_view(a.window_ms, static_cast<size_t>(window_end - a.window_ms));
+  return absl::OkStatus();
 }
 
-absl::Status LockCommands::ReleaseNotifying(
-    absl::string_view resource, absl::string_view token, absl::Duration timeout,
-    absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb) {
+absl::StatusOr<int64_t> LockCommands::AcquireReplyFence(
+    absl::StatusOr<Reply> reply, absl::Span<const absl::string_view> keys) {
+  if (!reply.ok()) return reply.status();
+  std::optional<absl::Status> refusal =
+      AcquireRefusalStatus(keys[0], keys[1], keys[2], *reply);
+  if (refusal.has_value()) return *std::move(refusal);
+  if (reply->is_nil()) return absl::AbortedError("lock is held by another owner");
+  if (reply->is_integer() && reply->integer >= 1) return reply->integer;
+  return UnexpectedReplyStatus("acquire", *reply);
+}
+
+absl::Status LockCommands::ValidateReleaseArgs(absl::string_view resource,
+                                               absl::string_view token,
+                                               absl::Duration timeout) {
+  return ValidateCommon(resource, token, timeout);
+}
+
+absl::Status LockCommands::SendExtend(const Script& script, absl::string_view resource,
+                                      absl::string_view token, absl::Duration ttl,
+                                      absl::Duration timeout,
+                                      absl::AnyInvocable<void(absl::Status) &&> cb) {
   absl::Status s = ValidateCommon(resource, token, timeout);
   if (!s.ok()) return s;
-  return ReleaseScript().Run(
-      *transport_, {keys_.LockKey(resource)},
-      {std::string(token), keys_.ChannelKey(resource)}, timeout,
-      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        std::move(cb)(ReleaseReplyNotice(reply));
-      });
-}
-
-absl::Status LockCommands::Release(absl::string_view resource,
-                                   absl::string_view token, absl::Duration timeout,
-                                   absl::AnyInvocable<void(absl::Status) &&> cb) {
-  return ReleaseNotifying(
-      resource, token, timeout,
-      [cb = std::move(cb)](absl::StatusOr<ReleaseNotice> notice) mutable {
-        std::move(cb)(notice.status());
-      });
+  s = ValidateTtl(ttl);
+  if (!s.ok()) return s;
+  const ResourceKeys k(keys_.prefix, resource);
+  const absl::string_view keys[] = {k.lock()};
+  const absl::AlphaNum ttl_ms(TtlMillis(ttl));
+  const absl::string_view args[] = {token, ttl_ms.Piece()};
+  return script.Invoke(*transport_, keys, args, timeout,
+                       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+                         std::move(cb)(OwnedReplyStatus("extend", reply));
+                       });
 }
 
 absl::Status LockCommands::Extend(absl::string_view resource,
                                   absl::string_view token, absl::Duration ttl,
                                   absl::Duration timeout,
                                   absl::AnyInvocable<void(absl::Status) &&> cb) {
-  absl::Status s = ValidateCommon(resource, token, timeout);
-  if (!s.ok()) return s;
-  s = ValidateTtl(ttl);
-  if (!s.ok()) return s;
-  return RunAcknowledged(
-      ExtendScript(), *transport_, {keys_.LockKey(resource)},
-      {std::string(token), absl::StrCat(TtlMillis(ttl))}, timeout, ack_,
-      [](const Reply& r) { return r.is_integer() && r.integer == 1; },
-      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        std::move(cb)(OwnedReplyStatus("extend", reply));
-      });
+  if (ack_.min_replicas > 0) {
+    // Acknowledged: WAIT goes right behind the script (replica_ack.h).
+    absl::Status s = ValidateCommon(resource, token, timeout);
+    if (!s.ok()) return s;
+    s = ValidateTtl(ttl);
+    if (!s.ok()) return s;
+    return RunAcknowledged(
+        ExtendScript(), *transport_, {keys_.LockKey(resource)},
+        {std::string(token), absl::StrCat(TtlMillis(ttl))}, timeout, ack_,
+        [](const Reply& r) { return r.is_integer() && r.integer == 1; },
+        [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+          std::move(cb)(OwnedReplyStatus("extend", reply));
+        });
+  }
+  return SendExtend(ExtendScript(), resource, token, ttl, timeout, std::move(cb));
 }
 
 absl::Status LockCommands::ExtendOrReacquire(
     absl::string_view resource, absl::string_view token, absl::Duration ttl,
     absl::Duration timeout, absl::AnyInvocable<void(absl::Status) &&> cb) {
-  absl::Status s = ValidateCommon(resource, token, timeout);
-  if (!s.ok()) return s;
-  s = ValidateTtl(ttl);
-  if (!s.ok()) return s;
-  return ExtendOrReacquireScript().Run(
-      *transport_, {keys_.LockKey(resource)},
-      {std::string(token), absl::StrCat(TtlMillis(ttl))}, timeout,
-      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        std::move(cb)(OwnedReplyStatus("extend", reply));
-      });
+  return SendExtend(ExtendOrReacquireScript(), resource, token, ttl, timeout,
+                    std::move(cb));
 }
 
 absl::Status LockCommands::TrustDataSet(absl::Duration timeout,

@@ -11,19 +11,26 @@
 #define DLOCK_LOCK_LOCK_COMMANDS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "dlock/lock/keys.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/replica_ack.h"
 #include "dlock/lock/reply_status.h"
+#include "dlock/lock/scripts.h"
 #include "dlock/lock/tokens.h"
 #include "dlock/transport/reply.h"
+#include "dlock/transport/script.h"
 #include "dlock/transport/transport.h"
 
 namespace dlock {
@@ -44,7 +51,7 @@ absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_vi
                                           const absl::StatusOr<Reply>& reply);
 // a release script's reply (1 deleted, 0 not owner, a string: deleted but
 // the PUBLISH was refused);
-absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(const absl::StatusOr<Reply>& reply);
+absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(absl::StatusOr<Reply> reply);
 // a 1/0 reply as OK / kFailedPrecondition "<what>: the lease no longer owns
 // the key". Transport failures pass through.
 absl::Status OwnedReplyStatus(absl::string_view what, const absl::StatusOr<Reply>& reply);
@@ -81,26 +88,62 @@ class LockCommands {
   // an exhausted fence counter; kUnavailable / kDeadlineExceeded /
   // kCancelled from the transport; ErrorReplyStatus() for an error reply.
   // A missing fence key starts at marker x 1000 (see scripts.h).
+  //
+  // TryAcquire, Release and ReleaseNotifying take any move-only callable
+  // (an AnyInvocable, a lambda): it is kept inside the script call's one
+  // heap allocation (Script::Invoke) instead of being boxed again here.
+  template <typename F>  // void(absl::StatusOr<int64_t>) &&
   absl::Status TryAcquire(absl::string_view resource, absl::string_view token,
-                          absl::Duration ttl, absl::Duration timeout,
-                          absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb) {
+                          absl::Duration ttl, absl::Duration timeout, F cb) {
     return TryAcquire(resource, token, ttl, absl::ZeroDuration(), timeout, std::move(cb));
   }
+  template <typename F>  // void(absl::StatusOr<int64_t>) &&
   absl::Status TryAcquire(absl::string_view resource, absl::string_view token,
                           absl::Duration ttl, absl::Duration restart_window,
-                          absl::Duration timeout,
-                          absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&> cb);
+                          absl::Duration timeout, F cb) {
+    AcquireArgv a;
+    absl::Status s = PrepareAcquire(resource, token, ttl, restart_window, timeout, a);
+    if (!s.ok()) return s;
+    if (ack_.min_replicas > 0) {
+      // Acknowledged (replica_ack.h): WAIT right behind the script. Not the
+      // allocation-lean path: it costs a replication round trip anyway.
+      return RunAcknowledged(
+          AcquireScript(), *transport_, {a.keys, a.keys + 3}, {a.args, a.args + 3}, timeout,
+          ack_, [](const Reply& r) { return r.is_integer() && r.integer >= 1; },
+          [cb = std::move(cb), keys = std::vector<std::string>(a.keys, a.keys + 3)](
+              absl::StatusOr<Reply> reply) mutable {
+            const absl::string_view views[] = {keys[0], keys[1], keys[2]};
+            std::move(cb)(AcquireReplyFence(std::move(reply), views));
+          });
+    }
+    return AcquireScript().Invoke(
+        *transport_, a.keys, a.args, timeout,
+        [cb = std::move(cb)](absl::StatusOr<Reply> reply,
+                             absl::Span<const absl::string_view> keys) mutable {
+          std::move(cb)(AcquireReplyFence(std::move(reply), keys));
+        });
+  }
 
   // If P{R} == token: DEL it and PUBLISH on P{R}:released. OK (also when
   // the PUBLISH was refused: the key is gone), or kFailedPrecondition when
   // the key is gone or holds another value.
+  template <typename F>  // void(absl::Status) &&
   absl::Status Release(absl::string_view resource, absl::string_view token,
-                       absl::Duration timeout,
-                       absl::AnyInvocable<void(absl::Status) &&> cb);
+                       absl::Duration timeout, F cb) {
+    return SendRelease(resource, token, timeout,
+                       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+                         std::move(cb)(dlock::ReleaseReplyNotice(std::move(reply)).status());
+                       });
+  }
   // Release, telling on success whether the notification was published.
-  absl::Status ReleaseNotifying(
-      absl::string_view resource, absl::string_view token, absl::Duration timeout,
-      absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb);
+  template <typename F>  // void(absl::StatusOr<ReleaseNotice>) &&
+  absl::Status ReleaseNotifying(absl::string_view resource, absl::string_view token,
+                                absl::Duration timeout, F cb) {
+    return SendRelease(resource, token, timeout,
+                       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+                         std::move(cb)(dlock::ReleaseReplyNotice(std::move(reply)));
+                       });
+  }
 
   // If P{R} == token: PEXPIRE it to ttl. OK, or kFailedPrecondition.
   absl::Status Extend(absl::string_view resource, absl::string_view token,
@@ -123,9 +166,42 @@ class LockCommands {
                                  absl::AnyInvocable<void(absl::Status) &&> cb);
 
  private:
+  // The acquire script's argv, built on the caller's stack.
+  struct AcquireArgv {
+    std::optional<ResourceKeys> resource_keys;
+    char ttl_ms[absl::numbers_internal::kFastToBufferSize];
+    char window_ms[absl::numbers_internal::kFastToBufferSize];
+    absl::string_view keys[3];
+    absl::string_view args[3];
+  };
+  absl::Status PrepareAcquire(absl::string_view resource, absl::string_view token,
+                              absl::Duration ttl, absl::Duration restart_window,
+                              absl::Duration timeout, AcquireArgv& a) const;
+  // The acquire script's reply (`keys`: its KEYS, to name them in errors).
+  static absl::StatusOr<int64_t> AcquireReplyFence(absl::StatusOr<Reply> reply,
+                                                   absl::Span<const absl::string_view> keys);
+
+  template <typename F>  // void(absl::StatusOr<Reply>) &&
+  absl::Status SendRelease(absl::string_view resource, absl::string_view token,
+                           absl::Duration timeout, F on_reply) {
+    absl::Status s = ValidateReleaseArgs(resource, token, timeout);
+    if (!s.ok()) return s;
+    const ResourceKeys k(keys_.prefix, resource);
+    const absl::string_view keys[] = {k.lock()};
+    const absl::string_view args[] = {token, k.channel()};
+    return ReleaseScript().Invoke(*transport_, keys, args, timeout, std::move(on_reply));
+  }
+  static absl::Status ValidateReleaseArgs(absl::string_view resource,
+                                          absl::string_view token, absl::Duration timeout);
+  absl::Status SendExtend(const Script& script, absl::string_view resource,
+                          absl::string_view token, absl::Duration ttl,
+                          absl::Duration timeout,
+                          absl::AnyInvocable<void(absl::Status) &&> cb);
+
   Transport* transport_;
   KeyScheme keys_;
   ReplicaAckOptions ack_;
+  std::string data_set_key_;  // keys_.DataSetKey(), built once
 };
 
 }  // namespace dlock

@@ -35,6 +35,15 @@ absl::Duration YoungDataSetTimeLeft(const absl::Status& status) {
 std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
                                                  absl::string_view resource,
                                                  const Reply& reply) {
+  if (!reply.is_array()) return std::nullopt;
+  return AcquireRefusalStatus(keys.LockKey(resource), keys.FenceKey(resource),
+                              keys.DataSetKey(), reply);
+}
+
+std::optional<absl::Status> AcquireRefusalStatus(absl::string_view lock_key,
+                                                 absl::string_view fence_key,
+                                                 absl::string_view data_set_key,
+                                                 const Reply& reply) {
   if (!reply.is_array() || reply.elements.empty() || !reply.elements[0].is_string()) {
     return std::nullopt;
   }
@@ -42,25 +51,25 @@ std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
   const std::string& kind = e[0].str;
   if (kind == "young" && e.size() == 3 && e[1].is_integer() && e[2].is_integer()) {
     return absl::UnavailableError(absl::StrCat(
-        kYoungPrefix, e[2].integer, " ms ago (", keys.DataSetKey(), kYoungLeft,
+        kYoungPrefix, e[2].integer, " ms ago (", data_set_key, kYoungLeft,
         e[1].integer,
         " ms left of the restart window; a server that may have lost data "
         "does not grant until every lease it could have granted has expired"));
   }
   if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[1].str == "marker") {
     return absl::InternalError(absl::StrCat(
-        "foreign data under the data-set marker key ", keys.DataSetKey(), ": ",
+        "foreign data under the data-set marker key ", data_set_key, ": ",
         e[2].DebugString(), " is not a time in ms"));
   }
   if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[2].is_integer()) {
     return absl::InternalError(absl::StrCat(
-        "foreign data under the lock key ", keys.LockKey(resource), ": a ", e[1].str,
+        "foreign data under the lock key ", lock_key, ": a ", e[1].str,
         e[2].integer < 0 ? " with no TTL" : " with a TTL",
         ", not a dlock lock of this kind; left untouched"));
   }
   if (kind == "exhausted" && e.size() == 2) {
     return absl::InternalError(absl::StrCat(
-        "the fencing counter ", keys.FenceKey(resource), " is exhausted (",
+        "the fencing counter ", fence_key, " is exhausted (",
         e[1].str, "): no larger fence can be issued exactly"));
   }
   return std::nullopt;

@@ -32,6 +32,11 @@ absl::Duration YoungDataSetTimeLeft(const absl::Status& status);
 std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
                                                  absl::string_view resource,
                                                  const Reply& reply);
+// The same, given the keys themselves (an acquire script's KEYS).
+std::optional<absl::Status> AcquireRefusalStatus(absl::string_view lock_key,
+                                                 absl::string_view fence_key,
+                                                 absl::string_view data_set_key,
+                                                 const Reply& reply);
 
 // Reply mapping shared by the policies (lock.h's error table), by the
 // error's code (its first word; inside a script Redis 7 keeps the failing

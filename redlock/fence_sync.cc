@@ -10,11 +10,12 @@
 
 namespace dlock {
 namespace redlock_internal {
-namespace {
 
 // Raises the fencing counter KEYS[1] to ARGV[1] if it is lower; never lowers
 // it. Replies with the counter's value afterwards. A counter that is not an
-// integer is an error (foreign data), like INCR's.
+// integer is an error (foreign data), like INCR's. Its SHA-1 is a constant,
+// like lock/scripts.cc's (checked by redlock:fence_script_sha1_test against
+// Sha1Hex and SCRIPT LOAD), so //redlock needs no hash code.
 const Script& RaiseFenceScript() {
   static const Script* const s = new Script(R"lua(
 local f = tonumber(ARGV[1])
@@ -28,9 +29,12 @@ if c < f then
   return f
 end
 return c
-)lua");
+)lua",
+                                            "124bc014a75f0e643516072409683ef441269aa5");
   return *s;
 }
+
+namespace {
 
 absl::Status RaiseStatus(const absl::StatusOr<Reply>& reply, int64_t fence) {
   if (!reply.ok()) return reply.status();

@@ -19,9 +19,13 @@
 #include "absl/types/span.h"
 #include "dlock/redlock/core.h"
 #include "dlock/redlock/quorum_round.h"
+#include "dlock/transport/script.h"
 
 namespace dlock {
 namespace redlock_internal {
+
+// The fence write-back script (a constant SHA-1; see fence_sync.cc).
+const Script& RaiseFenceScript();
 
 class FenceSync : public std::enable_shared_from_this<FenceSync> {
  public:

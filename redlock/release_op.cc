@@ -73,17 +73,18 @@ void ReleaseOp::Decide(bool /*round_over*/) {
   if (!released_by_quorum && t.pending > 0 && t.yes + t.no + t.pending >= quorum) {
     return;
   }
+  if (released_by_quorum) {
+    Complete(absl::OkStatus());
+    return;
+  }
+  // A failure: say why (built only now, not on the hot path).
   std::string counts =
       absl::StrFormat("%d of %d servers released, %d did not hold the token, %d failed",
                       t.yes, t.servers, t.no, t.failed);
   if (t.pending > 0) absl::StrAppend(&counts, ", ", t.pending, " not answered yet");
   if (t.yes + t.no >= quorum) {
-    if (t.yes > 0) {
-      Complete(absl::OkStatus());
-    } else {
-      Complete(absl::FailedPreconditionError(
-          absl::StrCat("release: the lease no longer owns the key: ", counts)));
-    }
+    Complete(absl::FailedPreconditionError(
+        absl::StrCat("release: the lease no longer owns the key: ", counts)));
   } else {
     Complete(absl::UnavailableError(absl::StrCat("release: fewer than ", quorum,
                                                  " servers confirmed: ", counts,

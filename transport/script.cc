@@ -1,8 +1,10 @@
 #include "dlock/transport/script.h"
 
+#include <cstring>
 #include <memory>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace dlock {
@@ -25,6 +27,27 @@ std::vector<std::string> BuildArgv(absl::string_view cmd, const std::string& bod
   return argv;
 }
 
+// Up to 16 views on the stack, more on the heap (tools only).
+class ViewArray {
+ public:
+  explicit ViewArray(const std::vector<std::string>& v) {
+    if (v.size() > kInline) {
+      heap_.reset(new absl::string_view[v.size()]);
+      data_ = heap_.get();
+    }
+    for (size_t i = 0; i < v.size(); ++i) data_[i] = v[i];
+    size_ = v.size();
+  }
+  absl::Span<const absl::string_view> span() const { return {data_, size_}; }
+
+ private:
+  static constexpr size_t kInline = 16;
+  absl::string_view inline_[kInline];
+  std::unique_ptr<absl::string_view[]> heap_;
+  absl::string_view* data_ = inline_;
+  size_t size_ = 0;
+};
+
 }  // namespace
 
 std::vector<std::string> Script::EvalArgv(const std::vector<std::string>& keys,
@@ -40,29 +63,112 @@ std::vector<std::string> Script::EvalShaArgv(const std::vector<std::string>& key
 absl::Status Script::Run(Transport& transport, std::vector<std::string> keys,
                          std::vector<std::string> args, absl::Duration timeout,
                          ReplyCallback callback) const {
-  std::vector<std::string> sha_argv = EvalShaArgv(keys, args);
-  // The transport and this script outlive the command (documented contract
-  // of both), so the fallback may refer to them.
-  Transport* t = &transport;
-  const Script* self = this;
-  return transport.Send(
-      std::move(sha_argv), timeout,
-      [t, self, timeout, keys = std::move(keys), args = std::move(args),
-       callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
-        if (!reply.ok() || !reply->IsErrorWithPrefix("NOSCRIPT")) {
-          std::move(callback)(std::move(reply));
-          return;
-        }
-        // Not cached on this server: the script did not run. Send the body.
-        // We are inside a transport callback, so the new callback cannot run
-        // inside this Send; exactly-once is kept by the transport.
-        auto shared_cb = std::make_shared<ReplyCallback>(std::move(callback));
-        absl::Status s = t->Send(self->EvalArgv(keys, args), timeout,
-                                 [shared_cb](absl::StatusOr<Reply> r) {
-                                   std::move (*shared_cb)(std::move(r));
-                                 });
-        if (!s.ok()) std::move(*shared_cb)(std::move(s));
-      });
+  ViewArray k(keys), a(args);
+  return Invoke(transport, k.span(), a.span(), timeout, std::move(callback));
 }
 
+namespace script_internal {
+
+// Owns a call from the transport's callback; see SendOn for the fallback's
+// rejection. Fits a callback's inline storage (one pointer).
+struct ScriptCall::Owner {
+  explicit Owner(ScriptCall* c) : call(c) {}
+  Owner(Owner&& o) noexcept : call(std::exchange(o.call, nullptr)) {}
+  Owner& operator=(Owner&&) = delete;
+  ~Owner() {
+    if (call == nullptr) return;
+    if (call->in_fallback_send_) {
+      call->dropped_ = true;  // SendOn reports the rejection
+    } else {
+      Delete(call);
+    }
+  }
+  ScriptCall* call;
+};
+
+void ScriptCall::Delete(ScriptCall* call) {
+  call->~ScriptCall();
+  ::operator delete(static_cast<void*>(call));
+}
+
+absl::Status ScriptCall::Start(const Script& script, Transport& transport,
+                               absl::Span<const absl::string_view> keys,
+                               absl::Span<const absl::string_view> args,
+                               absl::Duration timeout, size_t handler_size,
+                               absl::FunctionRef<ScriptCall*(void*)> construct) {
+  char numkeys[absl::numbers_internal::kFastToBufferSize];
+  const char* numkeys_end = absl::numbers_internal::FastIntToBuffer(
+      static_cast<uint64_t>(keys.size()), numkeys);
+  const size_t numkeys_len = static_cast<size_t>(numkeys_end - numkeys);
+  const size_t argc = 3 + keys.size() + args.size();
+  size_t bytes = numkeys_len;
+  for (absl::string_view k : keys) bytes += k.size();
+  for (absl::string_view a : args) bytes += a.size();
+  // [handler object][argc views][bytes]
+  constexpr size_t kAlign = alignof(absl::string_view);
+  const size_t views_at = (handler_size + kAlign - 1) / kAlign * kAlign;
+  const size_t bytes_at = views_at + argc * sizeof(absl::string_view);
+  char* mem = static_cast<char*>(::operator new(bytes_at + bytes));
+  ScriptCall* call = construct(mem);
+  call->script_ = &script;
+  call->transport_ = &transport;
+  call->timeout_ = timeout;
+  call->argv_ = reinterpret_cast<absl::string_view*>(mem + views_at);
+  call->argc_ = argc;
+  call->num_keys_ = keys.size();
+  char* out = mem + bytes_at;
+  auto copy = [&out](absl::string_view v) {
+    if (!v.empty()) std::memcpy(out, v.data(), v.size());
+    absl::string_view copied(out, v.size());
+    out += v.size();
+    return copied;
+  };
+  absl::string_view* argv = call->argv_;
+  new (&argv[0]) absl::string_view("EVALSHA");
+  new (&argv[1]) absl::string_view(script.sha1());
+  new (&argv[2]) absl::string_view(copy(absl::string_view(numkeys, numkeys_len)));
+  size_t i = 3;
+  for (absl::string_view k : keys) new (&argv[i++]) absl::string_view(copy(k));
+  for (absl::string_view a : args) new (&argv[i++]) absl::string_view(copy(a));
+  return call->SendOn(transport);
+}
+
+absl::Status ScriptCall::SendOn(Transport& transport) {
+  const absl::Span<const absl::string_view> argv(argv_, argc_);
+  const bool fallback = in_fallback_send_;
+  absl::Status s = transport.SendArgv(
+      argv, timeout_, [owner = Owner(this)](absl::StatusOr<Reply> reply) mutable {
+        OnReply(std::exchange(owner.call, nullptr), std::move(reply));
+      });
+  // Only the fallback gets here with the call still to answer: the first
+  // send's rejection destroyed it with its handler (never run), as the
+  // transport contract says.
+  if (fallback) {
+    in_fallback_send_ = false;
+    if (dropped_) {
+      Deliver(s.ok() ? absl::InternalError("transport dropped an accepted command")
+                     : std::move(s));
+      Delete(this);
+    }
+    return absl::OkStatus();
+  }
+  return s;
+}
+
+void ScriptCall::OnReply(ScriptCall* call, absl::StatusOr<Reply> reply) {
+  if (!reply.ok() || !reply->IsErrorWithPrefix("NOSCRIPT") || call->argv_[0] == "EVAL") {
+    call->Deliver(std::move(reply));
+    Delete(call);
+    return;
+  }
+  // Not cached on this server: the script did not run. Send the body. We
+  // are inside a transport callback, so the new callback cannot run inside
+  // this send; exactly-once is kept by the transport.
+  call->argv_[0] = "EVAL";
+  call->argv_[1] = call->script_->source();
+  call->in_fallback_send_ = true;
+  (void)call->SendOn(*call->transport_);
+}
+
+}  // namespace script_internal
 }  // namespace dlock

@@ -12,14 +12,92 @@
 #ifndef DLOCK_TRANSPORT_SCRIPT_H_
 #define DLOCK_TRANSPORT_SCRIPT_H_
 
+#include <cstddef>
+#include <new>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "dlock/transport/transport.h"
 
 namespace dlock {
+
+class Script;
+
+namespace script_internal {
+
+// One script call in flight. It is ONE heap allocation: this object, the
+// caller's reply handler (a derived Handler<F>) and, behind them, a copy
+// of the call's argv (views and bytes) kept for the NOSCRIPT fallback. The
+// transport's callback holds only a pointer to it, so it stays in the
+// callback's inline storage.
+class ScriptCall {
+ public:
+  ScriptCall(const ScriptCall&) = delete;
+  ScriptCall& operator=(const ScriptCall&) = delete;
+
+  // Allocates a call of `handler_size` bytes (built by `construct` in the
+  // memory given to it) plus room for the argv, copies the argv, and sends
+  // EVALSHA on `transport`. Returns the transport's rejection (the handler
+  // is then destroyed and never runs).
+  static absl::Status Start(const Script& script, Transport& transport,
+                            absl::Span<const absl::string_view> keys,
+                            absl::Span<const absl::string_view> args,
+                            absl::Duration timeout, size_t handler_size,
+                            absl::FunctionRef<ScriptCall*(void*)> construct);
+
+  // The call's KEYS (valid while the handler runs).
+  absl::Span<const absl::string_view> keys() const {
+    return absl::MakeConstSpan(argv_ + 3, num_keys_);
+  }
+
+ protected:
+  ScriptCall() = default;
+  virtual ~ScriptCall() = default;
+  // Runs the caller's handler with the final reply; the call is deleted
+  // right after.
+  virtual void Deliver(absl::StatusOr<Reply> reply) = 0;
+
+ private:
+  struct Owner;
+  static void Delete(ScriptCall* call);
+  static void OnReply(ScriptCall* call, absl::StatusOr<Reply> reply);
+  absl::Status SendOn(Transport& transport);
+
+  const Script* script_ = nullptr;
+  Transport* transport_ = nullptr;
+  absl::Duration timeout_;
+  absl::string_view* argv_ = nullptr;  // cmd, body, numkeys, keys, args
+  size_t argc_ = 0;
+  size_t num_keys_ = 0;
+  bool in_fallback_send_ = false;
+  bool dropped_ = false;
+};
+
+template <typename F>
+class Handler final : public ScriptCall {
+ public:
+  explicit Handler(F&& f) : f_(std::move(f)) {}
+
+ private:
+  void Deliver(absl::StatusOr<Reply> reply) override {
+    if constexpr (std::is_invocable_v<F&&, absl::StatusOr<Reply>,
+                                      absl::Span<const absl::string_view>>) {
+      std::move(f_)(std::move(reply), keys());
+    } else {
+      std::move(f_)(std::move(reply));
+    }
+  }
+  F f_;
+};
+
+}  // namespace script_internal
 
 class Script {
  public:
@@ -43,6 +121,26 @@ class Script {
   absl::Status Run(Transport& transport, std::vector<std::string> keys,
                    std::vector<std::string> args, absl::Duration timeout,
                    ReplyCallback callback) const;
+
+  // The same with keys and args as views (they need to live only until
+  // this call returns) and any move-only handler, called as
+  // `on_reply(StatusOr<Reply>)` or, if it takes them,
+  // `on_reply(StatusOr<Reply>, Span<const string_view> keys)` (the call's
+  // keys, e.g. to name them in an error). The handler, a copy of the argv
+  // for the fallback and the call's state share ONE heap allocation, and
+  // the argv goes to the transport as views (Transport::SendArgv): the
+  // lock primitives' hot path.
+  template <typename F>
+  absl::Status Invoke(Transport& transport, absl::Span<const absl::string_view> keys,
+                      absl::Span<const absl::string_view> args,
+                      absl::Duration timeout, F on_reply) const {
+    using H = script_internal::Handler<F>;
+    return script_internal::ScriptCall::Start(
+        *this, transport, keys, args, timeout, sizeof(H),
+        [&on_reply](void* mem) -> script_internal::ScriptCall* {
+          return new (mem) H(std::move(on_reply));
+        });
+  }
 
   // The argv of `EVAL source numkeys keys... args...` (for tools and tests).
   std::vector<std::string> EvalArgv(const std::vector<std::string>& keys,

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "dlock/transport/reply.h"
 
 namespace dlock {
@@ -66,6 +67,21 @@ class Transport {
   virtual absl::Status Send(std::vector<std::string> argv,
                             absl::Duration timeout,
                             ReplyCallback callback) = 0;
+
+  // `Send` for an argv the caller keeps: the views need to live only until
+  // this call returns (the transport copies whatever it must keep, e.g.
+  // while waiting for a connection). Same contract and rejections as Send.
+  // The hot path of the lock scripts uses it so a command's arguments are
+  // built once, straight into what the transport writes. Default: copies
+  // into a vector and calls Send; HiredisTransport formats the views
+  // directly.
+  virtual absl::Status SendArgv(absl::Span<const absl::string_view> argv,
+                                absl::Duration timeout, ReplyCallback callback) {
+    std::vector<std::string> owned;
+    owned.reserve(argv.size());
+    for (absl::string_view a : argv) owned.emplace_back(a);
+    return Send(std::move(owned), timeout, std::move(callback));
+  }
 
   // Subscribes to `channel`. `on_ready` runs once, on the loop, with OK when
   // the server has confirmed the subscription (messages published after that

@@ -1,4 +1,4 @@
-// The scripts' constant SHA-1s (lock/scripts.cc) are the ids a real
+// The scripts' constant SHA-1s (lock/scripts.cc, redlock/fence_sync.cc) are the ids a real
 // redis-server gives them: SCRIPT LOAD answers each constant.
 #include <memory>
 #include <string>
@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/semaphore_scripts.h"
+#include "dlock/redlock/fence_sync.h"
 #include "dlock/testing/redis_server.h"
 
 namespace dlock {
@@ -25,6 +26,11 @@ TEST(ScriptsSha1RealTest, ScriptLoadAnswersEachConstant) {
     ASSERT_TRUE(reply->is_string()) << s.name << ": " << reply->DebugString();
     EXPECT_EQ(reply->str, s.script->sha1()) << s.name;
   }
+  // RedLock's fence write-back (redlock/fence_sync.cc).
+  const Script& raise = redlock_internal::RaiseFenceScript();
+  absl::StatusOr<Reply> reply = (*server)->Command({"SCRIPT", "LOAD", raise.source()});
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->str, raise.sha1()) << "raise_fence";
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/transport/uv/hiredis_reply.h"
@@ -34,7 +35,14 @@
 namespace dlock {
 namespace {
 
-bool IsForbiddenCommand(const std::string& name) {
+bool IsForbiddenCommand(absl::string_view name) {
+  // Fast path (every command passes here): all of them start with one of
+  // these letters and are 7 to 12 bytes long.
+  if (name.size() < 7 || name.size() > 12) return false;
+  switch (name[0] | 0x20) {
+    case 's': case 'p': case 'u': case 'm': break;
+    default: return false;
+  }
   for (const char* c : {"SUBSCRIBE", "PSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "MONITOR",
                         "SSUBSCRIBE", "SUNSUBSCRIBE"}) {
     if (absl::EqualsIgnoreCase(name, c)) return true;
@@ -55,19 +63,19 @@ void IgnoreSigpipeIfDefault() {
 // ---------------------------------------------------------------------------
 // Creation.
 
-absl::Status ValidateSendArguments(const std::vector<std::string>& argv,
+absl::Status ValidateSendArguments(size_t argc, absl::string_view command,
                                    absl::Duration timeout, bool has_callback) {
-  if (argv.empty()) return absl::InvalidArgumentError("empty command");
+  if (argc == 0) return absl::InvalidArgumentError("empty command");
   if (timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("timeout must be positive");
   }
   if (!has_callback) return absl::InvalidArgumentError("null callback");
-  if (argv.size() > static_cast<size_t>(INT32_MAX)) {
+  if (argc > static_cast<size_t>(INT32_MAX)) {
     return absl::InvalidArgumentError("too many arguments");
   }
-  if (IsForbiddenCommand(argv[0])) {
+  if (IsForbiddenCommand(command)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(argv[0], " changes the connection's protocol; use Subscribe"));
+        absl::StrCat(command, " changes the connection's protocol; use Subscribe"));
   }
   return absl::OkStatus();
 }
@@ -150,8 +158,23 @@ size_t HiredisTransport::pending_commands() const { return pending_; }
 
 absl::Status HiredisTransport::Send(std::vector<std::string> argv,
                                     absl::Duration timeout, ReplyCallback callback) {
+  absl::InlinedVector<absl::string_view, 16> views(argv.begin(), argv.end());
+  return Submit(views, &argv, timeout, std::move(callback));
+}
+
+absl::Status HiredisTransport::SendArgv(absl::Span<const absl::string_view> argv,
+                                        absl::Duration timeout, ReplyCallback callback) {
+  return Submit(argv, nullptr, timeout, std::move(callback));
+}
+
+absl::Status HiredisTransport::Submit(absl::Span<const absl::string_view> argv,
+                                      std::vector<std::string>* owned,
+                                      absl::Duration timeout, ReplyCallback callback) {
   if (closed_) return absl::CancelledError("transport closed");
-  if (absl::Status s = ValidateSendArguments(argv, timeout, callback != nullptr); !s.ok()) {
+  if (absl::Status s = ValidateSendArguments(
+          argv.size(), argv.empty() ? absl::string_view() : argv[0], timeout,
+          callback != nullptr);
+      !s.ok()) {
     return s;
   }
   auto r = std::make_unique<Request>();
@@ -164,7 +187,12 @@ absl::Status HiredisTransport::Send(std::vector<std::string> argv,
       break;
     case Conn::State::kIdle:
     case Conn::State::kConnecting:
-      r->argv = std::move(argv);
+      if (owned != nullptr) {
+        r->argv = std::move(*owned);
+      } else {
+        r->argv.reserve(argv.size());
+        for (absl::string_view a : argv) r->argv.emplace_back(a);
+      }
       waiting_.push_back(std::move(r));
       break;
     case Conn::State::kBackoff:
@@ -179,6 +207,12 @@ absl::Status HiredisTransport::Send(std::vector<std::string> argv,
 
 void HiredisTransport::Issue(Link* link, std::unique_ptr<Request> request,
                              const std::vector<std::string>& argv) {
+  absl::InlinedVector<absl::string_view, 16> views(argv.begin(), argv.end());
+  Issue(link, std::move(request), views);
+}
+
+void HiredisTransport::Issue(Link* link, std::unique_ptr<Request> request,
+                             absl::Span<const absl::string_view> argv) {
   // hiredis takes pointer/length arrays; build them on the stack for the
   // usual short command (hiredis then formats the protocol once).
   constexpr size_t kInline = 16;

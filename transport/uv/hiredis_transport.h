@@ -95,6 +95,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/command_deadlines.h"
 #include "dlock/transport/uv/deferred_queue.h"
@@ -144,8 +145,14 @@ absl::Status ValidateConnectionOptions(const HiredisTransportOptions& options);
 // TlsTransport: a non-empty command that does not change the connection's
 // protocol (SUBSCRIBE & co., MONITOR: use Subscribe), a positive timeout, a
 // callback. kInvalidArgument naming what is wrong.
-absl::Status ValidateSendArguments(const std::vector<std::string>& argv,
+absl::Status ValidateSendArguments(size_t argc, absl::string_view command,
                                    absl::Duration timeout, bool has_callback);
+inline absl::Status ValidateSendArguments(const std::vector<std::string>& argv,
+                                          absl::Duration timeout, bool has_callback) {
+  return ValidateSendArguments(argv.size(),
+                               argv.empty() ? absl::string_view() : argv[0],
+                               timeout, has_callback);
+}
 
 class HiredisTransport : public Transport {
  public:
@@ -164,6 +171,10 @@ class HiredisTransport : public Transport {
   // See Transport::Send and the table above.
   absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
                     ReplyCallback callback) override;
+  // See Transport::SendArgv: formats the views straight into hiredis's
+  // output buffer when connected (copies them only while waiting).
+  absl::Status SendArgv(absl::Span<const absl::string_view> argv,
+                        absl::Duration timeout, ReplyCallback callback) override;
 
   // See Transport::Subscribe and the pub/sub paragraph above. Returns
   // kInvalidArgument for a null on_message, kCancelled after Close().
@@ -247,6 +258,13 @@ class HiredisTransport : public Transport {
   std::string Endpoint() const;
 
   // Commands (hiredis_transport.cc).
+  // Send and SendArgv: `owned` (may be null) holds the same argv as
+  // `argv`, to be moved instead of copied while waiting for a connection.
+  absl::Status Submit(absl::Span<const absl::string_view> argv,
+                      std::vector<std::string>* owned, absl::Duration timeout,
+                      ReplyCallback callback);
+  void Issue(Link* link, std::unique_ptr<Request> request,
+             absl::Span<const absl::string_view> argv);
   void Issue(Link* link, std::unique_ptr<Request> request,
              const std::vector<std::string>& argv);
   // hiredis's reply callback: a reply is parked in `ready_` and delivered

@@ -720,3 +720,26 @@ TEST(HiredisTransportOnLoopThreadTest, CommandsRunOnTheLoopThread) {
 
 }  // namespace
 }  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// Send's argument check (HiredisTransport and TlsTransport): commands that
+// change the connection's protocol are refused in any case, others pass.
+TEST(ValidateSendArgumentsTest, RefusesProtocolChangingCommandsOnly) {
+  for (const char* cmd : {"SUBSCRIBE", "psubscribe", "Unsubscribe", "PUNSUBSCRIBE",
+                          "monitor", "SSUBSCRIBE", "sunsubscribe"}) {
+    EXPECT_EQ(ValidateSendArguments(1, cmd, absl::Seconds(1), true).code(),
+              absl::StatusCode::kInvalidArgument)
+        << cmd;
+  }
+  for (const char* cmd : {"SET", "PUBLISH", "SCRIPT", "MSET", "UNLINK", "SUBSCRIBER",
+                          "MONITORS", "PING", "EVALSHA", "SSUBSCRIB"}) {
+    EXPECT_TRUE(ValidateSendArguments(1, cmd, absl::Seconds(1), true).ok()) << cmd;
+  }
+  EXPECT_EQ(ValidateSendArguments(0, "", absl::Seconds(1), true).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dlock

@@ -47,6 +47,11 @@ absl::Status UvTransport::Send(std::vector<std::string> argv, absl::Duration tim
   return inner_->Send(std::move(argv), timeout, std::move(callback));
 }
 
+absl::Status UvTransport::SendArgv(absl::Span<const absl::string_view> argv,
+                                   absl::Duration timeout, ReplyCallback callback) {
+  return inner_->SendArgv(argv, timeout, std::move(callback));
+}
+
 absl::StatusOr<std::unique_ptr<Subscription>> UvTransport::Subscribe(
     std::string channel, MessageCallback on_message,
     absl::AnyInvocable<void(absl::Status) &&> on_ready) {

@@ -42,6 +42,8 @@ class UvTransport : public Transport {
 
   absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
                     ReplyCallback callback) override;
+  absl::Status SendArgv(absl::Span<const absl::string_view> argv,
+                        absl::Duration timeout, ReplyCallback callback) override;
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
       std::string channel, MessageCallback on_message,
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
