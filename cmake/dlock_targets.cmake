@@ -12,9 +12,12 @@
 # Interfaces: EventLoop, Transport, Reply, Script. No libuv/hiredis/Lua.
 dlock_library(transport INSTALL
   BAZEL //transport:transport //transport:script //transport:mutex //transport:script_sha1
+        //transport:cluster_slot
   SRCS transport/reply.cc transport/script.cc transport/script_sha1.cc
+       transport/cluster_slot.cc
   HDRS transport/event_loop.h transport/loop_thread.h transport/reply.h
        transport/transport.h transport/script.h transport/mutex.h
+       transport/cluster_slot.h
   PUBLIC_DEPS PkgConfig::dlock_absl Threads::Threads
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -211,6 +214,10 @@ dlock_test(watchdog_fake_test BAZEL //watchdog:watchdog_fake_test
 dlock_test(watchdog_scale_test BAZEL //watchdog:watchdog_scale_test
   SRCS watchdog/watchdog_scale_test.cc
   DEPS dlock::watchdog dlock::fake dlock::status_matchers)
+dlock_test(cluster_slot_test BAZEL //transport:cluster_slot_test
+  SRCS transport/cluster_slot_test.cc DEPS dlock::transport)
+dlock_test(keys_test BAZEL //lock:keys_test
+  SRCS lock/keys_test.cc DEPS dlock::lock)
 dlock_test(redis_url_test BAZEL //transport/uv:redis_url_test
   SRCS transport/uv/redis_url_test.cc DEPS dlock::uv dlock::status_matchers)
 dlock_test(command_line_test BAZEL //cli:command_line_test
@@ -233,6 +240,7 @@ dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
 dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
 dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:redis_process
+  //testing:redis_cluster //testing:redis_cluster_test //lock:keys_cluster_test
   //transport/uv:hiredis_transport_test //blocking:blocking_client_test
   //client:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test

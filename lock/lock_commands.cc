@@ -12,7 +12,10 @@
 namespace dlock {
 
 LockCommands::LockCommands(Transport* transport, KeyScheme keys)
-    : transport_(transport), keys_(std::move(keys)) {}
+    : transport_(transport), keys_(std::move(keys)) {
+  // A cluster keeps one data-set marker per slot (see keys.h).
+  if (transport_ != nullptr && transport_->cluster()) keys_.per_slot_data_set = true;
+}
 
 namespace {
 
@@ -54,7 +57,7 @@ absl::Status LockCommands::TryAcquire(
   }
   return AcquireScript().Run(
       *transport_,
-      {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey()},
+      {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey(resource)},
       {std::string(token), absl::StrCat(TtlMillis(ttl)),
        absl::StrCat(absl::ToInt64Milliseconds(restart_window))},
       timeout,

@@ -42,14 +42,14 @@ std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
   const std::string& kind = e[0].str;
   if (kind == "young" && e.size() == 3 && e[1].is_integer() && e[2].is_integer()) {
     return absl::UnavailableError(absl::StrCat(
-        kYoungPrefix, e[2].integer, " ms ago (", keys.DataSetKey(), kYoungLeft,
+        kYoungPrefix, e[2].integer, " ms ago (", keys.DataSetKey(resource), kYoungLeft,
         e[1].integer,
         " ms left of the restart window; a server that may have lost data "
         "does not grant until every lease it could have granted has expired"));
   }
   if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[1].str == "marker") {
     return absl::InternalError(absl::StrCat(
-        "foreign data under the data-set marker key ", keys.DataSetKey(), ": ",
+        "foreign data under the data-set marker key ", keys.DataSetKey(resource), ": ",
         e[2].DebugString(), " is not a time in ms"));
   }
   if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[2].is_integer()) {
