@@ -28,6 +28,7 @@ dlock_library(uv INSTALL
         //transport/uv:uv_loop_thread //transport/uv:hiredis_transport
         //transport/uv:redis_url //transport/uv:tls_options
         //transport/uv:tls_transport //transport/uv:uv_transport
+        //transport/uv:cluster_transport //transport/uv:cluster_uv
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
        transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
@@ -37,10 +38,12 @@ dlock_library(uv INSTALL
        transport/uv/tls_connection.cc transport/uv/tls_session.cc
        transport/uv/tls_transport_internal.h
        transport/uv/uv_transport.cc
+       transport/uv/cluster_transport.cc transport/uv/cluster_uv.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
        transport/uv/redis_url.h transport/uv/tls_options.h
        transport/uv/tls_transport.h transport/uv/uv_transport.h
+       transport/uv/cluster_transport.h transport/uv/cluster_uv.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 
@@ -241,6 +244,7 @@ dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
 dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:redis_process
   //testing:redis_cluster //testing:redis_cluster_test //lock:keys_cluster_test
+  //transport/uv:cluster_transport_test
   //transport/uv:hiredis_transport_test //blocking:blocking_client_test
   //client:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test
