@@ -244,7 +244,7 @@ dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
 dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:redis_process
   //testing:redis_cluster //testing:redis_cluster_test //lock:keys_cluster_test
-  //transport/uv:cluster_transport_test
+  //transport/uv:cluster_transport_test //tests/cluster/...
   //transport/uv:hiredis_transport_test //blocking:blocking_client_test
   //client:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -180,6 +181,16 @@ absl::StatusOr<int> RedisCluster::OwnerOf(int slot, int asker) {
   if (!owners.ok()) return owners.status();
   if ((*owners)[slot] < 0) return absl::NotFoundError(absl::StrCat("slot ", slot, " unowned"));
   return (*owners)[slot];
+}
+
+absl::StatusOr<std::vector<int>> RedisCluster::Masters(int asker) {
+  absl::StatusOr<std::vector<int>> owners = SlotOwners(asker);
+  if (!owners.ok()) return owners.status();
+  std::vector<int> masters;
+  for (int i = 0; i < size(); ++i) {
+    if (std::find(owners->begin(), owners->end(), i) != owners->end()) masters.push_back(i);
+  }
+  return masters;
 }
 
 absl::StatusOr<int> RedisCluster::ReplicaOf(int i) {

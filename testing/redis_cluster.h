@@ -80,6 +80,8 @@ class RedisCluster {
   // The index of the node that node `asker` believes owns `slot`
   // (CLUSTER SLOTS), or kNotFound.
   absl::StatusOr<int> OwnerOf(int slot, int asker = 0);
+  // The indexes of the nodes owning slots (per node `asker`), ascending.
+  absl::StatusOr<std::vector<int>> Masters(int asker = 0);
   // The index of a replica of master `i` (CLUSTER REPLICAS), or kNotFound.
   absl::StatusOr<int> ReplicaOf(int i);
 
