@@ -50,15 +50,15 @@ dlock_library(uv INSTALL
 # The in-memory fake (manual clock, FakeRedis on Lua 5.1): for users' tests.
 dlock_library(fake INSTALL
   BAZEL //transport/fake:manual_event_loop //transport/fake:fake_redis
-        //transport/fake:fake_transport
+        //transport/fake:fake_transport //transport/fake:fake_cluster
   SRCS transport/fake/manual_event_loop.cc transport/fake/fake_redis.cc
        transport/fake/fake_redis_strings.cc transport/fake/fake_redis_hashes.cc
        transport/fake/fake_redis_pubsub_scripting.cc transport/fake/fake_redis_server.cc
        transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
-       transport/fake/fake_transport.cc
+       transport/fake/fake_transport.cc transport/fake/fake_cluster.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
        transport/fake/fake_redis_internal.h transport/fake/fake_redis_lua.h
-       transport/fake/fake_transport.h
+       transport/fake/fake_transport.h transport/fake/fake_cluster.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_lua PkgConfig::dlock_crypto)
 
@@ -172,6 +172,9 @@ dlock_test(fake_redis_test BAZEL //transport/fake:fake_redis_test
 dlock_test(fake_transport_test BAZEL //transport/fake:fake_transport_test
   SRCS transport/fake/fake_transport_test.cc
   DEPS dlock::fake dlock::uv dlock::status_matchers)
+dlock_test(fake_cluster_test BAZEL //transport/fake:fake_cluster_test
+  SRCS transport/fake/fake_cluster_test.cc
+  DEPS dlock::fake dlock::uv dlock::lock dlock::status_matchers)
 dlock_test(uv_event_loop_test BAZEL //transport/uv:uv_event_loop_test
   SRCS transport/uv/uv_event_loop_test.cc DEPS dlock::uv dlock::uv_test_loop)
 dlock_test(uv_loop_thread_test BAZEL //transport/uv:uv_loop_thread_test

@@ -275,6 +275,7 @@ void ClusterTransport::Dispatch(uint64_t id) {
   }
   Transport* node = Node(address);
   if (node == nullptr) {
+    Refresh();  // the map may name a node that is gone
     FinishLater(id, absl::UnavailableError(absl::StrCat(
                         "cluster: cannot reach ", address, ": ", last_error_.message())));
     return;
