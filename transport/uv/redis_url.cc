@@ -10,6 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 
@@ -98,10 +100,60 @@ absl::Status ParseUserInfo(absl::string_view url, absl::string_view* rest,
   return absl::OkStatus();
 }
 
+// Parses "host[:port]" or "[v6][:port]" (port kept when absent).
+absl::Status ParseHostPort(absl::string_view url, absl::string_view authority,
+                           std::string* host_out, int* port_out) {
+  absl::string_view host = authority, port;
+  bool has_port = false;
+  if (absl::ConsumePrefix(&host, "[")) {
+    size_t close = host.find(']');
+    if (close == absl::string_view::npos) {
+      return Bad(url, "unterminated '[' in IPv6 host");
+    }
+    absl::string_view after = host.substr(close + 1);
+    host = host.substr(0, close);
+    if (!after.empty()) {
+      if (after[0] != ':') return Bad(url, "junk after ']'");
+      port = after.substr(1);
+      has_port = true;
+    }
+  } else {
+    size_t colon = host.rfind(':');
+    if (colon != absl::string_view::npos) {
+      port = host.substr(colon + 1);
+      host = host.substr(0, colon);
+      has_port = true;
+    }
+  }
+  if (host.empty()) return Bad(url, "missing host");
+  if (absl::StrContains(host, ':') && !absl::StrContains(authority, '[')) {
+    return Bad(url, "an IPv6 host must be in brackets");
+  }
+  *host_out = std::string(host);
+  if (has_port) {
+    int p = 0;
+    if (port.empty() || !absl::SimpleAtoi(port, &p) || p < 1 || p > 65535 ||
+        !absl::c_all_of(port, [](char c) { return absl::ascii_isdigit(c); })) {
+      return Bad(url, absl::StrCat("port \"", port,
+                                   "\" is not a number in 1..65535"));
+    }
+    *port_out = p;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string RedisUrl::Display() const {
   std::string where;
+  if (kind == Kind::kCluster) {
+    std::vector<std::string> nodes;
+    for (const Endpoint& e : seeds) {
+      nodes.push_back(absl::StrContains(e.host, ':') ? absl::StrCat("[", e.host, "]:", e.port)
+                                                     : absl::StrCat(e.host, ":", e.port));
+    }
+    return absl::StrCat("cluster:", absl::StrJoin(nodes, ","));
+  }
   if (kind == Kind::kUnix) {
     where = absl::StrCat("unix:", path);
   } else if (absl::StrContains(host, ':')) {
@@ -125,11 +177,29 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view url,
   } else if (absl::ConsumePrefix(&rest, "rediss://")) {
     out.kind = RedisUrl::Kind::kTcp;
     out.tls = true;
+  } else if (absl::ConsumePrefix(&rest, "redis-cluster://")) {
+    out.kind = RedisUrl::Kind::kCluster;
   } else {
     return Bad(url, "unknown scheme");
   }
 
-  if (out.kind == RedisUrl::Kind::kUnix) {
+  if (out.kind == RedisUrl::Kind::kCluster) {
+    // redis-cluster://[userinfo@]seed,seed,...[/]: no database.
+    size_t slash = rest.find('/');
+    absl::string_view authority = rest.substr(0, slash);
+    if (slash != absl::string_view::npos && rest.size() > slash + 1 &&
+        rest.substr(slash + 1) != "0") {
+      return Bad(url, "a Redis Cluster has only database 0");
+    }
+    absl::Status s = ParseUserInfo(url, &authority, &out);
+    if (!s.ok()) return s;
+    for (absl::string_view seed : absl::StrSplit(authority, ',')) {
+      RedisUrl::Endpoint e;
+      s = ParseHostPort(url, seed, &e.host, &e.port);
+      if (!s.ok()) return s;
+      out.seeds.push_back(std::move(e));
+    }
+  } else if (out.kind == RedisUrl::Kind::kUnix) {
     // unix://[userinfo@]/path[?db=N]: userinfo ends at the '@' before the
     // first '/', if any.
     size_t slash = rest.find('/');
@@ -165,42 +235,8 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view url,
         slash == absl::string_view::npos ? "" : rest.substr(slash + 1);
     absl::Status s = ParseUserInfo(url, &authority, &out);
     if (!s.ok()) return s;
-    absl::string_view host = authority, port;
-    bool has_port = false;
-    if (absl::ConsumePrefix(&host, "[")) {
-      size_t close = host.find(']');
-      if (close == absl::string_view::npos) {
-        return Bad(url, "unterminated '[' in IPv6 host");
-      }
-      absl::string_view after = host.substr(close + 1);
-      host = host.substr(0, close);
-      if (!after.empty()) {
-        if (after[0] != ':') return Bad(url, "junk after ']'");
-        port = after.substr(1);
-        has_port = true;
-      }
-    } else {
-      size_t colon = host.rfind(':');
-      if (colon != absl::string_view::npos) {
-        port = host.substr(colon + 1);
-        host = host.substr(0, colon);
-        has_port = true;
-      }
-    }
-    if (host.empty()) return Bad(url, "missing host");
-    if (absl::StrContains(host, ':') && !absl::StrContains(authority, '[')) {
-      return Bad(url, "an IPv6 host must be in brackets");
-    }
-    out.host = std::string(host);
-    if (has_port) {
-      int p = 0;
-      if (port.empty() || !absl::SimpleAtoi(port, &p) || p < 1 || p > 65535 ||
-          !absl::c_all_of(port, [](char c) { return absl::ascii_isdigit(c); })) {
-        return Bad(url, absl::StrCat("port \"", port,
-                                     "\" is not a number in 1..65535"));
-      }
-      out.port = p;
-    }
+    s = ParseHostPort(url, authority, &out.host, &out.port);
+    if (!s.ok()) return s;
     s = ParseDb(url, path, &out.db);
     if (!s.ok()) return s;
   }
@@ -221,6 +257,7 @@ UvTransportOptions TransportOptionsForUrl(const RedisUrl& url,
     o.connection.host = url.host;
     o.connection.port = url.port;
   }
+  for (const RedisUrl::Endpoint& e : url.seeds) o.cluster_seeds.emplace_back(e.host, e.port);
   o.connection.username = url.user;
   o.connection.password = url.password;
   o.connection.db = url.db;

@@ -9,6 +9,13 @@
 //                                                  TlsOptions, not the URL)
 //   redis://[user@]host:port                       password from the environment
 //   unix://[[user]:password@]/path/to/redis.sock[?db=N]
+//   redis-cluster://[[user]:password@]host1[:port],host2[:port],...
+//                                                  Redis Cluster: the nodes
+//                                                  asked for the slot map
+//                                                  (seeds; any subset of the
+//                                                  cluster); no db (a cluster
+//                                                  has only database 0), no
+//                                                  TLS (see cluster_transport.h)
 //
 // `host` may be a name, an IPv4 address or a bracketed IPv6 address
 // ("redis://[::1]:6379"). User and password are percent-decoded
@@ -21,6 +28,8 @@
 #define DLOCK_TRANSPORT_UV_REDIS_URL_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -33,7 +42,7 @@ namespace dlock {
 inline constexpr char kPasswordEnv[] = "DLOCK_REDIS_PASSWORD";
 
 struct RedisUrl {
-  enum class Kind { kTcp, kUnix };
+  enum class Kind { kTcp, kUnix, kCluster };
   Kind kind = Kind::kTcp;
   bool tls = false;   // kTcp only: rediss://
   std::string host;   // kTcp: without brackets for IPv6
@@ -42,9 +51,16 @@ struct RedisUrl {
   std::string user;      // empty: the default user
   std::string password;  // empty: no AUTH
   int db = 0;
+  // kCluster: the seed nodes, in URL order (host and port as above).
+  struct Endpoint {
+    std::string host;
+    int port = 6379;
+  };
+  std::vector<Endpoint> seeds;
 
-  // "host:port", "tls:host:port" or "unix:/path" (never the user or
-  // password): for messages.
+  // "host:port", "tls:host:port", "unix:/path" or
+  // "cluster:host1:port1,host2:port2" (never the user or password): for
+  // messages.
   std::string Display() const;
 };
 
@@ -61,6 +77,10 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view url,
 // the TLS settings for a TlsTransport. Pass it to UvTransport::Create.
 struct UvTransportOptions {
   HiredisTransportOptions connection;
+  // Non-empty: a Redis Cluster reached through these seeds ("host", port);
+  // `connection` then gives every node connection's credentials and
+  // timeouts (its host, port and db are not used).
+  std::vector<std::pair<std::string, int>> cluster_seeds;
   bool tls = false;
   TlsOptions tls_options;
 };
