@@ -15,6 +15,10 @@ absl::StatusOr<std::unique_ptr<ClusterTransport>> CreateUvClusterTransport(
   }
   HiredisTransportOptions node = std::move(options.node);
   node.unix_socket.clear();
+  if (!options.cluster.seeds.empty()) {  // validated with the first seed's address
+    node.host = options.cluster.seeds[0].host;
+    node.port = options.cluster.seeds[0].port;
+  }
   absl::Status s = ValidateConnectionOptions(node);
   if (!s.ok()) return s;
   auto timers = std::make_unique<UvEventLoop>(loop);

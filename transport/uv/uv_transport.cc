@@ -3,12 +3,26 @@
 #include <memory>
 #include <utility>
 
+#include "dlock/transport/uv/cluster_uv.h"
+
 namespace dlock {
 
 absl::StatusOr<std::unique_ptr<UvTransport>> UvTransport::Create(
     uv_loop_s* loop, UvTransportOptions options) {
   std::unique_ptr<UvTransport> t(new UvTransport());
-  if (options.tls) {
+  if (!options.cluster_seeds.empty()) {
+    if (options.tls) {
+      return absl::InvalidArgumentError("TLS to a Redis Cluster is not supported");
+    }
+    ClusterUvOptions o;
+    for (auto& [host, port] : options.cluster_seeds) o.cluster.seeds.push_back({host, port});
+    o.node = std::move(options.connection);
+    absl::StatusOr<std::unique_ptr<ClusterTransport>> c =
+        CreateUvClusterTransport(loop, std::move(o));
+    if (!c.ok()) return c.status();
+    t->cluster_ = *std::move(c);
+    t->inner_ = t->cluster_.get();
+  } else if (options.tls) {
     TlsTransportOptions o;
     o.connection = std::move(options.connection);
     o.tls = std::move(options.tls_options);
@@ -41,21 +55,19 @@ absl::StatusOr<std::unique_ptr<Subscription>> UvTransport::Subscribe(
 uint64_t UvTransport::connection_epoch() const { return inner_->connection_epoch(); }
 
 absl::Status UvTransport::Connect(absl::AnyInvocable<void(absl::Status) &&> callback) {
+  if (cluster_) return cluster_->Connect(std::move(callback));
   return tls_ ? tls_->Connect(std::move(callback)) : plain_->Connect(std::move(callback));
 }
 
-void UvTransport::Close() { tls_ ? tls_->Close() : plain_->Close(); }
+void UvTransport::Close() { inner_->Close(); }
 
-bool UvTransport::connected() const {
-  return tls_ ? tls_->connected() : plain_->connected();
-}
+bool UvTransport::connected() const { return inner_->connected(); }
 
 absl::Status UvTransport::last_error() const {
+  if (cluster_) return absl::OkStatus();  // per node; see cluster_transport.h
   return tls_ ? tls_->last_error() : plain_->last_error();
 }
 
-size_t UvTransport::pending_commands() const {
-  return tls_ ? tls_->pending_commands() : plain_->pending_commands();
-}
+size_t UvTransport::pending_commands() const { return inner_->pending_commands(); }
 
 }  // namespace dlock

@@ -1,7 +1,7 @@
 // This header defines `UvTransport`: the real transport a Redis URL names,
 // behind one type with the connection lifecycle -- `HiredisTransport` for
-// redis:// and unix://, `TlsTransport` for rediss:// (both in this
-// package). The CLI, BlockingClient and the examples build their
+// redis:// and unix://, `TlsTransport` for rediss://, `ClusterTransport`
+// (over HiredisTransports) for redis-cluster:// (all in this package). The CLI, BlockingClient and the examples build their
 // connections with it, so none of them writes URL -> transport twice.
 //
 //   absl::StatusOr<RedisUrl> url = ParseRedisUrl("rediss://host:6380");
@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
+#include "dlock/transport/uv/cluster_transport.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/transport/uv/tls_transport.h"
@@ -43,6 +44,7 @@ class UvTransport : public Transport {
       std::string channel, MessageCallback on_message,
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
   uint64_t connection_epoch() const override;
+  bool cluster() const override { return cluster_ != nullptr; }
 
   absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback);
   void Close();
@@ -50,11 +52,14 @@ class UvTransport : public Transport {
   absl::Status last_error() const;
   size_t pending_commands() const;
   bool tls() const { return tls_ != nullptr; }
+  // The cluster transport for redis-cluster://, else null.
+  ClusterTransport* cluster_transport() const { return cluster_.get(); }
 
  private:
   UvTransport() = default;
   std::unique_ptr<HiredisTransport> plain_;
   std::unique_ptr<TlsTransport> tls_;
+  std::unique_ptr<ClusterTransport> cluster_;
   Transport* inner_ = nullptr;
 };
 
