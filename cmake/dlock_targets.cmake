@@ -120,8 +120,10 @@ dlock_library(cli
   SRCS cli/command_line.cc cli/flags.cc cli/check.cc cli/check_command.cc
        cli/lock_key.cc cli/run_command.cc cli/session.cc cli/status_command.cc
        cli/trust_command.cc cli/unlock_command.cc
+       cli/check_cluster.cc cli/check_cluster_command.cc cli/trust_cluster.cc
   HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h
        cli/commands.h cli/lock_key.h cli/session.h
+       cli/check_cluster.h cli/check_gather.h cli/trust_cluster.h
   PUBLIC_DEPS dlock::client dlock::lock dlock::redlock dlock::watchdog
               dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
               PkgConfig::dlock_libuv)
@@ -230,6 +232,8 @@ dlock_test(command_line_test BAZEL //cli:command_line_test
   SRCS cli/command_line_test.cc DEPS dlock::cli dlock::status_matchers)
 dlock_test(check_test BAZEL //cli:check_test
   SRCS cli/check_test.cc DEPS dlock::cli)
+dlock_test(check_cluster_test BAZEL //cli:check_cluster_test
+  SRCS cli/check_cluster_test.cc DEPS dlock::cli)
 dlock_test(checker_test BAZEL //tests/torture:checker_test
   SRCS tests/torture/checker_test.cc DEPS dlock::torture_client)
 dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test

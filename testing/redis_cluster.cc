@@ -240,8 +240,34 @@ absl::Status RedisCluster::WaitHealthy() {
       for (int owner : first) {
         if (owner < 0) ok = false;
       }
+      if (!ok) last = "a slot has no reachable owner";
+    }
+    if (ok) {
+      // Every running node that serves no slot is a replica, in every
+      // running node's view (roles spread after the slots do).
+      int running = 0, masters = 0;
+      for (int i = 0; i < size(); ++i) {
+        if (nodes_[i]->running() && !nodes_[i]->paused()) ++running;
+        if (std::find(first.begin(), first.end(), i) != first.end()) ++masters;
+      }
+      for (int i = 0; i < size() && ok; ++i) {
+        if (!nodes_[i]->running() || nodes_[i]->paused()) continue;
+        absl::StatusOr<Reply> nodes = Command(i, {"CLUSTER", "NODES"});
+        int replicas = 0;
+        for (absl::string_view line : absl::StrSplit(nodes.ok() ? nodes->str : "", '\n')) {
+          std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+          if (f.size() > 2 && absl::StrContains(f[2], "slave") &&
+              !absl::StrContains(f[2], "fail")) {
+            ++replicas;
+          }
+        }
+        if (replicas != running - masters) {
+          last = absl::StrCat("node ", i, " sees ", replicas, " live replicas, not ",
+                              running - masters);
+          ok = false;
+        }
+      }
       if (ok) return absl::OkStatus();
-      last = "a slot has no reachable owner";
     }
     Nap();
   }
@@ -304,18 +330,25 @@ absl::Status RedisCluster::FinishSlotMigration(int slot, int to) {
 absl::StatusOr<int> RedisCluster::Failover(int i) {
   absl::StatusOr<int> replica = ReplicaOf(i);
   if (!replica.ok()) return replica.status();
-  absl::StatusOr<Reply> r = Command(*replica, {"CLUSTER", "FAILOVER"});
-  if (!r.ok()) return r.status();
-  if (r->is_error()) return absl::InternalError(absl::StrCat("CLUSTER FAILOVER: ", r->str));
   const absl::Time deadline = absl::Now() + options_.timeout;
+  // A manual failover gives up after 5 s (CLUSTER_MF_TIMEOUT) when the
+  // election does not get a majority in time (a loaded machine, a replica
+  // still syncing): ask again then.
+  const absl::Duration attempt = std::max(absl::Seconds(6), 3 * options_.node_timeout);
   while (absl::Now() < deadline) {
-    absl::StatusOr<Reply> role = Command(*replica, {"ROLE"});
-    if (role.ok() && !role->elements.empty() && role->elements[0].str == "master") {
-      absl::Status s = WaitHealthy();
-      if (!s.ok()) return s;
-      return *replica;
+    absl::StatusOr<Reply> r = Command(*replica, {"CLUSTER", "FAILOVER"});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return absl::InternalError(absl::StrCat("CLUSTER FAILOVER: ", r->str));
+    const absl::Time give_up = std::min(deadline, absl::Now() + attempt);
+    while (absl::Now() < give_up) {
+      absl::StatusOr<Reply> role = Command(*replica, {"ROLE"});
+      if (role.ok() && !role->elements.empty() && role->elements[0].str == "master") {
+        absl::Status s = WaitHealthy();
+        if (!s.ok()) return s;
+        return *replica;
+      }
+      Nap();
     }
-    Nap();
   }
   return absl::UnavailableError(absl::StrCat("node ", *replica, " did not become master: ",
                                              nodes_[*replica]->LogTail()));

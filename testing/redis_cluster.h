@@ -85,8 +85,9 @@ class RedisCluster {
   // The index of a replica of master `i` (CLUSTER REPLICAS), or kNotFound.
   absl::StatusOr<int> ReplicaOf(int i);
 
-  // Waits until every running node says cluster_state:ok and all of them
-  // report the same slot owners.
+  // Waits until every running node says cluster_state:ok, all of them
+  // report the same slot owners, and each sees every other running node
+  // that owns no slot as a live replica.
   absl::Status WaitHealthy();
 
   // Starts moving `slot` from its owner to master `to`: SETSLOT IMPORTING
@@ -99,8 +100,9 @@ class RedisCluster {
   // MOVED from now on.
   absl::Status FinishSlotMigration(int slot, int to);
 
-  // CLUSTER FAILOVER on a replica of master `i`; waits until the replica is
-  // master and every node agrees. Returns the new master's index.
+  // CLUSTER FAILOVER on a replica of master `i` (again whenever a manual
+  // failover timed out); waits until the replica is master and every node
+  // agrees. Returns the new master's index.
   absl::StatusOr<int> Failover(int i);
 
  private:

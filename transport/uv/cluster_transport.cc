@@ -257,9 +257,13 @@ void ClusterTransport::Dispatch(uint64_t id) {
     if (r.slot >= 0) {
       address = slots_[r.slot];
     } else {
-      for (const std::string& s : slots_) {
-        if (!s.empty()) {
-          address = s;
+      // No key: any master, a connected one first (a dead master keeps its
+      // slots in the map until the cluster fails it over).
+      for (const std::string& m : Masters()) {
+        auto node = nodes_.find(m);
+        if (address.empty()) address = m;
+        if (node != nodes_.end() && node->second->connected()) {
+          address = m;
           break;
         }
       }

@@ -10,7 +10,8 @@
 //     EVAL/EVALSHA whose KEYS are in different slots is refused by Send with
 //     kInvalidArgument, before anything is sent (Redis would answer
 //     CROSSSLOT). A command without keys (PING, INFO, TIME, CLUSTER, ROLE,
-//     SCRIPT, PUBLISH, ... and EVAL with 0 keys) goes to any master.
+//     SCRIPT, PUBLISH, ... and EVAL with 0 keys) goes to a master whose
+//     connection is up (any master when none is).
 //   - The slot map comes from `CLUSTER SLOTS`, asked of the seeds (then of
 //     every known node) in turn: at Create, on every MOVED and on every lost
 //     connection or CLUSTERDOWN (at most one refresh in flight), and every
