@@ -438,6 +438,8 @@ void ClusterTransport::OnSlots(size_t candidate, absl::StatusOr<Reply> reply) {
   } else {
     absl::StatusOr<ClusterEndpoint> e = ParseClusterEndpoint(asked);
     ApplySlots(*reply, e.ok() ? e->host : "");
+    // Connect to every master now, not on its first command.
+    for (const std::string& m : Masters()) Node(m);
     refreshing_ = false;
     map_loaded_ = true;
     ++topology_loads_;

@@ -13,7 +13,8 @@
 //     SCRIPT, PUBLISH, ... and EVAL with 0 keys) goes to a master whose
 //     connection is up (any master when none is).
 //   - The slot map comes from `CLUSTER SLOTS`, asked of the seeds (then of
-//     every known node) in turn: at Create, on every MOVED and on every lost
+//     every known node) in turn (then a connection to every master it names
+//     is started): at Create, on every MOVED and on every lost
 //     connection or CLUSTERDOWN (at most one refresh in flight), and every
 //     `refresh_interval`. Commands sent before the first map wait for it, up
 //     to their own deadline.
