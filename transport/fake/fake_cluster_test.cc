@@ -240,6 +240,70 @@ TEST_F(FakeClusterTest, FailoverLockStaysHeldAndScriptsAreReloaded) {
   ASSERT_THAT(next.status(), IsOk());
 }
 
+TEST_F(FakeClusterTest, SubscriptionMovesWhenItsNodeIsGone) {
+  auto t = NewClient();
+  const std::string channel = "dlock:{r}:released";
+  // A real cluster forwards a PUBLISH to every node; the fake does not.
+  auto publish_everywhere = [&](const std::string& message) {
+    for (const std::string& a : cluster_.addresses()) {
+      cluster_.node(a)->Execute({"PUBLISH", channel, message});
+    }
+  };
+  // The node whose PUBLISH reaches a subscriber (probes are not recorded).
+  auto subscribed_at = [&]() {
+    std::string where;
+    for (const std::string& a : cluster_.addresses()) {
+      if (cluster_.node(a)->Execute({"PUBLISH", channel, "probe"}).integer > 0) where = a;
+    }
+    loop_.RunUntilIdle();
+    return where;
+  };
+  std::vector<std::string> got;
+  int ready = 0;
+  auto sub = t->Subscribe(
+      channel,
+      [&](absl::string_view, absl::string_view m) {
+        if (m != "probe") got.emplace_back(m);
+      },
+      [&](absl::Status s) {
+        EXPECT_THAT(s, IsOk());
+        ++ready;
+      });
+  ASSERT_THAT(sub.status(), IsOk());
+  ASSERT_THAT(SendNow(*t, {"PING"}).status(), IsOk());  // the map is loaded
+  loop_.RunUntilIdle();
+  EXPECT_EQ(ready, 1);
+  const std::string first = subscribed_at();
+  ASSERT_FALSE(first.empty());
+  publish_everywhere("one");
+  loop_.RunUntilIdle();
+  EXPECT_EQ(got, std::vector<std::string>({"one"}));
+
+  cluster_.Failover(first, "promoted:7100");
+  // A command to the gone node fails and refreshes the map; the
+  // subscription moves to a master the new map names.
+  for (int slot = 0; slot < kClusterSlots; ++slot) {
+    if (t->OwnerOf(slot) == first) {
+      EXPECT_THAT(SendNow(*t, {"GET", SlotTag(slot)}).status(),
+                  StatusIs(absl::StatusCode::kUnavailable));
+      break;
+    }
+  }
+  loop_.RunUntilIdle();
+  const std::string second = subscribed_at();
+  EXPECT_NE(second, "");
+  EXPECT_NE(second, first);
+  publish_everywhere("two");
+  loop_.RunUntilIdle();
+  EXPECT_EQ(got, std::vector<std::string>({"one", "two"}));
+  EXPECT_EQ(ready, 1);  // on_ready ran once
+  sub->reset();
+  publish_everywhere("three");
+  loop_.RunUntilIdle();
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(subscribed_at(), "");
+}
+
 TEST_F(FakeClusterTest, CommandsBeforeTheMapWaitAndCloseCancelsEverything) {
   ClusterTransportOptions o;
   o.seeds = {{"nowhere", 1}, {"node1", 7001}};
