@@ -42,10 +42,13 @@ ClusterFacts ParseClusterFacts(const std::string& cluster_info,
   for (absl::string_view line : absl::StrSplit(cluster_info, '\n')) {
     line = absl::StripTrailingAsciiWhitespace(line);
     if (absl::ConsumePrefix(&line, "cluster_state:")) f.state = std::string(line);
-    if (absl::ConsumePrefix(&line, "cluster_slots_assigned:")) {
-      absl::SimpleAtoi(line, &f.slots_assigned);
+    if (absl::ConsumePrefix(&line, "cluster_slots_assigned:") &&
+        !absl::SimpleAtoi(line, &f.slots_assigned)) {
+      f.slots_assigned = -1;
     }
-    if (absl::ConsumePrefix(&line, "cluster_slots_ok:")) absl::SimpleAtoi(line, &f.slots_ok);
+    if (absl::ConsumePrefix(&line, "cluster_slots_ok:") && !absl::SimpleAtoi(line, &f.slots_ok)) {
+      f.slots_ok = -1;
+    }
   }
   for (absl::string_view line : absl::StrSplit(cluster_nodes, '\n', absl::SkipWhitespace())) {
     std::vector<absl::string_view> w = absl::StrSplit(line, ' ', absl::SkipEmpty());

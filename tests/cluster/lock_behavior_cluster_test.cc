@@ -51,7 +51,9 @@ class ClusterEnv : public testing::LockTestEnv {
       auto keys = cluster_->Command(m, {"KEYS", "*"});
       if (!keys.ok()) continue;
       for (const Reply& k : keys->elements) {
-        if (!absl::StartsWith(k.str, kMarkerPrefix)) cluster_->Command(m, {"DEL", k.str});
+        if (!absl::StartsWith(k.str, kMarkerPrefix)) {
+          EXPECT_TRUE(cluster_->Command(m, {"DEL", k.str}).ok());
+        }
       }
     }
   }

@@ -33,8 +33,7 @@ std::vector<std::string> RoutingKeys(const std::vector<std::string>& argv) {
 
 int PortOf(const std::string& address) {
   int port = 0;
-  absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
-  return port;
+  return absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port) ? port : 0;
 }
 
 }  // namespace

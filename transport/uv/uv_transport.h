@@ -46,11 +46,11 @@ class UvTransport : public Transport {
   uint64_t connection_epoch() const override;
   bool cluster() const override { return cluster_ != nullptr; }
 
-  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback);
-  void Close();
-  bool connected() const;
+  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback) override;
+  void Close() override;
+  bool connected() const override;
   absl::Status last_error() const;
-  size_t pending_commands() const;
+  size_t pending_commands() const override;
   bool tls() const { return tls_ != nullptr; }
   // The cluster transport for redis-cluster://, else null.
   ClusterTransport* cluster_transport() const { return cluster_.get(); }
