@@ -183,6 +183,31 @@ TEST_F(FakeClusterTest, ClusterDownIsRetriedWithinTheDeadline) {
   EXPECT_EQ(*out, Reply::String("v"));
 }
 
+TEST_F(FakeClusterTest, TheMapIsRefreshedPeriodically) {
+  ClusterTransportOptions o;
+  o.seeds = {{"node0", 7000}};
+  o.refresh_interval = absl::Seconds(10);
+  auto created = ClusterTransport::Create(
+      &loop_, o, [this](const std::string& host, int port) {
+        return cluster_.Connect(absl::StrCat(host, ":", port));
+      });
+  ASSERT_THAT(created.status(), IsOk());
+  ClusterTransport& t = **created;
+  loop_.RunUntilIdle();
+  ASSERT_EQ(t.topology_loads(), 1u);
+  cluster_.Assign(0, 99, "node2:7002");  // an operator's change, no MOVED seen
+  loop_.AdvanceTime(absl::Seconds(9));
+  EXPECT_EQ(t.OwnerOf(0), "node0:7000");
+  loop_.AdvanceTime(absl::Seconds(1));
+  EXPECT_EQ(t.topology_loads(), 2u);
+  EXPECT_EQ(t.OwnerOf(0), "node2:7002");
+  EXPECT_EQ(t.moved_count(), 0u);
+  loop_.AdvanceTime(absl::Seconds(10));
+  EXPECT_EQ(t.topology_loads(), 3u);
+  t.Close();
+  EXPECT_EQ(loop_.pending(), 0u);  // the periodic timer is gone
+}
+
 TEST_F(FakeClusterTest, CrossSlotScriptsAreRefusedAtOnce) {
   auto t = NewClient();
   bool ran = false;

@@ -17,6 +17,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "dlock/lock/keys.h"
+#include "dlock/lock/reentrant_lock.h"
+#include "dlock/lock/retry_lock.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/testing/redis_cluster.h"
@@ -196,7 +198,7 @@ TEST_F(ClusterTransportTest, RefusesCrossSlotScriptsBeforeSending) {
   EXPECT_FALSE(ran);
 }
 
-TEST_F(ClusterTransportTest, LocksAcrossAllSlots) {
+TEST_F(ClusterTransportTest, EveryPolicyLocksAcrossTheSlots) {
   ClusterTransport* a = NewClient();
   ClusterTransport* b = NewClient();
   SimpleLock* la = NewLock(a);
@@ -216,6 +218,59 @@ TEST_F(ClusterTransportTest, LocksAcrossAllSlots) {
   }
   EXPECT_GT(slots, 350);
   EXPECT_EQ(a->moved_count() + b->moved_count(), 0u);
+
+  // ReentrantLock (nested by one owner, refused to another) and RetryLock
+  // (woken by the release notification across the cluster) on 100 more.
+  ReentrantLock ra(loop_.get(), a);
+  ReentrantLock rb(loop_.get(), b);
+  RetryLockOptions ro;
+  ro.initial_backoff = absl::Seconds(20);  // only a notification wakes it in time
+  ro.max_backoff = absl::Seconds(20);
+  RetryLock waiter(loop_.get(), lb, ro);  // subscribes through lb's transport
+  for (int i = 0; i < 100; ++i) {
+    const std::string r = absl::StrCat("nested/", i);
+    AcquireOptions o;
+    o.ttl = absl::Seconds(30);
+    o.task_id = "task";
+    bool done = false;
+    absl::StatusOr<Lease> outer, inner, other;
+    auto acquire = [&](Lock& lock, absl::StatusOr<Lease>* out) {
+      done = false;
+      ASSERT_TRUE(lock.Acquire(r, o, [&](absl::StatusOr<Lease> l) {
+                      *out = std::move(l);
+                      done = true;
+                    }).ok());
+      ASSERT_TRUE(uv_.RunUntil([&] { return done; }));
+    };
+    acquire(ra, &outer);
+    ASSERT_THAT(outer.status(), IsOk()) << r;
+    acquire(ra, &inner);
+    ASSERT_THAT(inner.status(), IsOk()) << r;
+    acquire(rb, &other);
+    EXPECT_THAT(other.status(), StatusIs(absl::StatusCode::kAborted)) << r;
+    EXPECT_THAT(ReleaseNow(&ra, *inner), IsOk());
+    EXPECT_THAT(ReleaseNow(&ra, *outer), IsOk());
+  }
+  for (int i = 0; i < 20; ++i) {
+    const std::string r = absl::StrCat("waited/", i);
+    auto held = AcquireNow(la, r);
+    ASSERT_THAT(held.status(), IsOk());
+    AcquireOptions o;
+    o.ttl = absl::Seconds(30);
+    o.wait = absl::Seconds(30);
+    bool done = false;
+    absl::StatusOr<Lease> got;
+    ASSERT_TRUE(waiter.Acquire(r, o, [&](absl::StatusOr<Lease> l) {
+                    got = std::move(l);
+                    done = true;
+                  }).ok());
+    uv_.RunFor(absl::Milliseconds(30));
+    EXPECT_FALSE(done);
+    EXPECT_THAT(ReleaseNow(la, *held), IsOk());
+    ASSERT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(5)));
+    ASSERT_THAT(got.status(), IsOk()) << r;
+    EXPECT_THAT(ReleaseNow(&waiter, *got), IsOk());
+  }
 }
 
 TEST_F(ClusterTransportTest, SlotMigrationWhileLocksAreHeldAndAcquired) {
