@@ -256,6 +256,17 @@ TEST_F(FakeClusterTest, FailoverLockStaysHeldAndScriptsAreReloaded) {
   EXPECT_THAT(acquire(b, "orders/7").status(), StatusIs(absl::StatusCode::kUnavailable));
   loop_.RunUntilIdle();
   EXPECT_EQ(t2->OwnerOf(slot), "promoted:7100");
+  // t1 held a connection to the gone master: its next command there fails,
+  // the refresh drops that connection (one per live master is left).
+  EXPECT_EQ(t1->node_connections(), 3u);
+  EXPECT_THAT(SendNow(*t1, {"GET", keys.LockKey("orders/7")}).status(),
+              StatusIs(absl::StatusCode::kUnavailable));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(t1->OwnerOf(slot), "promoted:7100");
+  EXPECT_EQ(t1->node_connections(), 3u);
+  EXPECT_EQ(t1->Masters(), (std::vector<std::string>{
+                               cluster_.addresses()[0], cluster_.addresses()[1],
+                               cluster_.addresses()[2]}));
   EXPECT_THAT(acquire(b, "orders/7").status(), StatusIs(absl::StatusCode::kAborted));
   // The flushed script cache answered NOSCRIPT; Script::Run sent EVAL
   // (for the acquire, and for the cleanup release of the failed one).

@@ -462,9 +462,25 @@ void ClusterTransport::OnSlots(size_t candidate, absl::StatusOr<Reply> reply) {
                       });
     }
     PlaceSubscriptions();
+    PruneNodes();
     return;
   }
   AskForSlots(candidate + 1);
+}
+
+void ClusterTransport::PruneNodes() {
+  const std::vector<std::string> masters = Masters();
+  std::vector<std::string> gone;
+  for (const auto& [address, node] : nodes_) {
+    if (std::find(masters.begin(), masters.end(), address) != masters.end()) continue;
+    if (node->pending_commands() > 0) continue;  // its callbacks are still due
+    bool hosts_subscription = false;
+    for (const auto& [id, sub] : subs_) hosts_subscription |= sub->node == address;
+    if (!hosts_subscription) gone.push_back(address);
+  }
+  // Destroying a node transport inside its own callback is allowed (we may
+  // be in the reply to the CLUSTER SLOTS it carried).
+  for (const std::string& address : gone) nodes_.erase(address);
 }
 
 void ClusterTransport::ApplySlots(const Reply& reply, const std::string& asked_host) {

@@ -48,6 +48,8 @@
 // differ between standalone and cluster; the broadcast costs one bus
 // message per node per release. When a topology refresh no longer lists
 // the node a subscription lives on, the subscription moves to a listed node.
+// Connections to nodes a refresh no longer names as masters are closed once
+// idle, so a long-lived client does not keep reconnecting to dead nodes.
 // Messages published while a subscription moves or reconnects are lost,
 // as with any Transport (RetryLock then falls back to its backoff).
 //
@@ -139,6 +141,8 @@ class ClusterTransport : public Transport {
   Transport* Node(const std::string& address);
   // How many slot-map loads succeeded, and redirects followed (tests).
   uint64_t topology_loads() const { return topology_loads_; }
+  // Node connections currently held.
+  size_t node_connections() const { return nodes_.size(); }
   uint64_t moved_count() const { return moved_; }
   uint64_t ask_count() const { return ask_; }
 
@@ -170,6 +174,10 @@ class ClusterTransport : public Transport {
   std::vector<std::string> Candidates() const;
   void PlaceSubscriptions();
   void PlaceSubscription(Sub& sub);
+  // Drops the connections to nodes the map no longer names as masters
+  // (seeds and replicas asked for the map, failed-over masters) once they
+  // have nothing pending and host no subscription.
+  void PruneNodes();
 
   EventLoop* const loop_;
   std::unique_ptr<EventLoop> owned_loop_;

@@ -61,11 +61,9 @@ class ClusterTransportTest : public ::testing::Test {
     EXPECT_EQ(uv_.Close(), 0);  // every handle closed
   }
 
-  ClusterTransport* NewClient() {
+  ClusterTransport* NewClient(std::vector<int> seeds = {0, 1, 2}) {
     ClusterUvOptions o;
-    for (int i = 0; i < 3; ++i) {
-      o.cluster.seeds.push_back({"127.0.0.1", cluster->node(i).port()});
-    }
+    for (int i : seeds) o.cluster.seeds.push_back({"127.0.0.1", cluster->node(i).port()});
     auto t = CreateUvClusterTransport(uv_.get(), std::move(o));
     EXPECT_TRUE(t.ok()) << t.status();
     clients_.push_back(*std::move(t));
@@ -180,6 +178,20 @@ TEST_F(ClusterTransportTest, RoutesEveryCommandToItsSlotsMaster) {
   auto pong = SendNow(t, {"PING"});
   ASSERT_TRUE(pong.ok());
   EXPECT_EQ(pong->str, "PONG");
+}
+
+TEST_F(ClusterTransportTest, AReplicaSeedGivesTheMapAndIsDropped) {
+  auto master = cluster->OwnerOf(0);
+  ASSERT_TRUE(master.ok());
+  auto replica = cluster->ReplicaOf(*master);
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  ClusterTransport* t = NewClient({*replica});
+  EXPECT_EQ(t->Masters().size(), 3u);
+  // The replica's connection carried the map and was closed in its own
+  // reply callback; one connection per master is left.
+  EXPECT_EQ(t->node_connections(), 3u);
+  ASSERT_THAT(SendNow(t, {"SET", "via-replica-seed", "1"}), IsOk());
+  EXPECT_EQ(t->moved_count(), 0u);
 }
 
 TEST_F(ClusterTransportTest, RefusesCrossSlotScriptsBeforeSending) {
