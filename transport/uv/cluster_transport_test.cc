@@ -407,5 +407,49 @@ TEST_F(ClusterTransportTest, CloseCancelsPendingCommandsSynchronously) {
               StatusIs(absl::StatusCode::kCancelled));
 }
 
+// Last: it kills a master for good.
+TEST_F(ClusterTransportTest, MasterKilledWhileHoldingAfterWait) {
+  ClusterTransport* a = NewClient();
+  ClusterTransport* b = NewClient();
+  SimpleLock* la = NewLock(a);
+  SimpleLock* lb = NewLock(b);
+  KeyScheme keys;
+  const std::string r = "killed-master-resource";
+  const int slot = KeySlot(keys.LockKey(r));
+  auto lease = AcquireNow(la, r);
+  ASSERT_THAT(lease.status(), IsOk());
+  auto master = cluster->OwnerOf(slot);
+  ASSERT_TRUE(master.ok());
+  // Replication is asynchronous: WAIT until the replica has the lease (what
+  // replica acknowledgement does), then kill -9 the master.
+  auto acked = cluster->Command(*master, {"WAIT", "1", "5000"});
+  ASSERT_TRUE(acked.ok());
+  ASSERT_EQ(acked->integer, 1);
+  ASSERT_THAT(cluster->node(*master).Kill(), IsOk());
+  ASSERT_THAT(cluster->WaitHealthy(), IsOk());  // the replica took over
+
+  // Commands to the dead master fail (kUnavailable, may have run: never
+  // resent) until the refresh they start finds the promoted replica.
+  absl::StatusOr<Lease> contended = absl::UnknownError("not run");
+  for (int i = 0; i < 20; ++i) {
+    contended = AcquireNow(lb, r);
+    if (!absl::IsUnavailable(contended.status())) break;
+    uv_.RunFor(absl::Milliseconds(100));
+  }
+  EXPECT_THAT(contended.status(), StatusIs(absl::StatusCode::kAborted));  // still held
+  absl::StatusOr<Lease> extended = absl::UnknownError("not run");
+  for (int i = 0; i < 20; ++i) {
+    extended = ExtendNow(la, *lease);
+    if (!absl::IsUnavailable(extended.status())) break;
+    uv_.RunFor(absl::Milliseconds(100));
+  }
+  ASSERT_THAT(extended.status(), IsOk());
+  EXPECT_THAT(ReleaseNow(la, *extended), IsOk());
+  auto next = AcquireNow(lb, r);
+  ASSERT_THAT(next.status(), IsOk());
+  EXPECT_GT(next->fence, lease->fence);
+  EXPECT_NE(b->OwnerOf(slot), cluster->node(*master).address());
+}
+
 }  // namespace
 }  // namespace dlock
