@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "dlock/cli/check.h"
+#include "dlock/cli/check_gather.h"
 #include "dlock/cli/check_sentinel.h"
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
@@ -46,8 +47,8 @@ absl::Status ReplyError(const absl::StatusOr<Reply>& r) {
 }
 
 // CONFIG GET name -> value, or the error.
-absl::StatusOr<std::string> ConfigGet(Session& s, size_t i, const std::string& name) {
-  absl::StatusOr<Reply> r = s.Call(i, {"CONFIG", "GET", name});
+absl::StatusOr<std::string> ConfigGet(Session& s, Transport& t, const std::string& name) {
+  absl::StatusOr<Reply> r = s.CallOn(t, {"CONFIG", "GET", name});
   absl::Status e = ReplyError(r);
   if (!e.ok()) return e;
   if (!r->is_array() || r->elements.size() != 2) {
@@ -56,13 +57,13 @@ absl::StatusOr<std::string> ConfigGet(Session& s, size_t i, const std::string& n
   return r->elements[1].str;
 }
 
-// Subscribes to `channel` on server `i` and waits (bounded by the command
+// Subscribes to `channel` on transport `t` and waits (bounded by the command
 // timeout) for the confirmation: OK, the refusal (ACL NOPERM:
 // kPermissionDenied), or kDeadlineExceeded.
-absl::Status TrySubscribe(Session& s, size_t i, const std::string& channel) {
+absl::Status TrySubscribe(Session& s, Transport& t, const std::string& channel) {
   bool ready = false, timed_out = false;
   absl::Status result;
-  absl::StatusOr<std::unique_ptr<Subscription>> sub = s.transport(i)->Subscribe(
+  absl::StatusOr<std::unique_ptr<Subscription>> sub = t.Subscribe(
       channel, [](absl::string_view, absl::string_view) {},
       [&ready, &result](absl::Status st) {
         result = std::move(st);
@@ -99,7 +100,7 @@ SentinelFacts GatherSentinelFacts(Session& s, size_t i, const RedisUrl& url) {
       }
     }
   }
-  absl::StatusOr<std::string> min_to_write = ConfigGet(s, i, "min-replicas-to-write");
+  absl::StatusOr<std::string> min_to_write = ConfigGet(s, *s.transport(i), "min-replicas-to-write");
   int n = 0;
   if (min_to_write.ok() && absl::SimpleAtoi(*min_to_write, &n)) f.min_replicas_to_write = n;
   for (const RedisUrl::Endpoint& e : url.sentinels) {
@@ -148,6 +149,81 @@ SentinelFacts GatherSentinelFacts(Session& s, size_t i, const RedisUrl& url) {
 
 }  // namespace
 
+absl::Status GatherServerFacts(Session& s, Transport& t, const KeyScheme& keys, int pings,
+                               ServerFacts* f) {
+  absl::StatusOr<Reply> ping = s.CallOn(t, {"PING"});
+  absl::Status e = ReplyError(ping);
+  if (!e.ok() && !f->tls && absl::IsUnavailable(e) &&
+      (absl::StrContains(e.message(), "reset by peer") ||
+       absl::StrContains(e.message(), "closed the connection") ||
+       absl::StrContains(e.message(), "Protocol error"))) {
+    // What a TLS port does to a plain client's first command.
+    e = absl::UnavailableError(absl::StrCat(
+        e.message(), " (if ", f->address, " is a TLS port, use rediss://)"));
+  }
+  if (!e.ok()) return e;
+  absl::StatusOr<Reply> info = s.CallOn(t, {"INFO", "server"});
+  if (ReplyError(info).ok()) {
+    f->version = InfoField(info->str, "redis_version");
+    f->run_id = InfoField(info->str, "run_id");
+  }
+  info = s.CallOn(t, {"INFO", "replication"});
+  if (ReplyError(info).ok()) f->role = InfoField(info->str, "role");
+  absl::StatusOr<std::string> v = ConfigGet(s, t, "maxmemory-policy");
+  if (v.ok()) {
+    f->maxmemory_policy = *v;
+    for (auto [name, field] :
+         {std::make_pair("maxmemory", &f->maxmemory),
+          std::make_pair("appendonly", &f->appendonly),
+          std::make_pair("appendfsync", &f->appendfsync),
+          std::make_pair("save", &f->save)}) {
+      absl::StatusOr<std::string> value = ConfigGet(s, t, name);
+      if (value.ok()) *field = *value;
+    }
+  } else {
+    f->config_error = v.status();
+  }
+  absl::StatusOr<Reply> eval = s.CallOn(t, {"EVAL", "return 1", "0"});
+  f->scripting = ReplyError(eval);
+  if (f->scripting.ok() && !(eval->is_integer() && eval->integer == 1)) {
+    f->scripting = absl::InternalError(absl::StrCat("EVAL returned ", eval->DebugString()));
+  }
+  // A PUBLISH on a channel named like the release channels (nobody
+  // listens on it): an ACL user without channel permission gets NOPERM.
+  absl::StatusOr<Reply> pub =
+      s.CallOn(t, {"PUBLISH", keys.ChannelKey("dlock-check"), "check"});
+  if (!pub.ok()) {
+    f->publish = pub.status();
+  } else if (pub->is_error()) {
+    f->publish = absl::StartsWith(pub->str, "NOPERM") ? absl::PermissionDeniedError(pub->str)
+                                                     : absl::UnavailableError(pub->str);
+  } else {
+    f->publish = absl::OkStatus();
+  }
+  f->subscribe = TrySubscribe(s, t, keys.ChannelKey("dlock-check"));
+  for (int p = 0; p < pings; ++p) {
+    absl::Time start = s.loop()->Now();
+    absl::StatusOr<Reply> r = s.CallOn(t, {"PING"});
+    if (!ReplyError(r).ok()) break;
+    f->round_trips.push_back(s.loop()->Now() - start);
+  }
+  return absl::OkStatus();
+}
+
+void PrintFindings(const std::vector<Finding>& findings, const std::string& address,
+                   int* unsafe, int* warnings) {
+  for (const Finding& finding : findings) {
+    std::printf("  %-6s %s\n", LevelName(finding.level), finding.message.c_str());
+    if (finding.level == Finding::Level::kUnsafe) {
+      ++*unsafe;
+      std::fprintf(stderr, "dlock: %s: unsafe: %s\n", address.c_str(),
+                   finding.message.c_str());
+    } else if (finding.level == Finding::Level::kWarning) {
+      ++*warnings;
+    }
+  }
+}
+
 int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
                  bool strict) {
   absl::StatusOr<std::unique_ptr<Session>> session =
@@ -168,16 +244,11 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
     f.tls = common.urls[i].tls;
     f.tls_insecure_skip_verify = f.tls && common.tls.insecure_skip_verify;
     std::printf("%s\n", f.address.c_str());
-    absl::StatusOr<Reply> ping = s.Call(i, {"PING"});
-    absl::Status e = ReplyError(ping);
-    if (!e.ok() && !f.tls && absl::IsUnavailable(e) &&
-        (absl::StrContains(e.message(), "reset by peer") ||
-         absl::StrContains(e.message(), "closed the connection") ||
-         absl::StrContains(e.message(), "Protocol error"))) {
-      // What a TLS port does to a plain client's first command.
-      e = absl::UnavailableError(absl::StrCat(
-          e.message(), " (if ", f.address, " is a TLS port, use rediss://)"));
+    if (s.cluster(i) != nullptr) {
+      CheckCluster(s, i, keys, ttl, pings, &unsafe, &warnings, &unreachable);
+      continue;
     }
+    absl::Status e = GatherServerFacts(s, *s.transport(i), keys, pings, &f);
     if (!e.ok()) {
       std::printf("  UNREACHABLE  %s\n", e.ToString().c_str());
       std::fprintf(stderr, "dlock: %s: unreachable: %s\n", f.address.c_str(),
@@ -185,68 +256,14 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
       ++unreachable;
       continue;
     }
-    absl::StatusOr<Reply> info = s.Call(i, {"INFO", "server"});
-    if (ReplyError(info).ok()) {
-      f.version = InfoField(info->str, "redis_version");
-      f.run_id = InfoField(info->str, "run_id");
-    }
     run_ids[i] = f.run_id;
-    info = s.Call(i, {"INFO", "replication"});
-    if (ReplyError(info).ok()) f.role = InfoField(info->str, "role");
-    absl::StatusOr<std::string> v = ConfigGet(s, i, "maxmemory-policy");
-    if (v.ok()) {
-      f.maxmemory_policy = *v;
-      for (auto [name, field] :
-           {std::make_pair("maxmemory", &f.maxmemory),
-            std::make_pair("appendonly", &f.appendonly),
-            std::make_pair("appendfsync", &f.appendfsync),
-            std::make_pair("save", &f.save)}) {
-        absl::StatusOr<std::string> value = ConfigGet(s, i, name);
-        if (value.ok()) *field = *value;
-      }
-    } else {
-      f.config_error = v.status();
-    }
-    absl::StatusOr<Reply> eval = s.Call(i, {"EVAL", "return 1", "0"});
-    f.scripting = ReplyError(eval);
-    if (f.scripting.ok() && !(eval->is_integer() && eval->integer == 1)) {
-      f.scripting = absl::InternalError(absl::StrCat("EVAL returned ", eval->DebugString()));
-    }
-    // A PUBLISH on a channel named like the release channels (nobody
-    // listens on it): an ACL user without channel permission gets NOPERM.
-    absl::StatusOr<Reply> pub =
-        s.Call(i, {"PUBLISH", keys.ChannelKey("dlock-check"), "check"});
-    if (!pub.ok()) {
-      f.publish = pub.status();
-    } else if (pub->is_error()) {
-      f.publish = absl::StartsWith(pub->str, "NOPERM") ? absl::PermissionDeniedError(pub->str)
-                                                       : absl::UnavailableError(pub->str);
-    } else {
-      f.publish = absl::OkStatus();
-    }
-    f.subscribe = TrySubscribe(s, i, keys.ChannelKey("dlock-check"));
-    for (int p = 0; p < pings; ++p) {
-      absl::Time start = s.loop()->Now();
-      absl::StatusOr<Reply> r = s.Call(i, {"PING"});
-      if (!ReplyError(r).ok()) break;
-      f.round_trips.push_back(s.loop()->Now() - start);
-    }
     std::vector<Finding> findings = AnalyzeServer(f, redlock, ttl);
     if (common.urls[i].kind == RedisUrl::Kind::kSentinel) {
       for (Finding& extra : AnalyzeSentinel(GatherSentinelFacts(s, i, common.urls[i]))) {
         findings.push_back(std::move(extra));
       }
     }
-    for (const Finding& finding : findings) {
-      std::printf("  %-6s %s\n", LevelName(finding.level), finding.message.c_str());
-      if (finding.level == Finding::Level::kUnsafe) {
-        ++unsafe;
-        std::fprintf(stderr, "dlock: %s: unsafe: %s\n", f.address.c_str(),
-                     finding.message.c_str());
-      } else if (finding.level == Finding::Level::kWarning) {
-        ++warnings;
-      }
-    }
+    PrintFindings(findings, f.address, &unsafe, &warnings);
   }
   for (const std::vector<size_t>& group : SameInstanceGroups(run_ids)) {
     std::string names;

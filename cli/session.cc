@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(
       return absl::Status(t.status().code(),
                           absl::StrCat(url.Display(), ": ", t.status().message()));
     }
+    s->clusters_.push_back((*t)->cluster_transport());
     s->transports_.push_back(*std::move(t));
   }
   return s;
@@ -56,7 +57,10 @@ Session::~Session() {
   }
 }
 
-void Session::CloseTransports() { transports_.clear(); }
+void Session::CloseTransports() {
+  clusters_.clear();
+  transports_.clear();
+}
 
 std::vector<Transport*> Session::transports() const {
   std::vector<Transport*> out;
@@ -72,9 +76,13 @@ bool Session::RunUntil(absl::FunctionRef<bool()> done) {
 }
 
 absl::StatusOr<Reply> Session::Call(size_t i, std::vector<std::string> argv) {
+  return CallOn(*transports_[i], std::move(argv));
+}
+
+absl::StatusOr<Reply> Session::CallOn(Transport& t, std::vector<std::string> argv) {
   bool done = false;
   absl::StatusOr<Reply> result = absl::UnknownError("no reply");
-  absl::Status sent = transports_[i]->Send(
+  absl::Status sent = t.Send(
       std::move(argv), command_timeout_,
       [&done, &result](absl::StatusOr<Reply> r) {
         result = std::move(r);

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dlock/transport/uv/cluster_transport.h"
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/transport/uv/tls_options.h"
 #include "dlock/transport/event_loop.h"
@@ -50,6 +51,12 @@ class Session {
   // Sends `argv` to server `i` and runs the loop until the reply (or the
   // transport's failure) arrives.
   absl::StatusOr<Reply> Call(size_t i, std::vector<std::string> argv);
+  // The same on any transport of this session's loop (e.g. one node of a
+  // cluster).
+  absl::StatusOr<Reply> CallOn(Transport& t, std::vector<std::string> argv);
+  // Server `i`'s cluster transport when its URL is redis-cluster://, else
+  // null.
+  ClusterTransport* cluster(size_t i) const { return clusters_[i]; }
 
   // Runs `script` (Script::Run: EVALSHA, EVAL on NOSCRIPT) on server `i`
   // and runs the loop until its reply arrives.
@@ -72,6 +79,7 @@ class Session {
   std::unique_ptr<EventLoop> loop_;
   std::vector<RedisUrl> urls_;
   std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<ClusterTransport*> clusters_;  // per transport, may be null
   absl::Duration command_timeout_;
 };
 

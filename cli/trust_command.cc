@@ -1,6 +1,7 @@
 // `dlock trust [--force] [--redis URL]...`: shows, per server, when dlock's
 // data set began (the restart rule's marker, KeyScheme::DataSetKey) and,
-// with --force, declares it trusted (marker 0: TrustDataSetCommand).
+// with --force, declares it trusted (marker 0: TrustDataSetCommand). A
+// redis-cluster:// URL has one marker per slot (trust_cluster.h).
 //
 // Why: a server whose data set began less than the restart window ago
 // refuses acquires (RedLock always; a single server with --restart-window),
@@ -21,6 +22,7 @@
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
 #include "dlock/cli/session.h"
+#include "dlock/cli/trust_cluster.h"
 #include "dlock/lock/lock_commands.h"
 
 namespace dlock {
@@ -58,6 +60,20 @@ int TrustCommand(const CommonOptions& common, absl::Duration restart_window, boo
   int failed = 0, foreign = 0, untrusted = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     const std::string where = common.urls[i].Display();
+    if (s.cluster(i) != nullptr) {  // one marker per slot
+      absl::StatusOr<int64_t> now = ServerNowMs(s, i);
+      TrustCounts c;
+      if (!now.ok()) {
+        std::printf("  %s: unreachable: %s\n", where.c_str(), now.status().ToString().c_str());
+        ++failed;
+        continue;
+      }
+      TrustCluster(s, i, KeyScheme{common.prefix, true}, *now, restart_window, force, &c);
+      failed += c.failed;
+      foreign += c.foreign;
+      untrusted += c.untrusted;
+      continue;
+    }
     absl::StatusOr<Reply> got = s.Call(i, {"GET", marker});
     absl::StatusOr<int64_t> now = ServerNowMs(s, i);
     if (!got.ok() || !now.ok()) {

@@ -12,9 +12,12 @@
 # Interfaces: EventLoop, Transport, Reply, Script. No libuv/hiredis/Lua.
 dlock_library(transport INSTALL
   BAZEL //transport:transport //transport:script //transport:mutex //transport:script_sha1
+        //transport:cluster_slot
   SRCS transport/reply.cc transport/script.cc transport/script_sha1.cc
+       transport/cluster_slot.cc
   HDRS transport/event_loop.h transport/loop_thread.h transport/reply.h
        transport/transport.h transport/script.h transport/mutex.h
+       transport/cluster_slot.h
   PUBLIC_DEPS PkgConfig::dlock_absl Threads::Threads
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -29,6 +32,7 @@ dlock_library(uv INSTALL
         //transport/uv:command_deadlines //transport/uv:deferred_queue
         //transport/uv:subscriber_set //transport/uv:reconnect_backoff
         //transport/uv:host_lookup
+        //transport/uv:cluster_transport //transport/uv:cluster_uv
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
        transport/uv/reconnect_backoff.cc transport/uv/host_lookup.cc
@@ -42,6 +46,7 @@ dlock_library(uv INSTALL
        transport/uv/tls_stream.cc transport/uv/tls_stream.h
        transport/uv/tls_transport_internal.h
        transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc
+       transport/uv/cluster_transport.cc transport/uv/cluster_uv.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
        transport/uv/redis_url.h transport/uv/tls_options.h
@@ -50,24 +55,25 @@ dlock_library(uv INSTALL
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
        transport/uv/subscriber_set.h transport/uv/reconnect_backoff.h
        transport/uv/host_lookup.h
+       transport/uv/cluster_transport.h transport/uv/cluster_uv.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 
 # The in-memory fake (manual clock, FakeRedis on Lua 5.1): for users' tests.
 dlock_library(fake INSTALL
   BAZEL //transport/fake:manual_event_loop //transport/fake:fake_redis
-        //transport/fake:fake_transport
+        //transport/fake:fake_transport //transport/fake:fake_cluster
   SRCS transport/fake/manual_event_loop.cc transport/fake/fake_redis.cc
        transport/fake/fake_redis_strings.cc transport/fake/fake_redis_hashes.cc
        transport/fake/fake_redis_pubsub.cc
        transport/fake/fake_redis_pubsub_scripting.cc transport/fake/fake_redis_server.cc
        transport/fake/fake_redis_replication.cc
        transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
-       transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc
+       transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc transport/fake/fake_cluster.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
        transport/fake/fake_redis_internal.h transport/fake/fake_redis_lua.h
        transport/fake/fake_redis_pubsub.h
-       transport/fake/fake_transport.h
+       transport/fake/fake_transport.h transport/fake/fake_cluster.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_lua PkgConfig::dlock_crypto)
 
@@ -142,8 +148,10 @@ dlock_library(cli
        cli/lock_key.cc cli/run_command.cc cli/session.cc cli/status_command.cc
        cli/trust_command.cc cli/unlock_command.cc cli/readers_status.cc
        cli/check_sentinel.cc
+       cli/check_cluster.cc cli/check_cluster_command.cc cli/trust_cluster.cc
   HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h cli/check_sentinel.h
        cli/commands.h cli/lock_key.h cli/session.h cli/readers_status.h
+       cli/check_cluster.h cli/check_gather.h cli/trust_cluster.h
   PUBLIC_DEPS dlock::client dlock::lock dlock::redlock dlock::watchdog
               dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
               PkgConfig::dlock_libuv)
@@ -198,6 +206,9 @@ dlock_test(fake_redis_zsets_test BAZEL //transport/fake:fake_redis_zsets_test
 dlock_test(fake_transport_test BAZEL //transport/fake:fake_transport_test
   SRCS transport/fake/fake_transport_test.cc
   DEPS dlock::fake dlock::uv dlock::status_matchers)
+dlock_test(fake_cluster_test BAZEL //transport/fake:fake_cluster_test
+  SRCS transport/fake/fake_cluster_test.cc
+  DEPS dlock::fake dlock::uv dlock::lock dlock::status_matchers)
 dlock_test(uv_event_loop_test BAZEL //transport/uv:uv_event_loop_test
   SRCS transport/uv/uv_event_loop_test.cc DEPS dlock::uv dlock::uv_test_loop)
 dlock_test(uv_loop_thread_test BAZEL //transport/uv:uv_loop_thread_test
@@ -279,12 +290,16 @@ dlock_test(watchdog_fake_test BAZEL //watchdog:watchdog_fake_test
 dlock_test(watchdog_scale_test BAZEL //watchdog:watchdog_scale_test
   SRCS watchdog/watchdog_scale_test.cc
   DEPS dlock::watchdog dlock::fake dlock::status_matchers)
+dlock_test(cluster_slot_test BAZEL //transport:cluster_slot_test
+  SRCS transport/cluster_slot_test.cc DEPS dlock::transport)
 dlock_test(redis_url_test BAZEL //transport/uv:redis_url_test
   SRCS transport/uv/redis_url_test.cc DEPS dlock::uv dlock::status_matchers)
 dlock_test(command_line_test BAZEL //cli:command_line_test
   SRCS cli/command_line_test.cc DEPS dlock::cli dlock::status_matchers)
 dlock_test(check_test BAZEL //cli:check_test
   SRCS cli/check_test.cc cli/check_sentinel_test.cc DEPS dlock::cli)
+dlock_test(check_cluster_test BAZEL //cli:check_cluster_test
+  SRCS cli/check_cluster_test.cc DEPS dlock::cli)
 dlock_test(checker_test BAZEL //tests/torture:checker_test
   SRCS tests/torture/checker_test.cc DEPS dlock::torture_client)
 dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
@@ -303,6 +318,8 @@ dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
 dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
 dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:redis_process
+  //testing:redis_cluster //testing:redis_cluster_test //lock:keys_cluster_test
+  //transport/uv:cluster_transport_test //tests/cluster/...
   //transport/uv:hiredis_transport_test //blocking:blocking_client_test
   //client:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test

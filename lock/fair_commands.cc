@@ -12,7 +12,10 @@
 namespace dlock {
 
 FairCommands::FairCommands(Transport* transport, KeyScheme keys)
-    : transport_(transport), keys_(std::move(keys)) {}
+    : transport_(transport), keys_(std::move(keys)) {
+  // A cluster keeps one data-set marker per slot (see keys.h).
+  if (transport_ != nullptr && transport_->cluster()) keys_.per_slot_data_set = true;
+}
 
 std::string FairCommands::QueueKey(absl::string_view resource) const {
   return absl::StrCat(keys_.LockKey(resource), ":queue");
@@ -68,7 +71,7 @@ absl::Status FairCommands::Acquire(
   }
   return FairAcquireScript().Run(
       *transport_,
-      {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey(),
+      {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey(resource),
        QueueKey(resource)},
       {std::string(token), absl::StrCat(TtlMillis(ttl)),
        absl::StrCat(absl::ToInt64Milliseconds(restart_window)), std::string(waiter),

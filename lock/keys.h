@@ -1,20 +1,39 @@
-// This header defines `KeyScheme`: the keys of a resource R with prefix P
-// (all share the hash tag {R}, so they sit in one Redis Cluster slot):
+// This header defines `KeyScheme`: the keys of a resource R with prefix P.
+// Every key of a resource carries one hash tag, so all of them sit in one
+// Redis Cluster slot whatever bytes R holds:
 //   P{R}           the lock: a string holding the owner's token, with PX TTL
 //   P{R}:fence     the fencing counter (no TTL; INCR by every acquire)
 //   P{R}:released  the pub/sub channel a release publishes on
+// That layout (the one of every earlier release) is kept whenever its hash
+// tag is non-empty, i.e. unless R is empty or starts with '}' (Redis hashes
+// the whole key when "{}" is its first tag, so "dlock:{}x}" and
+// "dlock:{}x}:fence" landed in different slots). Such names get
+//   P#{T}:lock:R   P#{T}:fence:R   P#{T}:released:R
+// where T = SlotTag(CRC16(R) mod 16384), a short tag that spreads them over
+// the slots. No key of that form is a key of the first form ("P#" vs "P{"),
+// and the kind comes before R, so the layout stays one-to-one.
+// A prefix containing braces takes the hash tag out of R's hands: its first
+// "{...}" decides the slot of every key (all resources in one slot), and a
+// prefix whose first brace pair is empty ("{}") or whose first '{' is never
+// closed ("app{") cannot be clustered: the per-slot marker below would not
+// share the resource's slot, and the cluster transport refuses such
+// cross-slot scripts with kInvalidArgument.
+//
 // The read-write lock adds P{R}:readers and P{R}:writer-waiting
 // (read_write_scripts.h); its writer holds P{R} as the plain lock does.
-// ReentrantLock uses P{R} as a hash {owner -> count} instead of a string; a
-// key of the other kind is foreign data to the acquire of both (kInternal,
-// never overwritten).
-// One more key per prefix and server, read by both acquire scripts:
-//   P"data-set-began"  when the server's data set began (Unix ms; "0" when
-//                      declared trusted) -- see scripts.h and RedLock's
-//                      RESTART SAFETY.
-// It has no hash tag, so it is not in the resource's Redis Cluster slot: the
-// acquire scripts need a standalone server (or a Cluster routing the marker
-// with the resource, not supported yet).
+// ReentrantLock uses the lock key as a hash {owner -> count} instead of a
+// string; a key of the other kind is foreign data to the acquire of both
+// (kInternal, never overwritten).
+//
+// One more key, read by both acquire scripts, the data-set marker:
+//   standalone (per_slot_data_set false):  P"data-set-began", one per server
+//   Redis Cluster (per_slot_data_set true): P"data-set-began:{T}", one per
+//       slot, T = SlotTag(slot of R's keys), so the script reads it in the
+//       resource's slot. `dlock trust` on a cluster sets all 16384.
+// Its value: when the data set began (Unix ms; "0" when declared trusted) --
+// see scripts.h and RedLock's RESTART SAFETY. LockCommands turns
+// per_slot_data_set on when its transport is a cluster (Transport::cluster()),
+// so standalone deployments keep their one marker unchanged.
 #ifndef DLOCK_LOCK_KEYS_H_
 #define DLOCK_LOCK_KEYS_H_
 
@@ -29,15 +48,22 @@ namespace dlock {
 
 struct KeyScheme {
   std::string prefix = "dlock:";
+  // One data-set marker per Redis Cluster slot instead of one per server.
+  bool per_slot_data_set = false;
 
   std::string LockKey(absl::string_view resource) const;      // P{R}
   std::string FenceKey(absl::string_view resource) const;     // P{R}:fence
   std::string ChannelKey(absl::string_view resource) const;   // P{R}:released
-  // The data-set marker: when this server's data set began, as Unix ms,
-  // set by the first acquire script that meets the server without it (the
-  // server's TIME), "0" once declared trusted (TrustDataSetCommand). One per
-  // prefix and server, never a lock key (it has no '{').
-  std::string DataSetKey() const;                              // P + "data-set-began"
+  // The data-set marker the acquire of `resource` reads: when this server's
+  // (slot's) data set began, as Unix ms, set by the first acquire script
+  // that meets it absent (the server's TIME), "0" once declared trusted
+  // (TrustDataSetCommand). Never a lock key.
+  std::string DataSetKey(absl::string_view resource) const;
+  // The per-server marker P"data-set-began" (standalone).
+  std::string DataSetKey() const;
+  // The per-slot marker P"data-set-began:{SlotTag(slot)}", slot in
+  // [0, 16384).
+  std::string SlotDataSetKey(int slot) const;
 };
 
 // The command that declares a server's data set trusted: SET
@@ -51,10 +77,17 @@ struct KeyScheme {
 // `redis-cli SET dlock:data-set-began 0`.
 std::vector<std::string> TrustDataSetCommand(const KeyScheme& keys);
 
+// The same for a Redis Cluster: SET P"data-set-began:{T}" 0 for every slot
+// (16384 commands, each routed to the slot's master). Same caveats, per
+// master: only for masters whose data set is complete.
+std::vector<std::vector<std::string>> TrustClusterDataSetCommands(
+    const KeyScheme& keys);
+
 // The three keys of one resource (KeyScheme's LockKey, FenceKey and
-// ChannelKey), built once into one buffer that lives inline for a prefix
-// and resource of up to about 50 bytes together: an operation builds it on
-// the stack and sends views of it, without a heap allocation per key.
+// ChannelKey, in either layout), built once into one buffer that lives
+// inline for a prefix and resource of up to about 50 bytes together: an
+// operation builds it on the stack and sends views of it, without a heap
+// allocation per key.
 class ResourceKeys {
  public:
   ResourceKeys(absl::string_view prefix, absl::string_view resource);
@@ -62,17 +95,17 @@ class ResourceKeys {
   ResourceKeys& operator=(const ResourceKeys&) = delete;
 
   absl::string_view lock() const { return {buf_.data(), lock_len_}; }
-  absl::string_view fence() const { return {buf_.data(), lock_len_ + kFence.size()}; }
-  absl::string_view channel() const {
-    return {buf_.data() + lock_len_ + kFence.size(), lock_len_ + kReleased.size()};
-  }
+  absl::string_view fence() const { return {buf_.data() + fence_off_, fence_len_}; }
+  absl::string_view channel() const { return {buf_.data() + channel_off_, channel_len_}; }
 
  private:
-  static constexpr absl::string_view kFence = ":fence";
-  static constexpr absl::string_view kReleased = ":released";
-  // "P{R}:fence" followed by "P{R}:released".
+  // The three keys back to back: lock, fence, channel (in the classic
+  // layout the lock key is also the fence key's beginning, so it is not
+  // written twice).
   absl::InlinedVector<char, 128> buf_;
-  size_t lock_len_;
+  size_t lock_len_ = 0;
+  size_t fence_off_ = 0, fence_len_ = 0;
+  size_t channel_off_ = 0, channel_len_ = 0;
 };
 
 }  // namespace dlock

@@ -14,9 +14,11 @@
 namespace dlock {
 
 LockCommands::LockCommands(Transport* transport, KeyScheme keys)
-    : transport_(transport),
-      keys_(std::move(keys)),
-      data_set_key_(keys_.DataSetKey()) {}
+    : transport_(transport), keys_(std::move(keys)) {
+  // A cluster keeps one data-set marker per slot (see keys.h).
+  if (transport_ != nullptr && transport_->cluster()) keys_.per_slot_data_set = true;
+  data_set_key_ = keys_.DataSetKey();
+}
 
 namespace {
 
@@ -81,7 +83,12 @@ absl::Status LockCommands::PrepareAcquire(absl::string_view resource,
   const ResourceKeys& k = a.resource_keys.emplace(keys_.prefix, resource);
   a.keys[0] = k.lock();
   a.keys[1] = k.fence();
-  a.keys[2] = data_set_key_;
+  if (keys_.per_slot_data_set) {
+    a.data_set_key = keys_.DataSetKey(resource);
+    a.keys[2] = a.data_set_key;
+  } else {
+    a.keys[2] = data_set_key_;
+  }
   const char* ttl_end = absl::numbers_internal::FastIntToBuffer(TtlMillis(ttl), a.ttl_ms);
   const char* window_end = absl::numbers_internal::FastIntToBuffer(
       absl::ToInt64Milliseconds(restart_window), a.window_ms);

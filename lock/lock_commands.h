@@ -173,6 +173,8 @@ class LockCommands {
     char window_ms[absl::numbers_internal::kFastToBufferSize];
     absl::string_view keys[3];
     absl::string_view args[3];
+    // The resource's slot's marker on a cluster (per_slot_data_set).
+    std::string data_set_key;
   };
   absl::Status PrepareAcquire(absl::string_view resource, absl::string_view token,
                               absl::Duration ttl, absl::Duration restart_window,
@@ -201,7 +203,7 @@ class LockCommands {
   Transport* transport_;
   KeyScheme keys_;
   ReplicaAckOptions ack_;
-  std::string data_set_key_;  // keys_.DataSetKey(), built once
+  std::string data_set_key_;  // keys_.DataSetKey() (standalone), built once
 };
 
 }  // namespace dlock

@@ -17,7 +17,7 @@ struct ReentrantLock::Core : LeaseCore {
       : LeaseCore(loop, options.observer, options.command_timeout,
                   options.drift_factor, options.drift_constant),
         transport(transport),
-        keys{options.key_prefix},
+        keys{options.key_prefix, transport != nullptr && transport->cluster()},
         client_id(options.client_id.empty() ? NewToken() : options.client_id),
         restart_window(options.restart_window),
         replica_ack(options.replica_ack) {}
@@ -85,7 +85,7 @@ class ReentrantAcquireOp : public SingleServerAcquire {
     return RunAcknowledged(
         ReentrantAcquireScript(), *c.transport,
         {c.keys.LockKey(resource), c.keys.FenceKey(resource),
-         c.MarkerKey(resource, request_), c.keys.DataSetKey()},
+         c.MarkerKey(resource, request_), c.keys.DataSetKey(resource)},
         {token(), absl::StrCat(TtlMillis(ttl())),
          absl::StrCat(absl::ToInt64Milliseconds(c.restart_window))},
         c.command_timeout, c.replica_ack,

@@ -104,6 +104,12 @@ absl::Status RunAcknowledged(const Script& script, Transport& transport,
     return script.Run(transport, std::move(keys), std::move(args), timeout,
                       std::move(callback));
   }
+  if (transport.cluster()) {
+    // WAIT has no key: a cluster would route it to some master, not the one
+    // that ran the script, and count that master's replicas.
+    return absl::InvalidArgumentError(
+        "replica acknowledgement (min_replicas) is not supported on a Redis Cluster");
+  }
   auto run = std::make_shared<AckedRun>();
   run->transport = &transport;
   run->ack = ack;

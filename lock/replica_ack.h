@@ -60,7 +60,9 @@ bool IsReplicaShortfall(const absl::Status& status);
 // ("replica acknowledgement: only K of N replicas ..."; IsReplicaShortfall),
 // also when the WAIT failed or its connection was not the script's (the
 // acknowledgement is unknown). With min_replicas == 0 this is Script::Run.
-// Returns the transport's rejection of the script (callback never runs).
+// Returns the transport's rejection of the script, or kInvalidArgument when
+// min_replicas > 0 on a Redis Cluster transport (Transport::cluster(): WAIT
+// cannot be routed to the script's master); the callback then never runs.
 absl::Status RunAcknowledged(const Script& script, Transport& transport,
                              std::vector<std::string> keys,
                              std::vector<std::string> args, absl::Duration timeout,

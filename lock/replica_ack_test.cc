@@ -224,5 +224,25 @@ TEST_F(ReplicaAckTest, ReadWriteExtendsWithTooFewAcknowledgementsReleaseTheLease
   EXPECT_FALSE(server_.Exists(absl::StrCat(keys_.LockKey("r"), ":readers")));
 }
 
+
+// A cluster transport cannot route WAIT to the script's master: refused by
+// the call, nothing sent.
+class ClusterLikeTransport : public FakeTransport {
+ public:
+  using FakeTransport::FakeTransport;
+  bool cluster() const override { return true; }
+};
+
+TEST_F(ReplicaAckTest, RefusedOnAClusterTransport) {
+  ClusterLikeTransport cluster_conn(&loop_, &server_);
+  SimpleLock lock(&loop_, &cluster_conn, Acked(1));
+  AcquireOptions o;
+  o.ttl = absl::Seconds(10);
+  EXPECT_THAT(lock.Acquire("r", o, [](absl::StatusOr<Lease>) { FAIL() << "called back"; }),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(CommandNames(), ElementsAre());
+}
+
 }  // namespace
 }  // namespace dlock

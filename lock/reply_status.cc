@@ -37,7 +37,7 @@ std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
                                                  const Reply& reply) {
   if (!reply.is_array()) return std::nullopt;
   return AcquireRefusalStatus(keys.LockKey(resource), keys.FenceKey(resource),
-                              keys.DataSetKey(), reply);
+                              keys.DataSetKey(resource), reply);
 }
 
 std::optional<absl::Status> AcquireRefusalStatus(absl::string_view lock_key,

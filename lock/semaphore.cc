@@ -17,7 +17,7 @@ struct Semaphore::Core : LeaseCore {
       : LeaseCore(loop, options.observer, options.command_timeout,
                   options.drift_factor, options.drift_constant),
         transport(transport),
-        keys{options.key_prefix},
+        keys{options.key_prefix, transport != nullptr && transport->cluster()},
         permits(options.permits),
         restart_window(options.restart_window) {}
 
@@ -72,7 +72,7 @@ class SemaphoreAcquireOp : public SingleServerAcquire {
     const Semaphore::Core& c = *core_;
     return SemaphoreAcquireScript().Run(
         *c.transport,
-        {c.keys.LockKey(resource()), c.keys.FenceKey(resource()), c.keys.DataSetKey()},
+        {c.keys.LockKey(resource()), c.keys.FenceKey(resource()), c.keys.DataSetKey(resource())},
         {token(), absl::StrCat(TtlMillis(ttl())),
          absl::StrCat(absl::ToInt64Milliseconds(c.restart_window)),
          absl::StrCat(c.permits)},

@@ -35,23 +35,6 @@ absl::Status ErrnoStatus(absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
-absl::StatusOr<int> PickFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoStatus("socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    absl::Status s = ErrnoStatus("bind");
-    close(fd);
-    return s;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 absl::StatusOr<std::string> FindOnPath(const std::string& name) {
   const char* path = std::getenv("PATH");
   if (path == nullptr || *path == '\0') path = "/usr/local/bin:/usr/bin:/bin";
@@ -167,6 +150,23 @@ std::string RawCommand(int port, const std::string& password,
 
 }  // namespace
 
+absl::StatusOr<int> PickFreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    absl::Status s = ErrnoStatus("bind");
+    close(fd);
+    return s;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
 RedisProcess::RedisProcess(RedisProcessOptions options)
     : options_(std::move(options)) {}
 
@@ -185,7 +185,7 @@ absl::StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(
   }
   absl::Status last;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    absl::StatusOr<int> port = PickFreePort();
+    absl::StatusOr<int> port = PickFreeLoopbackPort();
     if (!port.ok()) return port.status();
     p->port_ = *port;
     last = p->Spawn();

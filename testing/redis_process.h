@@ -60,6 +60,10 @@ struct RedisProcessOptions {
   std::vector<std::string> trusted_data_set_prefixes = {"dlock:"};
 };
 
+// A free TCP port on 127.0.0.1 (bound, read, released; another process may
+// take it before it is used: callers retry).
+absl::StatusOr<int> PickFreeLoopbackPort();
+
 class RedisProcess {
  public:
   // kNotFound when redis-server is not on PATH (install redis-server);

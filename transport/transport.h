@@ -103,6 +103,11 @@ class Transport {
   // the server can restart under an unbroken connection.
   virtual uint64_t connection_epoch() const { return 0; }
 
+  // True when this transport routes commands over a Redis Cluster (by the
+  // slot of each command's first key). The lock policies then keep one
+  // data-set marker per slot (see //lock:keys). Default: false.
+  virtual bool cluster() const { return false; }
+
   // ---- Connection lifecycle ----------------------------------------------
   // What owners that do not know the concrete transport (BlockingClient)
   // need: learn when it is up, drain it, close it. The defaults suit a

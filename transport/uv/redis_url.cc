@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
@@ -180,6 +181,7 @@ absl::Status ParseSentinel(absl::string_view url, absl::string_view rest,
   if (!s.ok()) return s;
   for (absl::string_view one : absl::StrSplit(authority, ',')) {
     RedisUrl::Endpoint e;
+    e.port = 26379;
     s = ParseHostPort(url, one, &e.host, &e.port);
     if (!s.ok()) return s;
     out->sentinels.push_back(std::move(e));
@@ -226,6 +228,14 @@ std::string RedisUrl::Display() const {
     if (db != 0) absl::StrAppend(&where, "?db=", db);
     return where;
   }
+  if (kind == Kind::kCluster) {
+    std::vector<std::string> nodes;
+    for (const Endpoint& e : seeds) {
+      nodes.push_back(absl::StrContains(e.host, ':') ? absl::StrCat("[", e.host, "]:", e.port)
+                                                     : absl::StrCat(e.host, ":", e.port));
+    }
+    return absl::StrCat("cluster:", absl::StrJoin(nodes, ","));
+  }
   if (kind == Kind::kUnix) {
     where = absl::StrCat("unix:", path);
   } else if (absl::StrContains(host, ':')) {
@@ -252,12 +262,30 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view url,
   } else if (absl::ConsumePrefix(&rest, "redis-sentinel://")) {
     absl::Status s = ParseSentinel(url, rest, &out);
     if (!s.ok()) return s;
+  } else if (absl::ConsumePrefix(&rest, "redis-cluster://")) {
+    out.kind = RedisUrl::Kind::kCluster;
   } else {
     return Bad(url, "unknown scheme");
   }
 
   if (out.kind == RedisUrl::Kind::kSentinel) {
     // parsed above
+  } else if (out.kind == RedisUrl::Kind::kCluster) {
+    // redis-cluster://[userinfo@]seed,seed,...[/]: no database.
+    size_t slash = rest.find('/');
+    absl::string_view authority = rest.substr(0, slash);
+    if (slash != absl::string_view::npos && rest.size() > slash + 1 &&
+        rest.substr(slash + 1) != "0") {
+      return Bad(url, "a Redis Cluster has only database 0");
+    }
+    absl::Status s = ParseUserInfo(url, &authority, &out);
+    if (!s.ok()) return s;
+    for (absl::string_view seed : absl::StrSplit(authority, ',')) {
+      RedisUrl::Endpoint e;
+      s = ParseHostPort(url, seed, &e.host, &e.port);
+      if (!s.ok()) return s;
+      out.seeds.push_back(std::move(e));
+    }
   } else if (out.kind == RedisUrl::Kind::kUnix) {
     // unix://[userinfo@]/path[?db=N]: userinfo ends at the '@' before the
     // first '/', if any.
@@ -327,6 +355,7 @@ UvTransportOptions TransportOptionsForUrl(const RedisUrl& url,
     o.connection.host = url.host;
     o.connection.port = url.port;
   }
+  for (const RedisUrl::Endpoint& e : url.seeds) o.cluster_seeds.emplace_back(e.host, e.port);
   o.connection.username = url.user;
   o.connection.password = url.password;
   o.connection.db = url.db;

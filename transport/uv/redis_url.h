@@ -25,6 +25,14 @@
 // DLOCK_SENTINEL_PASSWORD when the URL has none. Sentinel URLs are plain TCP
 // (no TLS form yet).
 //
+//   redis-cluster://[[user]:password@]host1[:port],host2[:port],...
+//                                                  Redis Cluster: the nodes
+//                                                  asked for the slot map
+//                                                  (seeds; any subset of the
+//                                                  cluster); no db (a cluster
+//                                                  has only database 0), no
+//                                                  TLS (see cluster_transport.h)
+//
 // `host` may be a name, an IPv4 address or a bracketed IPv6 address
 // ("redis://[::1]:6379"). User and password are percent-decoded
 // ("p%40ss" is "p@ss"). A password on the command line is visible to other
@@ -36,6 +44,7 @@
 #define DLOCK_TRANSPORT_UV_REDIS_URL_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -52,10 +61,11 @@ inline constexpr char kPasswordEnv[] = "DLOCK_REDIS_PASSWORD";
 inline constexpr char kSentinelPasswordEnv[] = "DLOCK_SENTINEL_PASSWORD";
 
 struct RedisUrl {
-  enum class Kind { kTcp, kUnix, kSentinel };
+  enum class Kind { kTcp, kUnix, kSentinel, kCluster };
+  // A host and port of a list (sentinels, cluster seeds).
   struct Endpoint {
     std::string host;  // without brackets for IPv6
-    int port = 26379;
+    int port = 6379;   // 26379 for sentinels when the URL gives none
   };
   Kind kind = Kind::kTcp;
   bool tls = false;   // kTcp only: rediss://
@@ -71,9 +81,12 @@ struct RedisUrl {
   std::string master_name;
   std::string sentinel_user;
   std::string sentinel_password;
+  // kCluster: the seed nodes, in URL order.
+  std::vector<Endpoint> seeds;
 
-  // "host:port", "tls:host:port", "unix:/path" or
-  // "sentinel:h1:26379,h2:26379/name" (never the user or password): for
+  // "host:port", "tls:host:port", "unix:/path",
+  // "sentinel:h1:26379,h2:26379/name" or "cluster:host1:port1,host2:port2"
+  // (never the user or password): for
   // messages.
   std::string Display() const;
 };
@@ -91,6 +104,10 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view url,
 // the TLS settings for a TlsTransport. Pass it to UvTransport::Create.
 struct UvTransportOptions {
   HiredisTransportOptions connection;
+  // Non-empty: a Redis Cluster reached through these seeds ("host", port);
+  // `connection` then gives every node connection's credentials and
+  // timeouts (its host, port and db are not used).
+  std::vector<std::pair<std::string, int>> cluster_seeds;
   bool tls = false;
   TlsOptions tls_options;
   // redis-sentinel://: `connection` then holds the data nodes' credentials,

@@ -239,4 +239,40 @@ TEST_F(RedisUrlTest, RejectsBadSentinelUrls) {
 }
 
 }  // namespace
+TEST_F(RedisUrlTest, ParsesClusterSeeds) {
+  absl::StatusOr<RedisUrl> url =
+      ParseRedisUrl("redis-cluster://al%40ce:pw@seed1:7000,[::1]:7001,seed3", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->kind, RedisUrl::Kind::kCluster);
+  ASSERT_EQ(url->seeds.size(), 3u);
+  EXPECT_EQ(url->seeds[0].host, "seed1");
+  EXPECT_EQ(url->seeds[0].port, 7000);
+  EXPECT_EQ(url->seeds[1].host, "::1");
+  EXPECT_EQ(url->seeds[1].port, 7001);
+  EXPECT_EQ(url->seeds[2].port, 6379);
+  EXPECT_EQ(url->user, "al@ce");
+  EXPECT_EQ(url->password, "pw");
+  EXPECT_EQ(url->Display(), "cluster:seed1:7000,[::1]:7001,seed3:6379");
+  UvTransportOptions o = TransportOptionsForUrl(*url);
+  ASSERT_EQ(o.cluster_seeds.size(), 3u);
+  EXPECT_EQ(o.cluster_seeds[1], std::make_pair(std::string("::1"), 7001));
+  EXPECT_EQ(o.connection.password, "pw");
+
+  setenv(kEnv, "from-env", 1);
+  url = ParseRedisUrl("redis-cluster://127.0.0.1:7000/", kEnv);
+  ASSERT_THAT(url, IsOk());
+  EXPECT_EQ(url->password, "from-env");
+  EXPECT_TRUE(TransportOptionsForUrl(ParseRedisUrl("redis://h", kEnv).value())
+                  .cluster_seeds.empty());
+}
+
+TEST_F(RedisUrlTest, RejectsBadClusterUrls) {
+  for (const char* bad : {"redis-cluster://", "redis-cluster://a:1,,b:2",
+                          "redis-cluster://a:0", "redis-cluster://a:1/3",
+                          "redis-cluster://a:1,b:x", "redis-cluster://::1:7000"}) {
+    EXPECT_THAT(ParseRedisUrl(bad, kEnv), StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad;
+  }
+}
+
 }  // namespace dlock

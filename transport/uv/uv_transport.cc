@@ -3,6 +3,8 @@
 #include <memory>
 #include <utility>
 
+#include "dlock/transport/uv/cluster_uv.h"
+
 namespace dlock {
 
 absl::StatusOr<std::unique_ptr<UvTransport>> UvTransport::Create(
@@ -24,6 +26,18 @@ absl::StatusOr<std::unique_ptr<UvTransport>> UvTransport::Create(
     if (!sentinel.ok()) return sentinel.status();
     t->sentinel_ = *std::move(sentinel);
     t->inner_ = t->sentinel_.get();
+  } else if (!options.cluster_seeds.empty()) {
+    if (options.tls) {
+      return absl::InvalidArgumentError("TLS to a Redis Cluster is not supported");
+    }
+    ClusterUvOptions o;
+    for (auto& [host, port] : options.cluster_seeds) o.cluster.seeds.push_back({host, port});
+    o.node = std::move(options.connection);
+    absl::StatusOr<std::unique_ptr<ClusterTransport>> c =
+        CreateUvClusterTransport(loop, std::move(o));
+    if (!c.ok()) return c.status();
+    t->cluster_ = *std::move(c);
+    t->inner_ = t->cluster_.get();
   } else if (options.tls) {
     TlsTransportOptions o;
     o.connection = std::move(options.connection);
@@ -71,6 +85,7 @@ bool UvTransport::connected() const { return inner_->connected(); }
 
 absl::Status UvTransport::last_error() const {
   if (sentinel_) return sentinel_->last_error();
+  if (cluster_) return absl::OkStatus();  // per node; see cluster_transport.h
   return tls_ ? tls_->last_error() : plain_->last_error();
 }
 

@@ -1,8 +1,9 @@
 // This header defines `UvTransport`: the real transport a Redis URL names,
 // behind one type with the connection lifecycle -- `HiredisTransport` for
-// redis:// and unix://, `TlsTransport` for rediss:// (both in this
-// package), `SentinelTransport` for redis-sentinel:// (the master the
-// sentinels name, followed across failovers). The CLI, BlockingClient and the examples build their
+// redis:// and unix://, `TlsTransport` for rediss://, `SentinelTransport`
+// for redis-sentinel:// (the master the sentinels name, followed across
+// failovers), `ClusterTransport` (over HiredisTransports) for
+// redis-cluster:// (all in this package). The CLI, BlockingClient and the examples build their
 // connections with it, so none of them writes URL -> transport twice.
 //
 //   absl::StatusOr<RedisUrl> url = ParseRedisUrl("rediss://host:6380");
@@ -24,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/transport.h"
+#include "dlock/transport/uv/cluster_transport.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/transport/uv/sentinel_transport.h"
@@ -48,6 +50,7 @@ class UvTransport : public Transport {
       std::string channel, MessageCallback on_message,
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
   uint64_t connection_epoch() const override;
+  bool cluster() const override { return cluster_ != nullptr; }
 
   absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback) override;
   void Close() override;
@@ -57,12 +60,15 @@ class UvTransport : public Transport {
   bool tls() const { return tls_ != nullptr; }
   // The Sentinel transport inside (redis-sentinel://), else nullptr.
   SentinelTransport* sentinel() const { return sentinel_.get(); }
+  // The cluster transport for redis-cluster://, else null.
+  ClusterTransport* cluster_transport() const { return cluster_.get(); }
 
  private:
   UvTransport() = default;
   std::unique_ptr<HiredisTransport> plain_;
   std::unique_ptr<TlsTransport> tls_;
   std::unique_ptr<SentinelTransport> sentinel_;
+  std::unique_ptr<ClusterTransport> cluster_;
   Transport* inner_ = nullptr;
 };
 
