@@ -24,6 +24,17 @@ Finding Make(Finding::Level level, std::string message) {
 
 }  // namespace
 
+std::vector<Finding> AnalyzeMinReplicasToWrite(int n) {
+  if (n == 0) {
+    return {Make(Finding::Level::kWarning,
+                 "min-replicas-to-write 0: a master cut off from its replicas keeps "
+                 "granting locks that the failover replacing it will not have (set "
+                 "min-replicas-to-write on the data nodes, or run with --min-replicas)")};
+  }
+  if (n > 0) return {Make(Finding::Level::kOk, absl::StrCat("min-replicas-to-write ", n))};
+  return {};
+}
+
 const char* LevelName(Finding::Level level) {
   switch (level) {
     case Finding::Level::kOk:

@@ -52,6 +52,9 @@ struct ServerFacts {
   std::optional<std::string> appendonly;
   std::optional<std::string> appendfsync;
   std::optional<std::string> save;
+  // Judged only where the server has replicas to wait for (a cluster's
+  // masters, a Sentinel master): AnalyzeMinReplicasToWrite.
+  std::optional<std::string> min_replicas_to_write;
   absl::Status config_error;  // why CONFIG could not be read
   // OK when `EVAL "return 1" 0` returned 1, else why not.
   absl::Status scripting;
@@ -81,6 +84,11 @@ struct Finding {
 // the restart rule applies. `ttl`: the lease TTL the latency is compared to.
 std::vector<Finding> AnalyzeServer(const ServerFacts& facts, bool redlock,
                                    absl::Duration ttl);
+
+// A master's min-replicas-to-write (-1: unknown -> no finding): 0 is a
+// warning (a master cut off from its replicas keeps granting leases the
+// replica promoted in its place will not have), more is ok.
+std::vector<Finding> AnalyzeMinReplicasToWrite(int min_replicas_to_write);
 
 // Indices of servers that are one Redis instance (same non-empty run_id),
 // one group per instance with at least two entries, in order of first

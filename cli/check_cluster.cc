@@ -1,6 +1,7 @@
 #include "dlock/cli/check_cluster.h"
 
 #include <map>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -119,6 +120,17 @@ std::vector<Finding> AnalyzeCluster(const ClusterFacts& f) {
                        "can be missing on the promoted replica")));
     }
   }
+  return out;
+}
+
+std::vector<Finding> AnalyzeClusterMaster(const ServerFacts& facts, absl::Duration ttl) {
+  std::vector<Finding> out = AnalyzeServer(facts, /*redlock=*/false, ttl);
+  int n = -1;
+  if (facts.min_replicas_to_write.has_value() &&
+      !absl::SimpleAtoi(*facts.min_replicas_to_write, &n)) {
+    n = -1;
+  }
+  for (Finding& f : AnalyzeMinReplicasToWrite(n)) out.push_back(std::move(f));
   return out;
 }
 

@@ -15,7 +15,10 @@
 //                      | master died can be lost:   | fences are lost)
 //                      | asynchronous replication)  |
 //   each master        | AnalyzeServer (check.h): version, role, scripting,
-//                      | maxmemory-policy, persistence, latency
+//                      | maxmemory-policy, persistence, latency; and
+//                      | min-replicas-to-write: >= 1 ok, 0 warning (a
+//                      | master cut off from its replicas keeps granting
+//                      | leases its promoted replica will not have)
 //
 // Pure functions; thread-safe.
 #ifndef DLOCK_CLI_CHECK_CLUSTER_H_
@@ -50,8 +53,14 @@ struct ClusterFacts {
 ClusterFacts ParseClusterFacts(const std::string& cluster_info,
                                const std::string& cluster_nodes);
 
-// Judges the cluster as a whole (not its masters one by one: AnalyzeServer).
+// Judges the cluster as a whole (not its masters one by one:
+// AnalyzeClusterMaster).
 std::vector<Finding> AnalyzeCluster(const ClusterFacts& facts);
+
+// Judges one master of the cluster: AnalyzeServer (not RedLock) plus its
+// min-replicas-to-write (AnalyzeMinReplicasToWrite; unreadable: no finding,
+// AnalyzeServer already reports an unreadable CONFIG).
+std::vector<Finding> AnalyzeClusterMaster(const ServerFacts& facts, absl::Duration ttl);
 
 }  // namespace cli
 }  // namespace dlock

@@ -1,6 +1,7 @@
 // `dlock check` of a redis-cluster:// URL: CLUSTER INFO and CLUSTER NODES
 // judged by AnalyzeCluster, then every master reached through the cluster
-// transport's node connection and judged like a standalone server.
+// transport's node connection and judged like a standalone server plus its
+// min-replicas-to-write (AnalyzeClusterMaster).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -45,7 +46,7 @@ void CheckCluster(Session& s, size_t i, const KeyScheme& keys, absl::Duration tt
       ++*unreachable;
       continue;
     }
-    PrintFindings(AnalyzeServer(f, /*redlock=*/false, ttl), n.address, unsafe, warnings);
+    PrintFindings(AnalyzeClusterMaster(f, ttl), n.address, unsafe, warnings);
   }
 }
 

@@ -1,8 +1,10 @@
 #include "dlock/cli/check_cluster.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -11,6 +13,7 @@ namespace cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const char kInfoOk[] =
     "cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\n";
@@ -64,6 +67,35 @@ TEST(CheckClusterTest, FailedStateAndMissingSlotsAreUnsafe) {
   EXPECT_THAT(unsafe, HasSubstr("slots assigned 10923"));
   out = AnalyzeCluster(ParseClusterFacts("", ""));
   EXPECT_THAT(Levels(out, Finding::Level::kUnsafe), HasSubstr("cluster_state unknown"));
+}
+
+// Each master's min-replicas-to-write, judged as the Sentinel check does,
+// on top of the standalone rules.
+TEST(CheckClusterTest, MasterMinReplicasToWrite) {
+  ServerFacts f;
+  f.address = "127.0.0.1:7000";
+  f.version = "7.0.15";
+  f.role = "master";
+  f.maxmemory_policy = "noeviction";
+  f.min_replicas_to_write = "0";
+  std::vector<Finding> out = AnalyzeClusterMaster(f, absl::Seconds(10));
+  EXPECT_THAT(Levels(out, Finding::Level::kWarning),
+              HasSubstr("min-replicas-to-write 0: a master cut off from its replicas"));
+  EXPECT_THAT(Levels(out, Finding::Level::kOk), HasSubstr("role master"));  // AnalyzeServer's
+
+  f.min_replicas_to_write = "1";
+  out = AnalyzeClusterMaster(f, absl::Seconds(10));
+  EXPECT_THAT(Levels(out, Finding::Level::kWarning), Not(HasSubstr("min-replicas-to-write")));
+  EXPECT_THAT(Levels(out, Finding::Level::kOk), HasSubstr("min-replicas-to-write 1"));
+
+  for (const std::optional<std::string>& unknown :
+       {std::optional<std::string>(), std::optional<std::string>("x")}) {
+    f.min_replicas_to_write = unknown;
+    out = AnalyzeClusterMaster(f, absl::Seconds(10));
+    for (const Finding& finding : out) {
+      EXPECT_THAT(finding.message, Not(HasSubstr("min-replicas-to-write")));
+    }
+  }
 }
 
 }  // namespace

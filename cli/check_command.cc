@@ -87,7 +87,9 @@ absl::Status TrySubscribe(Session& s, Transport& t, const std::string& channel) 
 // What a redis-sentinel:// URL (server `i`) adds: the master's replicas
 // and min-replicas-to-write through the session's transport (which talks to
 // the master), the sentinels through short-lived connections of their own.
-SentinelFacts GatherSentinelFacts(Session& s, size_t i, const RedisUrl& url) {
+// `master`: the master's ServerFacts (min-replicas-to-write).
+SentinelFacts GatherSentinelFacts(Session& s, size_t i, const RedisUrl& url,
+                                  const ServerFacts& master) {
   SentinelFacts f;
   f.master_name = url.master_name;
   f.sentinels_listed = static_cast<int>(url.sentinels.size());
@@ -100,9 +102,11 @@ SentinelFacts GatherSentinelFacts(Session& s, size_t i, const RedisUrl& url) {
       }
     }
   }
-  absl::StatusOr<std::string> min_to_write = ConfigGet(s, *s.transport(i), "min-replicas-to-write");
   int n = 0;
-  if (min_to_write.ok() && absl::SimpleAtoi(*min_to_write, &n)) f.min_replicas_to_write = n;
+  if (master.min_replicas_to_write.has_value() &&
+      absl::SimpleAtoi(*master.min_replicas_to_write, &n)) {
+    f.min_replicas_to_write = n;
+  }
   for (const RedisUrl::Endpoint& e : url.sentinels) {
     HiredisTransportOptions o;
     o.host = e.host;
@@ -176,7 +180,8 @@ absl::Status GatherServerFacts(Session& s, Transport& t, const KeyScheme& keys, 
          {std::make_pair("maxmemory", &f->maxmemory),
           std::make_pair("appendonly", &f->appendonly),
           std::make_pair("appendfsync", &f->appendfsync),
-          std::make_pair("save", &f->save)}) {
+          std::make_pair("save", &f->save),
+          std::make_pair("min-replicas-to-write", &f->min_replicas_to_write)}) {
       absl::StatusOr<std::string> value = ConfigGet(s, t, name);
       if (value.ok()) *field = *value;
     }
@@ -259,7 +264,7 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
     run_ids[i] = f.run_id;
     std::vector<Finding> findings = AnalyzeServer(f, redlock, ttl);
     if (common.urls[i].kind == RedisUrl::Kind::kSentinel) {
-      for (Finding& extra : AnalyzeSentinel(GatherSentinelFacts(s, i, common.urls[i]))) {
+      for (Finding& extra : AnalyzeSentinel(GatherSentinelFacts(s, i, common.urls[i], f))) {
         findings.push_back(std::move(extra));
       }
     }

@@ -1,5 +1,7 @@
 #include "dlock/cli/check_sentinel.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace dlock {
@@ -40,13 +42,8 @@ std::vector<Finding> AnalyzeSentinel(const SentinelFacts& f) {
     add(L::kOk, absl::StrCat(f.replicas_online, " replica(s) in sync (the most "
                              "--min-replicas can ask for)"));
   }
-  if (f.min_replicas_to_write == 0) {
-    add(L::kWarning,
-        "min-replicas-to-write 0: a master cut off from its replicas keeps "
-        "granting locks that the failover replacing it will not have (set "
-        "min-replicas-to-write on the data nodes, or run with --min-replicas)");
-  } else if (f.min_replicas_to_write > 0) {
-    add(L::kOk, absl::StrCat("min-replicas-to-write ", f.min_replicas_to_write));
+  for (Finding& m : AnalyzeMinReplicasToWrite(f.min_replicas_to_write)) {
+    out.push_back(std::move(m));
   }
   return out;
 }

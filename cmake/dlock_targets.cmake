@@ -327,6 +327,7 @@ dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:re
   //tests/differential/...
   REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")
 dlock_bazel_only(//testing:sentinel_deployment //tests/sentinel:sentinel_failover_test
+  //tests/sentinel:lock_behavior_sentinel_test //tests/sentinel:sentinel_readonly_test
   //transport/uv:sentinel_transport_fake_test
   REASON "Sentinel: real redis-server --sentinel processes; the scripted-connection unit test runs under Bazel")
 dlock_bazel_only(//tests/torture:torture_driver //tests/torture:torture_worker

@@ -1,5 +1,6 @@
 // The `dlock` binary with a redis-cluster:// URL: `check` reports the
-// cluster's state, its masters and replicas and each master's persistence;
+// cluster's state, its masters and replicas and each master's persistence
+// and min-replicas-to-write;
 // `trust` reads and sets the 16384 per-slot markers; `run` locks on it.
 #include <stdio.h>
 #include <sys/wait.h>
@@ -43,8 +44,26 @@ TEST(DlockCliClusterTest, CheckTrustAndRun) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   const std::string url = absl::StrCat("--redis='", (*cluster)->url(), "'");
 
+  // One master requires a replica's acknowledgement; the others keep the
+  // default 0, which check warns about, once per master.
+  const int strict_master = 0;  // redis-cli makes the first three masters
+  ASSERT_TRUE(
+      (*cluster)->Command(strict_master, {"CONFIG", "SET", "min-replicas-to-write", "1"}).ok());
   Output check = RunDlock(absl::StrCat("check ", url));
-  EXPECT_EQ(check.exit_code, 0) << check.out;
+  ASSERT_TRUE(
+      (*cluster)->Command(strict_master, {"CONFIG", "SET", "min-replicas-to-write", "0"}).ok());
+  EXPECT_EQ(check.exit_code, 0) << check.out;  // warnings only
+  for (int i = 0; i < 3; ++i) {
+    const std::string header = absl::StrCat("master ", (*cluster)->node(i).address(), "\n");
+    const size_t begin = check.out.find(header);
+    ASSERT_NE(begin, std::string::npos) << check.out;
+    const size_t end = check.out.find("\nmaster ", begin + header.size());
+    const std::string section = check.out.substr(begin, end - begin);
+    EXPECT_THAT(section, HasSubstr(i == strict_master
+                                       ? "ok     min-replicas-to-write 1"
+                                       : "WARN   min-replicas-to-write 0: a master cut off"))
+        << section;
+  }
   EXPECT_THAT(check.out, HasSubstr("cluster_state ok"));
   EXPECT_THAT(check.out, HasSubstr("all 16384 slots assigned and ok"));
   EXPECT_THAT(check.out, HasSubstr("3 masters serving slots, 3 other nodes"));
