@@ -177,7 +177,9 @@ dlock_library(uv_test_loop TESTONLY
 
 dlock_library(lock_behavior_suite TESTONLY
   BAZEL //lock:lock_behavior_suite //lock:semaphore_behavior_suite
+        //lock:primitive_behavior_suite
   HDRS lock/lock_behavior_suite.h lock/semaphore_behavior_suite.h
+       lock/primitive_behavior_suite.h
   PUBLIC_DEPS dlock::lock dlock::status_matchers GTest::gmock)
 
 dlock_library(stallable_loop TESTONLY
