@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -196,6 +197,9 @@ bool WaitStopped(Worker* w) {
 absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
                                            const std::string& worker_path) {
   static_assert(kMaxWorkers <= kWrittenSlotBase, "shared page layout");
+  if (!spec.primitive.empty() && (spec.lock_servers != 1 || spec.sentinel)) {
+    return absl::InvalidArgumentError("primitive scenarios run on one plain lock server");
+  }
   if (spec.workers <= 0 || spec.workers > kMaxWorkers || spec.lock_servers <= 0) {
     return absl::InvalidArgumentError("bad worker or server count");
   }
@@ -226,6 +230,8 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
 
   std::vector<std::string> ports;
   for (auto& s : servers) ports.push_back(absl::StrCat(s->port()));
+  // "rw": at least one writer, whatever the worker count.
+  const int readers = std::min(spec.readers, spec.workers - 1);
   std::vector<Worker> workers(spec.workers);
   for (int i = 0; i < spec.workers; ++i) {
     workers[i].log = absl::StrCat(dir, "/worker", i, ".log");
@@ -242,6 +248,10 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
         absl::StrCat("--single_restart_window_ms=",
                      absl::ToInt64Milliseconds(spec.single_restart_window)),
         absl::StrCat("--check_deadline=", spec.check_deadline ? "true" : "false"),
+        absl::StrCat("--primitive=",
+                     spec.primitive == "rw" ? (i < readers ? "reader" : "writer")
+                                            : spec.primitive),
+        absl::StrCat("--permits=", spec.permits),
         absl::StrCat("--log=", workers[i].log),
         absl::StrCat("--shm=", shm),
     };
@@ -372,6 +382,9 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
   c.acc = ToInt(mget->elements[1]);
   c.unf = ToInt(mget->elements[2]);
   c.unf_n = ToInt(mget->elements[3]);
+  result.rw = CountReadWriteOverlaps(
+      records, [&spec, readers](int worker) { return spec.primitive == "rw" && worker < readers; });
+  result.max_concurrent = MaxConcurrent(records);
   result.report = CheckRecords(std::move(records), c);
   return result;
 }
