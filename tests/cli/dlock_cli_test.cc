@@ -369,6 +369,20 @@ TEST_F(DlockCliTest, StatusListsTheFairQueueInOrder) {
   EXPECT_NE(one, std::string::npos) << out;
   EXPECT_NE(two, std::string::npos) << out;
   EXPECT_LT(one, two) << out;
+  // Each entry's remaining expiry: live, and within the queue TTL (3 s,
+  // FairLockOptions::queue_ttl), which the waiters keep refreshing.
+  for (const auto& w : order) {
+    const std::string head = absl::StrCat(w.second, " (expires in ");
+    const size_t at = out.find(head);
+    ASSERT_NE(at, std::string::npos) << out;
+    const size_t end = out.find(')', at + head.size());
+    ASSERT_NE(end, std::string::npos) << out;
+    absl::Duration left;
+    ASSERT_TRUE(absl::ParseDuration(out.substr(at + head.size(), end - at - head.size()), &left))
+        << out;
+    EXPECT_GT(left, absl::ZeroDuration()) << out;
+    EXPECT_LE(left, absl::Seconds(3)) << out;
+  }
   EXPECT_THAT(out, HasSubstr("state: held")) << out;
   // Let the holder finish: both waiters run in turn, the queue empties.
   int fd = open(go.c_str(), O_WRONLY);
