@@ -197,6 +197,18 @@ class DlockCliTest : public ::testing::Test {
                         "-", name);
   }
 
+  // Waits (bounded) until the fair queue of `resource` holds `n` waiters
+  // (the hash also holds its "#next" counter).
+  bool FairWaiters(const std::string& resource, int64_t n) {
+    const std::string key = absl::StrCat("dlock:{", resource, "}:queue");
+    for (int i = 0; i < 500; ++i) {
+      absl::StatusOr<Reply> r = server_->Command({"HLEN", key});
+      if (r.ok() && r->is_integer() && r->integer == n + 1) return true;
+      usleep(10000);  // polling an external process's progress, bounded
+    }
+    return false;
+  }
+
   std::unique_ptr<RedisServer> server_;
   std::string url_;
   std::string tmp_;
@@ -305,14 +317,7 @@ TEST_F(DlockCliTest, FairRunsAreServedInTheOrderTheyQueued) {
                 absl::StrCat("touch ", started, "; while [ ! -e ", go,
                              " ]; do sleep 0.02; done")});
   ASSERT_TRUE(WaitForFile(started)) << holder.err();
-  auto queued = [&](int64_t n) {  // live waiters (the hash also holds "#next")
-    for (int i = 0; i < 500; ++i) {
-      absl::StatusOr<Reply> r = server_->Command({"HLEN", "dlock:{job}:queue"});
-      if (r.ok() && r->is_integer() && r->integer == n + 1) return true;
-      usleep(10000);
-    }
-    return false;
-  };
+  auto queued = [&](int64_t n) { return FairWaiters("job", n); };
   std::vector<std::unique_ptr<Dlock>> waiters;
   for (int i = 1; i <= 3; ++i) {
     waiters.push_back(std::make_unique<Dlock>(std::vector<std::string>{
@@ -335,14 +340,7 @@ TEST_F(DlockCliTest, StatusListsTheFairQueueInOrder) {
   Dlock holder({"run", "--redis", url_, "--fair", "job", "--", "sh", "-c",
                 absl::StrCat("touch ", started, "; cat ", go, " > /dev/null")});
   ASSERT_TRUE(WaitForFile(started)) << holder.err();
-  auto queued = [&](int64_t n) {  // live waiters (the hash also holds "#next")
-    for (int i = 0; i < 500; ++i) {
-      absl::StatusOr<Reply> r = server_->Command({"HLEN", "dlock:{job}:queue"});
-      if (r.ok() && r->is_integer() && r->integer == n + 1) return true;
-      usleep(10000);
-    }
-    return false;
-  };
+  auto queued = [&](int64_t n) { return FairWaiters("job", n); };
   Dlock first({"run", "--redis", url_, "--fair", "--wait", "20s", "job", "--", "true"});
   ASSERT_TRUE(queued(1)) << first.err();
   Dlock next({"run", "--redis", url_, "--fair", "--wait", "20s", "job", "--", "touch", second});
