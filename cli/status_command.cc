@@ -1,6 +1,6 @@
 // `dlock status RESOURCE`: one atomic snapshot per server of the lock key
-// (type, PTTL, value; a semaphore's live permit holders) and the fencing
-// counter (lock_key.h).
+// (type, PTTL, value; a semaphore's live permit holders), the fencing
+// counter (lock_key.h), a read-write lock's readers and a fair lock's queue.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
+#include "dlock/cli/fair_queue_status.h"
 #include "dlock/cli/lock_key.h"
 #include "dlock/cli/readers_status.h"
 #include "dlock/cli/session.h"
@@ -56,6 +57,10 @@ int StatusCommand(const CommonOptions& common, const std::string& resource) {
       const std::string text = readers.ok() ? DescribeReaders(*readers) : "";
       if (!text.empty()) std::printf("  %s: %s\n", where.c_str(), text.c_str());
       if (readers.ok() && readers->readers > 0 && key->free()) shared = true;
+      // The fair lock's waiting queue, in the order it will be served.
+      absl::StatusOr<FairQueueSnapshot> queue = ReadFairQueue(s, i, keys, resource);
+      const std::string waiting = queue.ok() ? DescribeFairQueue(*queue) : "";
+      if (!waiting.empty()) std::printf("  %s: %s\n", where.c_str(), waiting.c_str());
     }
   }
   size_t n = (*session)->size();

@@ -147,10 +147,12 @@ dlock_library(cli
   SRCS cli/command_line.cc cli/flags.cc cli/check.cc cli/check_command.cc
        cli/lock_key.cc cli/run_command.cc cli/session.cc cli/status_command.cc
        cli/trust_command.cc cli/unlock_command.cc cli/readers_status.cc
+       cli/fair_queue_status.cc
        cli/check_sentinel.cc
        cli/check_cluster.cc cli/check_cluster_command.cc cli/trust_cluster.cc
   HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h cli/check_sentinel.h
        cli/commands.h cli/lock_key.h cli/session.h cli/readers_status.h
+       cli/fair_queue_status.h
        cli/check_cluster.h cli/check_gather.h cli/trust_cluster.h
   PUBLIC_DEPS dlock::client dlock::lock dlock::redlock dlock::watchdog
               dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
@@ -175,7 +177,9 @@ dlock_library(uv_test_loop TESTONLY
 
 dlock_library(lock_behavior_suite TESTONLY
   BAZEL //lock:lock_behavior_suite //lock:semaphore_behavior_suite
+        //lock:primitive_behavior_suite
   HDRS lock/lock_behavior_suite.h lock/semaphore_behavior_suite.h
+       lock/primitive_behavior_suite.h
   PUBLIC_DEPS dlock::lock dlock::status_matchers GTest::gmock)
 
 dlock_library(stallable_loop TESTONLY

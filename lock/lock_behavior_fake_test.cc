@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "dlock/lock/lock_behavior_suite.h"
+#include "dlock/lock/primitive_behavior_suite.h"
 #include "dlock/lock/semaphore_behavior_suite.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
@@ -70,5 +71,10 @@ namespace testing {
 using FakeEnvs = ::testing::Types<FakeRedisEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(FakeRedis, LockBehaviorTest, FakeEnvs);
 INSTANTIATE_TYPED_TEST_SUITE_P(FakeRedis, SemaphoreBehaviorTest, FakeEnvs);
+using PrimitiveFakeCases = ::testing::Types<
+    PrimitiveCase<FakeRedisEnv, WriterKind>, PrimitiveCase<FakeRedisEnv, ReaderKind>,
+    PrimitiveCase<FakeRedisEnv, FairKind>, PrimitiveCase<FakeRedisEnv, ResourceSetKind<1>>,
+    PrimitiveCase<FakeRedisEnv, ResourceSetKind<3>>>;
+INSTANTIATE_TYPED_TEST_SUITE_P(FakeRedis, PrimitiveBehaviorTest, PrimitiveFakeCases);
 }  // namespace testing
 }  // namespace dlock

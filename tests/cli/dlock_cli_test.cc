@@ -10,11 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -195,6 +197,18 @@ class DlockCliTest : public ::testing::Test {
                         "-", name);
   }
 
+  // Waits (bounded) until the fair queue of `resource` holds `n` waiters
+  // (the hash also holds its "#next" counter).
+  bool FairWaiters(const std::string& resource, int64_t n) {
+    const std::string key = absl::StrCat("dlock:{", resource, "}:queue");
+    for (int i = 0; i < 500; ++i) {
+      absl::StatusOr<Reply> r = server_->Command({"HLEN", key});
+      if (r.ok() && r->is_integer() && r->integer == n + 1) return true;
+      usleep(10000);  // polling an external process's progress, bounded
+    }
+    return false;
+  }
+
   std::unique_ptr<RedisServer> server_;
   std::string url_;
   std::string tmp_;
@@ -303,14 +317,7 @@ TEST_F(DlockCliTest, FairRunsAreServedInTheOrderTheyQueued) {
                 absl::StrCat("touch ", started, "; while [ ! -e ", go,
                              " ]; do sleep 0.02; done")});
   ASSERT_TRUE(WaitForFile(started)) << holder.err();
-  auto queued = [&](int64_t n) {  // live waiters (the hash also holds "#next")
-    for (int i = 0; i < 500; ++i) {
-      absl::StatusOr<Reply> r = server_->Command({"HLEN", "dlock:{job}:queue"});
-      if (r.ok() && r->is_integer() && r->integer == n + 1) return true;
-      usleep(10000);
-    }
-    return false;
-  };
+  auto queued = [&](int64_t n) { return FairWaiters("job", n); };
   std::vector<std::unique_ptr<Dlock>> waiters;
   for (int i = 1; i <= 3; ++i) {
     waiters.push_back(std::make_unique<Dlock>(std::vector<std::string>{
@@ -322,6 +329,71 @@ TEST_F(DlockCliTest, FairRunsAreServedInTheOrderTheyQueued) {
   EXPECT_EQ(holder.Wait(), 0) << holder.err();
   for (auto& w : waiters) EXPECT_EQ(w->Wait(), 0) << w->err();
   EXPECT_EQ(ReadFile(order), "1\n2\n3\n");
+}
+
+// `dlock status` shows the fair queue: a --fair run waiting behind a holder
+// is listed with its entry's remaining expiry; once it has the lock, the
+// queue is empty again.
+TEST_F(DlockCliTest, StatusListsTheFairQueueInOrder) {
+  const std::string go = Path("go"), started = Path("started"), second = Path("second");
+  ASSERT_EQ(mkfifo(go.c_str(), 0600), 0);
+  Dlock holder({"run", "--redis", url_, "--fair", "job", "--", "sh", "-c",
+                absl::StrCat("touch ", started, "; cat ", go, " > /dev/null")});
+  ASSERT_TRUE(WaitForFile(started)) << holder.err();
+  auto queued = [&](int64_t n) { return FairWaiters("job", n); };
+  Dlock first({"run", "--redis", url_, "--fair", "--wait", "20s", "job", "--", "true"});
+  ASSERT_TRUE(queued(1)) << first.err();
+  Dlock next({"run", "--redis", url_, "--fair", "--wait", "20s", "job", "--", "touch", second});
+  ASSERT_TRUE(queued(2)) << next.err();
+  absl::StatusOr<Reply> tickets = server_->Command({"HGETALL", "dlock:{job}:queue"});
+  ASSERT_THAT(tickets, IsOk());
+  // The waiter ids, in ticket order (values are "ticket:expiry").
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (size_t k = 0; k + 1 < tickets->elements.size(); k += 2) {
+    if (tickets->elements[k].str == "#next") continue;
+    int64_t t = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(
+        tickets->elements[k + 1].str.substr(0, tickets->elements[k + 1].str.find(':')), &t));
+    order.emplace_back(t, tickets->elements[k].str);
+  }
+  ASSERT_EQ(order.size(), 2u);
+  std::sort(order.begin(), order.end());
+  Dlock status({"status", "--redis", url_, "job"});
+  EXPECT_EQ(status.Wait(), 0) << status.err();
+  const std::string out = status.out();
+  EXPECT_THAT(out, HasSubstr("fair queue: 2 waiting: 1. "));
+  const size_t one = out.find(absl::StrCat("1. ", order[0].second, " (expires in "));
+  const size_t two = out.find(absl::StrCat("2. ", order[1].second, " (expires in "));
+  EXPECT_NE(one, std::string::npos) << out;
+  EXPECT_NE(two, std::string::npos) << out;
+  EXPECT_LT(one, two) << out;
+  // Each entry's remaining expiry: live, and within the queue TTL (3 s,
+  // FairLockOptions::queue_ttl), which the waiters keep refreshing.
+  for (const auto& w : order) {
+    const std::string head = absl::StrCat(w.second, " (expires in ");
+    const size_t at = out.find(head);
+    ASSERT_NE(at, std::string::npos) << out;
+    const size_t end = out.find(')', at + head.size());
+    ASSERT_NE(end, std::string::npos) << out;
+    absl::Duration left;
+    ASSERT_TRUE(absl::ParseDuration(out.substr(at + head.size(), end - at - head.size()), &left))
+        << out;
+    EXPECT_GT(left, absl::ZeroDuration()) << out;
+    EXPECT_LE(left, absl::Seconds(3)) << out;
+  }
+  EXPECT_THAT(out, HasSubstr("state: held")) << out;
+  // Let the holder finish: both waiters run in turn, the queue empties.
+  int fd = open(go.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  EXPECT_EQ(holder.Wait(), 0) << holder.err();
+  EXPECT_EQ(first.Wait(), 0) << first.err();
+  EXPECT_EQ(next.Wait(), 0) << next.err();
+  EXPECT_TRUE(FileExists(second));
+  Dlock after({"status", "--redis", url_, "job"});
+  EXPECT_EQ(after.Wait(), 0) << after.err();
+  EXPECT_THAT(after.out(), Not(HasSubstr("fair queue"))) << after.out();
+  EXPECT_THAT(after.out(), HasSubstr("state: free")) << after.out();
 }
 
 TEST_F(DlockCliTest, BadUrlsAndDurationsAreUsageErrors) {

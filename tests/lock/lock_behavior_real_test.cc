@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "dlock/lock/lock_behavior_suite.h"
+#include "dlock/lock/primitive_behavior_suite.h"
 #include "dlock/lock/semaphore_behavior_suite.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/transport/uv/hiredis_transport.h"
@@ -92,5 +93,10 @@ namespace testing {
 using RealEnvs = ::testing::Types<RealRedisEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, LockBehaviorTest, RealEnvs);
 INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, SemaphoreBehaviorTest, RealEnvs);
+using PrimitiveRealCases = ::testing::Types<
+    PrimitiveCase<RealRedisEnv, WriterKind>, PrimitiveCase<RealRedisEnv, ReaderKind>,
+    PrimitiveCase<RealRedisEnv, FairKind>, PrimitiveCase<RealRedisEnv, ResourceSetKind<1>>,
+    PrimitiveCase<RealRedisEnv, ResourceSetKind<3>>>;
+INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, PrimitiveBehaviorTest, PrimitiveRealCases);
 }  // namespace testing
 }  // namespace dlock

@@ -36,6 +36,23 @@ TEST(CheckerTest, IntervalContainingManyOthersCountsEveryPair) {
   EXPECT_EQ(CountOverlaps({Rec(0, 0, 100), Rec(1, 10, 20), Rec(2, 30, 40), Rec(1, 50, 60)}), 3);
 }
 
+TEST(CheckerTest, ReadWriteOverlapsCountOnlyPairsWithAWriter) {
+  // Workers 0 and 1 read, 2 and 3 write. Readers 0/1 overlap (allowed);
+  // reader 1 overlaps writer 2; writers 2 and 3 overlap; 3 and 0 do not.
+  auto is_reader = [](int w) { return w < 2; };
+  ReadWriteOverlaps o = CountReadWriteOverlaps(
+      {Rec(0, 0, 10), Rec(1, 5, 25), Rec(2, 20, 30), Rec(3, 28, 40), Rec(0, 40, 50)}, is_reader);
+  EXPECT_EQ(o.reader_writer, 1);
+  EXPECT_EQ(o.writer_writer, 1);
+}
+
+TEST(CheckerTest, MaxConcurrentIsTheMostIntervalsOpenAtOnce) {
+  EXPECT_EQ(MaxConcurrent({}), 0);
+  // Half-open: one ending at 10 and one starting at 10 are never both open.
+  EXPECT_EQ(MaxConcurrent({Rec(0, 0, 10), Rec(1, 10, 20)}), 1);
+  EXPECT_EQ(MaxConcurrent({Rec(0, 0, 30), Rec(1, 5, 15), Rec(2, 10, 20), Rec(3, 16, 40)}), 3);
+}
+
 TEST(CheckerTest, LostUpdatesComeFromTheStoreCounters) {
   Counters c;
   c.reg = 9;

@@ -313,6 +313,40 @@ int64_t CountOverlaps(std::vector<CsRecord> records) {
   return pairs;
 }
 
+ReadWriteOverlaps CountReadWriteOverlaps(std::vector<CsRecord> records,
+                                         const std::function<bool(int)>& is_reader) {
+  std::sort(records.begin(), records.end(),
+            [](const CsRecord& a, const CsRecord& b) { return a.start_ns < b.start_ns; });
+  ReadWriteOverlaps o;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const bool ri = is_reader(records[i].worker);
+    for (size_t j = i + 1; j < records.size() && records[j].start_ns < records[i].end_ns; ++j) {
+      if (records[j].worker == records[i].worker) continue;
+      const bool rj = is_reader(records[j].worker);
+      if (ri != rj) ++o.reader_writer;
+      if (!ri && !rj) ++o.writer_writer;
+    }
+  }
+  return o;
+}
+
+int64_t MaxConcurrent(const std::vector<CsRecord>& records) {
+  // Sweep over the endpoints; at equal times an end comes before a start
+  // (half-open intervals).
+  std::vector<std::pair<int64_t, int>> events;
+  for (const CsRecord& r : records) {
+    events.emplace_back(r.start_ns, +1);
+    events.emplace_back(r.end_ns, -1);
+  }
+  std::sort(events.begin(), events.end());
+  int64_t now = 0, most = 0;
+  for (const auto& e : events) {
+    now += e.second;
+    most = std::max(most, now);
+  }
+  return most;
+}
+
 Report CheckRecords(std::vector<CsRecord> records, const Counters& c) {
   Report r;
   for (const CsRecord& rec : records) {

@@ -150,6 +150,18 @@ Report CheckRecords(std::vector<CsRecord> records, const Counters& counters);
 // (half-open [start, end)).
 int64_t CountOverlaps(std::vector<CsRecord> records);
 
+// Read-write lock: pairs of intersecting intervals where one is a reader's
+// and the other a writer's (`is_reader(worker)`), and pairs of two writers.
+struct ReadWriteOverlaps {
+  int64_t reader_writer = 0;
+  int64_t writer_writer = 0;
+};
+ReadWriteOverlaps CountReadWriteOverlaps(std::vector<CsRecord> records,
+                                         const std::function<bool(int)>& is_reader);
+
+// Semaphore: the largest number of intervals that intersect at one instant.
+int64_t MaxConcurrent(const std::vector<CsRecord>& records);
+
 }  // namespace torture
 }  // namespace dlock
 

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -196,6 +197,9 @@ bool WaitStopped(Worker* w) {
 absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
                                            const std::string& worker_path) {
   static_assert(kMaxWorkers <= kWrittenSlotBase, "shared page layout");
+  if (!spec.primitive.empty() && (spec.lock_servers != 1 || spec.sentinel)) {
+    return absl::InvalidArgumentError("primitive scenarios run on one plain lock server");
+  }
   if (spec.workers <= 0 || spec.workers > kMaxWorkers || spec.lock_servers <= 0) {
     return absl::InvalidArgumentError("bad worker or server count");
   }
@@ -226,6 +230,8 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
 
   std::vector<std::string> ports;
   for (auto& s : servers) ports.push_back(absl::StrCat(s->port()));
+  // "rw": at least one writer, whatever the worker count.
+  const int readers = std::min(spec.readers, spec.workers - 1);
   std::vector<Worker> workers(spec.workers);
   for (int i = 0; i < spec.workers; ++i) {
     workers[i].log = absl::StrCat(dir, "/worker", i, ".log");
@@ -242,6 +248,10 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
         absl::StrCat("--single_restart_window_ms=",
                      absl::ToInt64Milliseconds(spec.single_restart_window)),
         absl::StrCat("--check_deadline=", spec.check_deadline ? "true" : "false"),
+        absl::StrCat("--primitive=",
+                     spec.primitive == "rw" ? (i < readers ? "reader" : "writer")
+                                            : spec.primitive),
+        absl::StrCat("--permits=", spec.permits),
         absl::StrCat("--log=", workers[i].log),
         absl::StrCat("--shm=", shm),
     };
@@ -372,6 +382,9 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
   c.acc = ToInt(mget->elements[1]);
   c.unf = ToInt(mget->elements[2]);
   c.unf_n = ToInt(mget->elements[3]);
+  result.rw = CountReadWriteOverlaps(
+      records, [&spec, readers](int worker) { return spec.primitive == "rw" && worker < readers; });
+  result.max_concurrent = MaxConcurrent(records);
   result.report = CheckRecords(std::move(records), c);
   return result;
 }
@@ -405,6 +418,16 @@ std::vector<ScenarioSpec> StandardScenarios(absl::Duration total) {
   add("redlock 3, SIGSTOP holder", 3, false, Fault::kPauseHolder);
   add("redlock 3, kill+restart minority", 3, false, Fault::kKillMinority);
   add("redlock 3, SIGSTOP minority", 3, false, Fault::kPauseMinority);
+  // Issue 16's shared primitives (TTL far above a critical section: the
+  // invariants hold by design only while no lease expires unnoticed).
+  add("single, read-write lock (2 readers), no fault", 1, false, Fault::kNone);
+  v.back().primitive = "rw";
+  v.back().readers = 2;
+  v.back().ttl = absl::Seconds(10);
+  add("single, semaphore of 2, no fault", 1, false, Fault::kNone);
+  v.back().primitive = "semaphore";
+  v.back().permits = 2;
+  v.back().ttl = absl::Seconds(10);
   absl::Duration each = std::max(absl::Seconds(3), total / static_cast<int64_t>(v.size()));
   for (auto& s : v) s.duration = each;
   return v;
@@ -436,14 +459,23 @@ std::string FormatTable(const std::vector<ScenarioResult>& results) {
   std::string out =
       "| scenario | fault | faults injected | CS granted | CS completed (fenced write accepted) "
       "| overlapping holder pairs | stale rejected by fencing | expired locally | store errors "
-      "| lost updates (fenced) | lost updates (unfenced twin) |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "| lost updates (fenced) | lost updates (unfenced twin) | primitive invariant |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : results) {
     const Report& p = r.report;
-    absl::StrAppendFormat(&out, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n",
+    std::string invariant = "-";
+    if (r.spec.primitive == "rw") {
+      invariant = absl::StrFormat("reader/writer overlaps %d, writer/writer %d",
+                                  r.rw.reader_writer, r.rw.writer_writer);
+    } else if (r.spec.primitive == "semaphore") {
+      invariant = absl::StrFormat("at most %d of %d permits held", r.max_concurrent,
+                                  r.spec.permits);
+    }
+    absl::StrAppendFormat(&out, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n",
                           r.spec.name, FaultName(r.spec.fault), r.faults_injected,
                           p.cs_attempted, p.cs_completed, p.overlaps, p.stale_rejected,
-                          p.expired_locally, p.store_errors, p.lost_fenced, p.lost_unfenced);
+                          p.expired_locally, p.store_errors, p.lost_fenced, p.lost_unfenced,
+                          invariant);
   }
   return out;
 }

@@ -75,6 +75,15 @@ struct ScenarioSpec {
   // `min_replicas` is SimpleLock's replica acknowledgement.
   bool sentinel = false;
   int min_replicas = 0;
+  // The primitive (one lock server only): "" the plain lock; "rw" a
+  // ReadWriteLock, workers [0, readers) take reader(), the rest writer()
+  // (at least one writer);
+  // "semaphore" a Semaphore of `permits` permits. Readers and permit
+  // holders share, so their fenced-register counts promise nothing: these
+  // scenarios are judged by `rw` / `max_concurrent` in the result.
+  std::string primitive;
+  int readers = 0;
+  int permits = 2;
 };
 
 struct ScenarioResult {
@@ -87,6 +96,10 @@ struct ScenarioResult {
   // fencing, so report.stale_rejected >= stale_expected.
   int64_t stale_expected = 0;
   int64_t acquire_errors = 0;  // summed over workers (failed waits)
+  // "rw": overlapping reader/writer and writer/writer intervals.
+  ReadWriteOverlaps rw;
+  // The most critical sections open at one instant (the semaphore's cap).
+  int64_t max_concurrent = 0;
   double seconds = 0;
 };
 

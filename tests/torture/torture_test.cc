@@ -8,6 +8,7 @@
 //     holders at once, and the unfenced twin loses nothing either.
 // It also checks the run was not vacuous: work was done and the nemesis
 // actually injected its fault.
+#include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,38 @@ TEST(TortureTest, WithoutFaultsHoldersNeverOverlapAndNoUpdateIsLost) {
   EXPECT_EQ(r.report.lost_fenced, 0);
   EXPECT_EQ(r.report.lost_unfenced, 0);
   EXPECT_EQ(r.report.stale_rejected, 0);
+}
+
+// Issue 16's invariants on real processes (no fault, a TTL far above any
+// critical section, so no lease expires): a ReadWriteLock never lets a
+// reader in beside a writer, nor two writers; a Semaphore of 2 permits never
+// has more than 2 holders at once.
+TEST(TortureTest, ReadWriteLockNeverLetsAReaderBesideAWriter) {
+  ScenarioSpec s = Spec("rw, 3 readers + 2 writers, no fault", 1, false, Fault::kNone);
+  s.primitive = "rw";
+  s.workers = 5;
+  s.readers = 3;
+  s.ttl = absl::Seconds(10);
+  s.duration = absl::Seconds(3);
+  ScenarioResult r = RunChecked(s, /*expect_writes=*/false);
+  std::printf("reader/writer overlaps %lld, writer/writer %lld\n",
+              static_cast<long long>(r.rw.reader_writer),
+              static_cast<long long>(r.rw.writer_writer));
+  EXPECT_EQ(r.rw.reader_writer, 0);
+  EXPECT_EQ(r.rw.writer_writer, 0);
+}
+
+TEST(TortureTest, SemaphoreNeverHasMoreThanItsPermitsHeld) {
+  ScenarioSpec s = Spec("semaphore of 2, 5 workers, no fault", 1, false, Fault::kNone);
+  s.primitive = "semaphore";
+  s.permits = 2;
+  s.workers = 5;
+  s.ttl = absl::Seconds(10);
+  s.duration = absl::Seconds(3);
+  ScenarioResult r = RunChecked(s, /*expect_writes=*/false);
+  std::printf("most holders at once %lld\n", static_cast<long long>(r.max_concurrent));
+  EXPECT_GE(r.max_concurrent, 1);
+  EXPECT_LE(r.max_concurrent, 2);
 }
 
 TEST(TortureTest, PausedHolderPastItsTtlIsFencedOff) {

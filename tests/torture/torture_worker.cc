@@ -29,7 +29,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "dlock/lock/read_write_lock.h"
 #include "dlock/lock/retry_lock.h"
+#include "dlock/lock/semaphore.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
 #include "dlock/tests/torture/torture_client.h"
@@ -52,6 +54,10 @@ ABSL_FLAG(bool, redlock_delayed_restart, true, "RedLock delayed-restart rule");
 ABSL_FLAG(int, single_restart_window_ms, 0,
           "single server: SimpleLock's restart window (0: off, the default)");
 ABSL_FLAG(bool, check_deadline, true, "check the lease deadline before writing");
+ABSL_FLAG(std::string, primitive, "",
+          "one server: \"\" the plain lock, \"reader\" / \"writer\" a ReadWriteLock view, "
+          "\"semaphore\" a Semaphore of --permits");
+ABSL_FLAG(int, permits, 2, "--primitive=semaphore: permits");
 ABSL_FLAG(std::string, log, "", "record file (appended)");
 ABSL_FLAG(std::string, shm, "", "shared page of in-critical-section flags");
 
@@ -151,18 +157,41 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<dlock::SimpleLock> simple;
+  std::unique_ptr<dlock::ReadWriteLock> rw;
+  std::unique_ptr<dlock::Semaphore> semaphore;
   std::unique_ptr<dlock::RetryLock> retry;
+  const std::string primitive = absl::GetFlag(FLAGS_primitive);
   std::unique_ptr<dlock::RedLock> redlock;
   dlock::Lock* lock = nullptr;
   if (raw.size() == 1) {
     dlock::SimpleLockOptions so;
     so.replica_ack.min_replicas = absl::GetFlag(FLAGS_min_replicas);
     so.restart_window = absl::Milliseconds(absl::GetFlag(FLAGS_single_restart_window_ms));
-    simple = std::make_unique<dlock::SimpleLock>(loop.get(), raw[0], so);
+    dlock::Lock* inner = nullptr;
+    if (primitive.empty()) {
+      simple = std::make_unique<dlock::SimpleLock>(loop.get(), raw[0], so);
+      inner = simple.get();
+    } else if (primitive == "reader" || primitive == "writer") {
+      dlock::ReadWriteLockOptions rwo;
+      rwo.restart_window = so.restart_window;
+      rw = std::make_unique<dlock::ReadWriteLock>(loop.get(), raw[0], rwo);
+      inner = primitive == "reader" ? &rw->reader() : &rw->writer();
+    } else if (primitive == "semaphore") {
+      dlock::SemaphoreOptions semo;
+      semo.permits = absl::GetFlag(FLAGS_permits);
+      semo.restart_window = so.restart_window;
+      semaphore = std::make_unique<dlock::Semaphore>(loop.get(), raw[0], semo);
+      inner = semaphore.get();
+    } else {
+      std::fprintf(stderr, "bad --primitive\n");
+      return 2;
+    }
     dlock::RetryLockOptions ro;
     ro.initial_backoff = absl::Milliseconds(10);
     ro.max_backoff = absl::Milliseconds(100);
-    retry = std::make_unique<dlock::RetryLock>(loop.get(), simple.get(), raw[0], ro);
+    retry = primitive.empty()
+                ? std::make_unique<dlock::RetryLock>(loop.get(), inner, raw[0], ro)
+                : std::make_unique<dlock::RetryLock>(loop.get(), inner, ro);
     lock = retry.get();
   } else {
     dlock::RedLockOptions ro;
@@ -213,6 +242,8 @@ int main(int argc, char** argv) {
     client.reset();
     retry.reset();
     simple.reset();
+    rw.reset();
+    semaphore.reset();
     redlock.reset();
     for (auto& t : lock_transports) t->Close();
     (*store)->Close();
