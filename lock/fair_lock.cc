@@ -155,12 +155,8 @@ absl::Status FairLock::Release(const Lease& lease, StatusCallback callback) {
       lease.resource, lease.token, "", core_->command_timeout,
       [core = core_, resource = lease.resource, sent_at,
        callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
-        std::string warning;
-        if (notice.ok() && !notice->published) {
-          warning = UnpublishedReleaseWarning(notice->publish_error);
-        }
-        FinishRelease(*core, "fair", resource, sent_at, notice.status(), warning,
-                      std::move(callback));
+        FinishNoticedRelease(*core, "fair", resource, sent_at, notice,
+                             std::move(callback));
       });
 }
 

@@ -35,6 +35,18 @@ absl::Status ValidateCommon(absl::string_view resource, absl::string_view token,
 
 }  // namespace
 
+void FinishNoticedRelease(const LeaseCore& core, absl::string_view policy,
+                          absl::string_view resource, absl::Time sent_at,
+                          const absl::StatusOr<ReleaseNotice>& notice,
+                          StatusCallback callback) {
+  std::string warning;
+  if (notice.ok() && !notice->published) {
+    warning = UnpublishedReleaseWarning(notice->publish_error);
+  }
+  FinishRelease(core, policy, resource, sent_at, notice.status(), warning,
+                std::move(callback));
+}
+
 absl::Status OwnedReplyStatus(absl::string_view what,
                               const absl::StatusOr<Reply>& reply) {
   if (!reply.ok()) return reply.status();

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "dlock/lock/keys.h"
+#include "dlock/lock/lease_ops.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/replica_ack.h"
 #include "dlock/lock/reply_status.h"
@@ -52,6 +53,13 @@ absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_vi
 // a release script's reply (1 deleted, 0 not owner, a string: deleted but
 // the PUBLISH was refused);
 absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(absl::StatusOr<Reply> reply);
+// Reports a release whose reply told whether its notification went out
+// (FinishRelease), with UnpublishedReleaseWarning when it did not: shared by
+// every policy whose release script publishes.
+void FinishNoticedRelease(const LeaseCore& core, absl::string_view policy,
+                          absl::string_view resource, absl::Time sent_at,
+                          const absl::StatusOr<ReleaseNotice>& notice,
+                          StatusCallback callback);
 // a 1/0 reply as OK / kFailedPrecondition "<what>: the lease no longer owns
 // the key". Transport failures pass through.
 absl::Status OwnedReplyStatus(absl::string_view what, const absl::StatusOr<Reply>& reply);

@@ -158,12 +158,8 @@ absl::Status Semaphore::Release(const Lease& lease, StatusCallback callback) {
       lease.resource, lease.token,
       [core = core_, resource = lease.resource, sent_at,
        callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
-        std::string warning;
-        if (notice.ok() && !notice->published) {
-          warning = UnpublishedReleaseWarning(notice->publish_error);
-        }
-        FinishRelease(*core, kPolicy, resource, sent_at, notice.status(), warning,
-                      std::move(callback));
+        FinishNoticedRelease(*core, kPolicy, resource, sent_at, notice,
+                             std::move(callback));
       });
 }
 

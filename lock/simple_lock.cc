@@ -97,12 +97,8 @@ absl::Status SimpleLock::Release(const Lease& lease, StatusCallback callback) {
       lease.resource, lease.token, core_->command_timeout,
       [core = core_, resource = lease.resource, sent_at,
        callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
-        std::string warning;
-        if (notice.ok() && !notice->published) {
-          warning = UnpublishedReleaseWarning(notice->publish_error);
-        }
-        FinishRelease(*core, "simple", resource, sent_at, notice.status(), warning,
-                      std::move(callback));
+        FinishNoticedRelease(*core, "simple", resource, sent_at, notice,
+                             std::move(callback));
       });
 }
 
