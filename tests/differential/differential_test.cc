@@ -915,7 +915,7 @@ void CompareFixed(const std::vector<Argv>& commands, bool deny_channels) {
 // must answer like a real server whose user has `resetchannels`, for plain
 // PUBLISH/SUBSCRIBE, PUBLISH inside scripts (call and pcall; no rollback of
 // earlier writes), and every dlock release script (which pcall the PUBLISH
-// after the DEL and return the refusal's text).
+// after the DEL and return the refusal's text), the fair lock's included.
 TEST(DifferentialTest, ChannelAclRefusalsMatchARealServer) {
   const std::vector<Argv> commands = {
       {"PUBLISH", "ch", "m"},
@@ -952,6 +952,19 @@ TEST(DifferentialTest, ChannelAclRefusalsMatchARealServer) {
        "{r}lock:released"},
       {"EXISTS", "{r}lock"},
       {"EXISTS", "{r}lock:acquire:1"},
+      // Fair release with a live head to notify: the lock is deleted and
+      // the refusal's text returned; a fair acquire that finds the lock free
+      // behind another head notifies it too (refusal ignored, still queued).
+      {"SET", "{r}lock", "tokA", "PX", "100000"},
+      {"HSET", "{r}lock:queue", "#next", "1", "i1:1", "1:99999999999999"},
+      {"EVAL", FairReleaseScript().source(), "2", "{r}lock", "{r}lock:queue", "tokA", "",
+       "w:"},
+      {"EXISTS", "{r}lock"},
+      {"HGETALL", "{r}lock:queue"},
+      {"EVAL", FairAcquireScript().source(), "4", "{r}lock", "{r}lock:fence", "m:began",
+       "{r}lock:queue", "tokB", "100000", "0", "i2:1", "99999999999", "w:"},
+      {"HLEN", "{r}lock:queue"},
+      {"EXISTS", "{r}lock"},
   };
   CompareFixed(commands, /*deny_channels=*/true);
 }
