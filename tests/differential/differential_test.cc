@@ -1151,12 +1151,12 @@ std::string FairKeyspaceDiff(FakeRedis& fake, testing::RedisServer& server,
                       "\n");
       continue;
     }
+    const std::string type = mine.str;  // TYPE's status reply
     both({"PTTL", key}, &mine, &real);
     if (!Agree({"PTTL", key}, mine, real)) {
       absl::StrAppend(&diff, "PTTL ", key, ": ", mine.DebugString(), " vs ", real.DebugString(),
                       "\n");
     }
-    const std::string type = mine.is_error() ? "" : fake.Execute({"TYPE", key}).str;
     if (type == "string") {
       both({"GET", key}, &mine, &real);
       if (mine != real) {
