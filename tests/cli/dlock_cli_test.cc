@@ -749,6 +749,29 @@ TEST_F(DlockCliTest, AclUserWithoutPasswordIsAUsageError) {
 
 // --- dlock unlock ---------------------------------------------------------
 
+// Starts `dlock run ARGS... RESOURCE -- sh -c "touch <started>; exec sleep
+// 60"`, waits until the command runs (it holds), then SIGKILLs dlock: a
+// holder that died, its lease left for the TTL it asked for.
+void HoldThenDie(const std::vector<std::string>& args, const std::string& resource,
+                 const std::string& started) {
+  std::vector<std::string> argv = args;
+  argv.insert(argv.end(), {resource, "--", "sh", "-c",
+                           absl::StrCat("touch ", started, "; exec sleep 60")});
+  Dlock holder(argv);
+  ASSERT_TRUE(WaitForFile(started)) << holder.err();
+  kill(holder.pid(), SIGKILL);
+  ASSERT_EQ(holder.Wait(), 128 + SIGKILL);
+}
+
+// Waits (bounded) until `d` says on stderr that it is waiting for the lock.
+void WaitUntilWaiting(Dlock& d) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline && d.err().find("waiting up to") == std::string::npos) {
+    absl::SleepFor(absl::Milliseconds(10));  // an external process's progress
+  }
+  ASSERT_THAT(d.err(), HasSubstr("waiting up to"));
+}
+
 TEST_F(DlockCliTest, UnlockOfAFreeLockSaysSo) {
   Dlock d({"unlock", "--redis", url_, "job"});
   EXPECT_EQ(d.Wait(), 0) << d.err();
@@ -760,29 +783,17 @@ TEST_F(DlockCliTest, UnlockOfAFreeLockSaysSo) {
 
 TEST_F(DlockCliTest, UnlockForceRemovesADeadHoldersKeyBumpsTheFenceAndWakesAWaiter) {
   // A holder with a long TTL is SIGKILLed: its key stays for an hour.
-  const std::string started = Path("started");
-  Dlock holder({"run", "--redis", url_, "--ttl", "1h", "job", "--", "sh", "-c",
-                absl::StrCat("touch ", started, "; exec sleep 60")});
-  ASSERT_TRUE(WaitForFile(started)) << holder.err();
-  kill(holder.pid(), SIGKILL);
-  ASSERT_EQ(holder.Wait(), 128 + SIGKILL);
+  HoldThenDie({"run", "--redis", url_, "--ttl", "1h"}, "job", Path("started"));
   absl::StatusOr<Reply> token = server_->Command({"GET", "dlock:{job}"});
   ASSERT_THAT(token, IsOk());
   ASSERT_TRUE(token->is_string());
   ASSERT_GT(token->str.size(), 8u);
 
-  // A waiter queues for it.
+  // A waiter queues for it (the unlock must wake it).
   const std::string fence_file = Path("fence");
   Dlock waiter({"run", "--redis", url_, "--wait", "60s", "job", "--", "sh", "-c",
                 absl::StrCat("echo $DLOCK_FENCE > ", fence_file)});
-  {
-    // Bounded wait until it says it is waiting (so the unlock wakes it).
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline && waiter.err().find("waiting up to") == std::string::npos) {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    ASSERT_THAT(waiter.err(), HasSubstr("waiting up to"));
-  }
+  WaitUntilWaiting(waiter);
   // Without --force: shows the holder and refuses.
   Dlock refused({"unlock", "--redis", url_, "job"});
   EXPECT_EQ(refused.Wait(), kExitUsage) << refused.err();
@@ -821,6 +832,118 @@ TEST_F(DlockCliTest, UnlockForceRemovesAReentrantHashButNotForeignData) {
   absl::StatusOr<Reply> kept = server_->Command({"EXISTS", "dlock:{job}"});
   ASSERT_THAT(kept, IsOk());
   EXPECT_EQ(kept->integer, 1);
+}
+
+// --force clears a semaphore's permits (issue 16): two holders of a
+// 2-permit semaphore die with an hour's TTL and a third run waits. Without
+// --force the permits are shown and kept; with it they are gone, the fence
+// is bumped past theirs and the waiting run goes ahead.
+TEST_F(DlockCliTest, UnlockForceRemovesEveryPermitOfASemaphore) {
+  for (int i = 0; i < 2; ++i) {
+    HoldThenDie({"run", "--redis", url_, "--permits", "2", "--ttl", "1h"}, "pool",
+                Path(absl::StrCat("started", i)));
+  }
+  const std::string fence_file = Path("fence");
+  Dlock waiter({"run", "--redis", url_, "--permits", "2", "--wait", "60s", "pool", "--", "sh",
+                "-c", absl::StrCat("echo $DLOCK_FENCE > ", fence_file)});
+  WaitUntilWaiting(waiter);
+
+  Dlock refused({"unlock", "--redis", url_, "pool"});
+  EXPECT_EQ(refused.Wait(), kExitUsage) << refused.err();
+  EXPECT_THAT(refused.out(), HasSubstr("semaphore, 2 permits held, fence 2"));
+  absl::StatusOr<Reply> kept = server_->Command({"ZCARD", "dlock:{pool}"});
+  ASSERT_THAT(kept, IsOk());
+  EXPECT_EQ(kept->integer, 2);
+
+  Dlock forced({"unlock", "--force", "--redis", url_, "pool"});
+  EXPECT_EQ(forced.Wait(), 0) << forced.err();
+  EXPECT_THAT(forced.out(), HasSubstr("removed semaphore, 2 permits"));
+  EXPECT_THAT(forced.out(), HasSubstr("fence now 3"));
+  EXPECT_EQ(waiter.Wait(), 0) << waiter.err();
+  EXPECT_EQ(ReadFile(fence_file), "4\n");
+}
+
+// --force clears a read-write lock's readers and a waiting writer's intent:
+// a --shared run dies with an hour's TTL; an exclusive run waits behind it
+// (its intent marker keeps new readers out). Without --force both are shown
+// and kept; with it both are gone and the writer runs.
+TEST_F(DlockCliTest, UnlockForceRemovesReadersAndAWaitingWritersIntent) {
+  HoldThenDie({"run", "--redis", url_, "--shared", "--ttl", "1h"}, "cfg", Path("started"));
+  const std::string ran = Path("ran");
+  Dlock writer({"run", "--redis", url_, "--wait", "60s", "cfg", "--", "touch", ran});
+  WaitUntilWaiting(writer);
+  auto exists = [&](const std::string& key) {
+    absl::StatusOr<Reply> r = server_->Command({"EXISTS", key});
+    return r.ok() && r->integer == 1;
+  };
+  for (int i = 0; i < 500 && !exists("dlock:{cfg}:writer-waiting"); ++i) {
+    usleep(10000);  // until the waiting writer's attempt set its marker, bounded
+  }
+  ASSERT_TRUE(exists("dlock:{cfg}:writer-waiting"));
+
+  Dlock refused({"unlock", "--redis", url_, "cfg"});
+  EXPECT_EQ(refused.Wait(), kExitUsage) << refused.err();
+  EXPECT_THAT(refused.out(), HasSubstr("1 reader (shared)"));
+  EXPECT_THAT(refused.out(), HasSubstr("a writer is waiting"));
+  EXPECT_TRUE(exists("dlock:{cfg}:readers"));
+  EXPECT_FALSE(FileExists(ran));
+
+  Dlock forced({"unlock", "--force", "--redis", url_, "cfg"});
+  EXPECT_EQ(forced.Wait(), 0) << forced.err();
+  EXPECT_THAT(forced.out(), HasSubstr("removed 1 reader; a waiting writer's intent marker"));
+  EXPECT_THAT(forced.out(), HasSubstr("fence now "));
+  EXPECT_EQ(writer.Wait(), 0) << writer.err();
+  EXPECT_TRUE(FileExists(ran));
+  EXPECT_FALSE(exists("dlock:{cfg}:readers"));
+}
+
+// --force clears the fair queue: a --fair holder dies with an hour's TTL,
+// a dead waiter's entry (a FairLock with a long queue ttl that crashed)
+// stands first in line, and a live --fair run waits behind both. Without
+// --force all of it is shown and kept; with it the lock and the queue are
+// gone, every waiter is woken, and the live one takes the lock.
+TEST_F(DlockCliTest, UnlockForceClearsTheFairQueueAndWakesTheLiveWaiter) {
+  HoldThenDie({"run", "--redis", url_, "--fair", "--ttl", "1h"}, "line", Path("started"));
+  absl::StatusOr<Reply> t = server_->Command({"TIME"});
+  ASSERT_THAT(t, IsOk());
+  int64_t now_s = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(t->elements[0].str, &now_s));
+  ASSERT_THAT(server_->Command({"HSET", "dlock:{line}:queue", "#next", "1", "gone:1",
+                                absl::StrCat("1:", (now_s + 3600) * 1000)}),
+              IsOk());
+  const std::string ran = Path("ran");
+  Dlock live({"run", "--redis", url_, "--fair", "--wait", "60s", "line", "--", "touch", ran});
+  ASSERT_TRUE(FairWaiters("line", 2)) << live.err();
+
+  Dlock refused({"unlock", "--redis", url_, "line"});
+  EXPECT_EQ(refused.Wait(), kExitUsage) << refused.err();
+  EXPECT_THAT(refused.out(), HasSubstr("fair queue: 2 waiting: 1. gone:1"));
+  EXPECT_TRUE(FairWaiters("line", 2));
+  EXPECT_FALSE(FileExists(ran));
+
+  Dlock forced({"unlock", "--force", "--redis", url_, "line"});
+  EXPECT_EQ(forced.Wait(), 0) << forced.err();
+  EXPECT_THAT(forced.out(), HasSubstr("the fair queue (2 waiters, woken to queue again)"));
+  EXPECT_THAT(forced.out(), HasSubstr("fence now 2"));
+  EXPECT_EQ(live.Wait(), 0) << live.err();
+  EXPECT_TRUE(FileExists(ran));
+  absl::StatusOr<Reply> dead = server_->Command({"HEXISTS", "dlock:{line}:queue", "gone:1"});
+  ASSERT_THAT(dead, IsOk());
+  EXPECT_EQ(dead->integer, 0);
+}
+
+// Foreign data at a side key (not the lock key) is left alone and reported;
+// the rest is removed.
+TEST_F(DlockCliTest, UnlockForceLeavesForeignDataAtASideKeyAndSaysSo) {
+  ASSERT_THAT(server_->Command({"SET", "dlock:{job}", "tokA", "PX", "600000"}), IsOk());
+  ASSERT_THAT(server_->Command({"RPUSH", "dlock:{job}:readers", "x"}), IsOk());
+  Dlock forced({"unlock", "--force", "--redis", url_, "job"});
+  EXPECT_EQ(forced.Wait(), kExitInternal) << forced.err();
+  EXPECT_THAT(forced.out(), HasSubstr("dlock:{job}:readers holds a list (foreign data)"));
+  EXPECT_THAT(forced.out(), HasSubstr("removed held"));
+  absl::StatusOr<Reply> lock = server_->Command({"EXISTS", "dlock:{job}", "dlock:{job}:readers"});
+  ASSERT_THAT(lock, IsOk());
+  EXPECT_EQ(lock->integer, 1);  // only the list is left
 }
 
 // --- dlock check: same instance twice, PUBLISH permission -----------------

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "dlock/testing/redis_cluster.h"
+#include "dlock/transport/cluster_slot.h"
 
 namespace dlock {
 namespace {
@@ -87,6 +88,27 @@ TEST(DlockCliClusterTest, CheckTrustAndRun) {
 
   Output run = RunDlock(absl::StrCat("run ", url, " --ttl=5s orders/1 -- true"));
   EXPECT_EQ(run.exit_code, 0) << run.out;
+
+  // unlock --force over the cluster: a resource's lock key and its readers
+  // share the resource's slot, so one script on its master removes both.
+  {
+    auto owner = (*cluster)->OwnerOf(KeySlot("dlock:{orders/2}"));
+    ASSERT_TRUE(owner.ok()) << owner.status();
+    ASSERT_TRUE(
+        (*cluster)->Command(*owner, {"SET", "dlock:{orders/2}", "tokA", "PX", "600000"}).ok());
+    ASSERT_TRUE((*cluster)
+                    ->Command(*owner, {"HSET", "dlock:{orders/2}:readers", "tokB",
+                                       "99999999999999"})
+                    .ok());
+    Output unlock = RunDlock(absl::StrCat("unlock --force ", url, " orders/2"));
+    EXPECT_EQ(unlock.exit_code, 0) << unlock.out;
+    EXPECT_THAT(unlock.out, HasSubstr("removed held"));
+    EXPECT_THAT(unlock.out, HasSubstr("; 1 reader;"));
+    auto left = (*cluster)->Command(
+        *owner, {"EXISTS", "dlock:{orders/2}", "dlock:{orders/2}:readers"});
+    ASSERT_TRUE(left.ok()) << left.status();
+    EXPECT_EQ(left->integer, 0);
+  }
 
   // A master killed: before the cluster notices, check reaches the others
   // and reports that one unreachable (not OK).

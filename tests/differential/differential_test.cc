@@ -8,8 +8,10 @@
 // pair, ZPOPMIN; scores that print differently under %.17g), scripting
 // (EVAL/EVALSHA/SCRIPT, a pool of scripts covering the conversion
 // rules, redis.call/pcall errors, global protection, shebangs, compile and
-// runtime errors) and every dlock lock script (//lock:scripts), plus bad
-// input: wrong arity, non-integer and negative TTLs, unknown commands and
+// runtime errors) and every dlock lock script (//lock:scripts; the
+// semaphore's and the fair lock's, whose scores and queue expiries are
+// server times, in walks of their own; the fair walk also compares the
+// keyspace after every step), plus bad input: wrong arity, non-integer and negative TTLs, unknown commands and
 // subcommands, wrong-type operations, binary keys and values.
 //
 // Time: the real server's clock runs while the test runs. Keys only get long
@@ -44,6 +46,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "dlock/lock/fair_scripts.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/semaphore_scripts.h"
 #include "dlock/testing/redis_server.h"
@@ -912,7 +915,7 @@ void CompareFixed(const std::vector<Argv>& commands, bool deny_channels) {
 // must answer like a real server whose user has `resetchannels`, for plain
 // PUBLISH/SUBSCRIBE, PUBLISH inside scripts (call and pcall; no rollback of
 // earlier writes), and every dlock release script (which pcall the PUBLISH
-// after the DEL and return the refusal's text).
+// after the DEL and return the refusal's text), the fair lock's included.
 TEST(DifferentialTest, ChannelAclRefusalsMatchARealServer) {
   const std::vector<Argv> commands = {
       {"PUBLISH", "ch", "m"},
@@ -949,6 +952,19 @@ TEST(DifferentialTest, ChannelAclRefusalsMatchARealServer) {
        "{r}lock:released"},
       {"EXISTS", "{r}lock"},
       {"EXISTS", "{r}lock:acquire:1"},
+      // Fair release with a live head to notify: the lock is deleted and
+      // the refusal's text returned; a fair acquire that finds the lock free
+      // behind another head notifies it too (refusal ignored, still queued).
+      {"SET", "{r}lock", "tokA", "PX", "100000"},
+      {"HSET", "{r}lock:queue", "#next", "1", "i1:1", "1:99999999999999"},
+      {"EVAL", FairReleaseScript().source(), "2", "{r}lock", "{r}lock:queue", "tokA", "",
+       "w:"},
+      {"EXISTS", "{r}lock"},
+      {"HGETALL", "{r}lock:queue"},
+      {"EVAL", FairAcquireScript().source(), "4", "{r}lock", "{r}lock:fence", "m:began",
+       "{r}lock:queue", "tokB", "100000", "0", "i2:1", "99999999999", "w:"},
+      {"HLEN", "{r}lock:queue"},
+      {"EXISTS", "{r}lock"},
   };
   CompareFixed(commands, /*deny_channels=*/true);
 }
@@ -1112,6 +1128,235 @@ TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
   EXPECT_GT(granted, 50);
   EXPECT_GT(full, 50);
   EXPECT_GT(trimmed, 50);
+}
+
+// The fair lock's keyspace after a step, the same on both servers: the
+// types of the lock, fence and queue keys, the lock's token, the fence, both
+// PTTLs (within 50 ms) and the queue hash field for field IN ORDER, each
+// entry "ticket:expiry" with the ticket exact and the expiry (server time +
+// queue ttl) within 50 ms. "" when they agree, else what differs.
+std::string FairKeyspaceDiff(FakeRedis& fake, testing::RedisServer& server,
+                             const std::vector<std::string>& keys) {
+  std::string diff;
+  auto both = [&](const Argv& argv, Reply* mine, Reply* real) {
+    *mine = fake.Execute(argv);
+    absl::StatusOr<Reply> r = server.Command(argv);
+    *real = r.ok() ? *r : Reply::Error(r.status().ToString());
+  };
+  for (const std::string& key : keys) {
+    Reply mine, real;
+    both({"TYPE", key}, &mine, &real);
+    if (mine != real) {
+      absl::StrAppend(&diff, "TYPE ", key, ": ", mine.DebugString(), " vs ", real.DebugString(),
+                      "\n");
+      continue;
+    }
+    const std::string type = mine.str;  // TYPE's status reply
+    both({"PTTL", key}, &mine, &real);
+    if (!Agree({"PTTL", key}, mine, real)) {
+      absl::StrAppend(&diff, "PTTL ", key, ": ", mine.DebugString(), " vs ", real.DebugString(),
+                      "\n");
+    }
+    if (type == "string") {
+      both({"GET", key}, &mine, &real);
+      if (mine != real) {
+        absl::StrAppend(&diff, "GET ", key, ": ", mine.DebugString(), " vs ",
+                        real.DebugString(), "\n");
+      }
+    } else if (type == "hash") {
+      both({"HGETALL", key}, &mine, &real);
+      bool same = mine.is_array() && real.is_array() &&
+                  mine.elements.size() == real.elements.size();
+      for (size_t i = 0; same && i < mine.elements.size(); ++i) {
+        const std::string& a = mine.elements[i].str;
+        const std::string& b = real.elements[i].str;
+        if (a == b) continue;
+        // A value "ticket:expiry": the same ticket, expiries within 50 ms.
+        const size_t ca = a.find(':'), cb = b.find(':');
+        int64_t ea = 0, eb = 0;
+        same = i % 2 == 1 && ca != std::string::npos && cb != std::string::npos &&
+               a.substr(0, ca) == b.substr(0, cb) && absl::SimpleAtoi(a.substr(ca + 1), &ea) &&
+               absl::SimpleAtoi(b.substr(cb + 1), &eb) && std::llabs(ea - eb) <= 50;
+      }
+      if (!same) {
+        absl::StrAppend(&diff, "HGETALL ", key, ": ", mine.DebugString(), " vs ",
+                        real.DebugString(), "\n");
+      }
+    }
+  }
+  return diff;
+}
+
+// The fair lock's scripts (lock/fair_scripts.h; not in AllScripts(), since
+// the queue entries expire at server TIME + queue ttl) and the ExtendScript
+// it shares with SimpleLock: a seeded random walk over one resource with
+// five waiters and five tokens. Steps: FairAcquire with a waiter (enqueue,
+// refresh a queued entry, or take the lock at the head; half the time the
+// waiter is the current head, read from the fake), a try that never queues,
+// FairRelease by the holder's or another token with or without leaving the
+// queue, extend, a waiter's timeout (its entry rewritten to an expiry long
+// past, keeping its ticket: the real server's clock cannot be advanced, so
+// the entry is made to have timed out, and the next script must skip and
+// drop it on both), a lease running out (DEL of the lock key), a plain
+// SimpleLock holder, foreign data in the queue or the lock key, resets.
+// After EVERY step the reply must agree and so must the keyspace
+// (FairKeyspaceDiff: lock, fence, queue hash in order). Lock and queue TTLs
+// are long and come from two buckets 2,000 s apart, growing by 100 ms a
+// step, so nothing expires during the run and the "raise the queue's PTTL"
+// comparison decides alike on both.
+TEST(DifferentialTest, FairScriptsMatchARealServer) {
+  testing::RedisServerOptions server_options;
+  server_options.trusted_data_set_prefixes.clear();
+  auto server = testing::RedisServer::Start(server_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
+  ASSERT_TRUE(t0.ok()) << t0.status();
+  ManualEventLoop loop;
+  FakeRedis::Options options;
+  options.start_time = absl::FromUnixMicros(*t0);
+  FakeRedis fake(&loop, options);
+  for (const auto& [key, value] : DataSetMarkers()) {
+    fake.Execute({"SET", key, value});
+    ASSERT_TRUE((*server)->Command({"SET", key, value}).ok());
+  }
+  std::string acquire, release;
+  for (const NamedScript& s : FairScripts()) {
+    const std::string name = s.name;
+    if (name == "fair_acquire") acquire = s.script->sha1();
+    if (name == "fair_release") release = s.script->sha1();
+    const Argv load = {"SCRIPT", "LOAD", s.script->source()};
+    fake.Execute(load);
+    ASSERT_TRUE((*server)->Command(load).ok());
+  }
+  ASSERT_FALSE(acquire.empty());
+  ASSERT_FALSE(release.empty());
+  const std::string extend = DlockSha("extend");
+  for (const Argv& load : {Argv{"SCRIPT", "LOAD", DlockSource("extend")}}) {
+    fake.Execute(load);
+    ASSERT_TRUE((*server)->Command(load).ok());
+  }
+  std::mt19937_64 rng(EnvInt("DLOCK_DIFFERENTIAL_SEED", 1));
+  auto below = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  auto pick = [&](std::vector<std::string> v) { return v[below(static_cast<int>(v.size()))]; };
+  const std::string lock = "{f}lock", fence = "{f}lock:fence", queue = "{f}lock:queue";
+  const std::vector<std::string> waiters = {"i1:1", "i1:2", "i2:1", "i3:7", "i4:1"};
+  const std::vector<std::string> tokens = {"tokA", "tokB", "tokC", "tokD", "tokE"};
+  int64_t steps = 0;
+  // A TTL from bucket 1,000 s or 3,000 s, 100 ms longer than the last.
+  auto long_ttl = [&]() {
+    ++steps;
+    return absl::StrCat((below(2) ? 1000000 : 3000000) + 100 * steps);
+  };
+  // The fake's live head (lowest ticket whose expiry is ahead), or "".
+  auto fake_head = [&]() {
+    Reply all = fake.Execute({"HGETALL", queue});
+    std::string head;
+    int64_t best = 0;
+    for (size_t i = 0; all.is_array() && i + 1 < all.elements.size(); i += 2) {
+      const std::string& v = all.elements[i + 1].str;
+      int64_t ticket = 0, expiry = 0;
+      const size_t c = v.find(':');
+      if (c == std::string::npos || !absl::SimpleAtoi(v.substr(0, c), &ticket) ||
+          !absl::SimpleAtoi(v.substr(c + 1), &expiry) || expiry <= *t0 / 1000) {
+        continue;
+      }
+      if (head.empty() || ticket < best) head = all.elements[i].str, best = ticket;
+    }
+    return head;
+  };
+  int head_grants = 0, queued = 0, refreshed = 0, timed_out = 0, released = 0, notified = 0;
+  std::deque<std::string> recent;
+  for (int i = 0; i < EnvInt("DLOCK_DIFFERENTIAL_COMMANDS", 3000); ++i) {
+    Argv argv;
+    std::string head = fake_head();
+    const Reply holder = fake.Execute({"GET", lock});
+    const std::string holder_token =
+        holder.is_string() && below(2) ? holder.str : pick(tokens);
+    std::string waiter = pick(waiters);
+    bool was_queued = false;
+    const int kind = below(24);
+    if (kind < 11) {
+      // FairAcquire with a waiter id.
+      if (!head.empty() && below(2)) waiter = head;
+      was_queued = fake.Execute({"HEXISTS", queue, waiter}) == Reply::Integer(1);
+      const auto& marker = DataSetMarkers()[below(10) == 0 ? below(3) : 0];
+      argv = {"EVALSHA", acquire, "4", lock, fence, marker.first, queue, pick(tokens),
+              long_ttl(), pick({"0", "0", "0", "60000"}), waiter, long_ttl(),
+              pick({"dlock:waiter:", "w:"})};
+    } else if (kind == 11) {
+      argv = {"EVALSHA", acquire, "4", lock, fence, "m:began-trusted", queue, pick(tokens),
+              long_ttl(), "0", "", long_ttl(), "dlock:waiter:"};
+    } else if (kind < 16) {
+      argv = {"EVALSHA", release, "2", lock, queue, holder_token,
+              below(2) ? std::string() : (below(2) && !head.empty() ? head : waiter),
+              pick({"dlock:waiter:", "w:"})};
+    } else if (kind == 16) {
+      argv = {"EVALSHA", extend, "1", lock, holder_token, long_ttl()};
+    } else if (kind == 17) {
+      // A waiter times out: its entry's expiry is long past (ticket kept);
+      // a waiter not queued leaves a stray dead entry.
+      if (!head.empty() && below(2)) waiter = head;
+      Reply entry = fake.Execute({"HGET", queue, waiter});
+      std::string ticket = absl::StrCat(1 + below(9));
+      if (entry.is_string() && entry.str.find(':') != std::string::npos) {
+        ticket = entry.str.substr(0, entry.str.find(':'));
+      }
+      argv = {"HSET", queue, waiter, absl::StrCat(ticket, ":", pick({"1000", "1700000000000"}))};
+      ++timed_out;
+    } else if (kind == 18) {
+      argv = {"DEL", lock};  // the holder's lease ran out
+    } else if (kind == 19) {
+      argv = {"SET", lock, pick(tokens), "PX", long_ttl(), "NX"};  // a SimpleLock holder
+    } else if (kind == 20) {
+      // (The queue's HGETALL is in every step's keyspace check, with its
+      // expiries compared within a tolerance.)
+      argv = {pick({"HLEN", "TYPE", "PTTL", "EXISTS"}), pick({lock, queue, fence})};
+    } else if (kind == 21) {
+      argv = {"DEL", pick({queue, fence, lock})};
+    } else if (kind == 22 && below(4) == 0) {
+      argv = below(2) ? Argv{"HSET", queue, pick(waiters), pick({"garbage", "x:y", ""})}
+                      : Argv{"HSET", lock, "f", "1"};  // foreign data, until a DEL
+    } else {
+      argv = {"GET", fence};
+    }
+    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
+    ASSERT_TRUE(now.ok());
+    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
+    absl::StatusOr<Reply> real = (*server)->Command(argv);
+    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
+    const Reply mine = fake.Execute(argv);
+    ASSERT_TRUE(Agree(argv, mine, *real))
+        << "#" << i << " " << Render(argv) << "\n  fake: " << mine.DebugString()
+        << "\n  real: " << real->DebugString() << "\n  previous:\n    "
+        << absl::StrJoin(recent, "\n    ");
+    const std::string diff = FairKeyspaceDiff(fake, **server, {lock, fence, queue});
+    ASSERT_EQ(diff, "") << "after #" << i << " " << Render(argv) << " -> " << mine.DebugString()
+                        << "\n  previous:\n    " << absl::StrJoin(recent, "\n    ");
+    if (argv[0] == "EVALSHA" && argv[1] == acquire && argv[10] != "") {
+      if (mine.is_integer() && was_queued) ++head_grants;
+      if (mine.is_array() && !mine.elements.empty() &&
+          mine.elements[0] == Reply::String("queued")) {
+        ++(was_queued ? refreshed : queued);
+      }
+    }
+    if (argv[0] == "EVALSHA" && argv[1] == release && mine == Reply::Integer(1)) {
+      ++released;
+      if (!fake_head().empty()) ++notified;
+    }
+    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
+    if (recent.size() > 8) recent.pop_front();
+  }
+  std::printf("fair differential: %d grants at the head, %d enqueued, %d refreshed, "
+              "%d timeouts, %d releases (%d with a live head)\n",
+              head_grants, queued, refreshed, timed_out, released, notified);
+  // The walk met every path many times (a guard against a generator that
+  // stopped producing them).
+  EXPECT_GT(head_grants, 30);
+  EXPECT_GT(queued, 100);
+  EXPECT_GT(refreshed, 100);
+  EXPECT_GT(timed_out, 50);
+  EXPECT_GT(released, 50);
+  EXPECT_GT(notified, 20);
 }
 
 // The error replies ErrorReplyStatus (lock_commands.h) classifies, as they
