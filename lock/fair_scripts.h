@@ -50,9 +50,11 @@ namespace dlock {
 const Script& FairAcquireScript();
 const Script& FairReleaseScript();
 
-// The scripts above, for tools and tests (not in AllScripts(): the
-// differential test's random arguments would make their TIME-relative queue
-// expiries race the real server's clock).
+// The scripts above, for tools and tests. Not in AllScripts(): the generic
+// random-argument differential walk would make their TIME-relative queue
+// expiries race the real server's clock; tests/differential's
+// FairScriptsMatchARealServer walks them instead, with long TTLs and the
+// fake's clock synced to the server's TIME before each step.
 std::vector<NamedScript> FairScripts();
 
 }  // namespace dlock
