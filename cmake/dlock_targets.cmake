@@ -32,6 +32,7 @@ dlock_library(uv INSTALL
         //transport/uv:command_deadlines //transport/uv:deferred_queue
         //transport/uv:subscriber_set //transport/uv:reconnect_backoff
         //transport/uv:host_lookup
+        //transport/uv:subscription_relay //transport/uv:held_commands
         //transport/uv:cluster_transport //transport/uv:cluster_uv
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
@@ -46,6 +47,7 @@ dlock_library(uv INSTALL
        transport/uv/tls_stream.cc transport/uv/tls_stream.h
        transport/uv/tls_transport_internal.h
        transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc
+       transport/uv/subscription_relay.cc
        transport/uv/cluster_transport.cc transport/uv/cluster_uv.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
@@ -55,6 +57,7 @@ dlock_library(uv INSTALL
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
        transport/uv/subscriber_set.h transport/uv/reconnect_backoff.h
        transport/uv/host_lookup.h
+       transport/uv/subscription_relay.h transport/uv/held_commands.h
        transport/uv/cluster_transport.h transport/uv/cluster_uv.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
@@ -219,6 +222,10 @@ dlock_test(uv_loop_thread_test BAZEL //transport/uv:uv_loop_thread_test
   SRCS transport/uv/uv_loop_thread_test.cc DEPS dlock::uv)
 dlock_test(deferred_queue_test BAZEL //transport/uv:deferred_queue_test
   SRCS transport/uv/deferred_queue_test.cc DEPS dlock::uv dlock::fake)
+dlock_test(held_commands_test BAZEL //transport/uv:held_commands_test
+  SRCS transport/uv/held_commands_test.cc DEPS dlock::uv dlock::fake)
+dlock_test(subscription_relay_test BAZEL //transport/uv:subscription_relay_test
+  SRCS transport/uv/subscription_relay_test.cc DEPS dlock::uv)
 dlock_test(reconnect_backoff_test BAZEL //transport/uv:reconnect_backoff_test
   SRCS transport/uv/reconnect_backoff_test.cc DEPS dlock::uv)
 dlock_test(host_lookup_test BAZEL //transport/uv:host_lookup_test
