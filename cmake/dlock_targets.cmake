@@ -34,6 +34,7 @@ dlock_library(uv INSTALL
         //transport/uv:host_lookup
         //transport/uv:subscription_relay //transport/uv:held_commands
         //transport/uv:cluster_transport //transport/uv:cluster_uv
+        //transport/uv:cluster_parts
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
        transport/uv/reconnect_backoff.cc transport/uv/host_lookup.cc
@@ -49,6 +50,9 @@ dlock_library(uv INSTALL
        transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc
        transport/uv/subscription_relay.cc
        transport/uv/cluster_transport.cc transport/uv/cluster_uv.cc
+       transport/uv/cluster_nodes.cc transport/uv/cluster_options.cc
+       transport/uv/cluster_redirect.cc transport/uv/cluster_router.cc
+       transport/uv/cluster_slot_map.cc transport/uv/cluster_topology.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
        transport/uv/redis_url.h transport/uv/tls_options.h
@@ -59,6 +63,9 @@ dlock_library(uv INSTALL
        transport/uv/host_lookup.h
        transport/uv/subscription_relay.h transport/uv/held_commands.h
        transport/uv/cluster_transport.h transport/uv/cluster_uv.h
+       transport/uv/cluster_nodes.h transport/uv/cluster_options.h
+       transport/uv/cluster_redirect.h transport/uv/cluster_router.h
+       transport/uv/cluster_slot_map.h transport/uv/cluster_topology.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 
