@@ -28,7 +28,7 @@ dlock_library(uv INSTALL
         //transport/uv:uv_loop_thread //transport/uv:hiredis_transport
         //transport/uv:redis_url //transport/uv:tls_options
         //transport/uv:tls_transport //transport/uv:uv_transport
-        //transport/uv:sentinel_transport
+        //transport/uv:sentinel_transport //transport/uv:sentinel_parts
         //transport/uv:command_deadlines //transport/uv:deferred_queue
         //transport/uv:subscriber_set //transport/uv:reconnect_backoff
         //transport/uv:host_lookup
@@ -49,6 +49,9 @@ dlock_library(uv INSTALL
        transport/uv/tls_transport_internal.h
        transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc
        transport/uv/subscription_relay.cc
+       transport/uv/sentinel_discovery.cc transport/uv/sentinel_master.cc
+       transport/uv/sentinel_options.cc transport/uv/sentinel_set.cc
+       transport/uv/sentinel_waiters.cc
        transport/uv/cluster_transport.cc transport/uv/cluster_uv.cc
        transport/uv/cluster_nodes.cc transport/uv/cluster_options.cc
        transport/uv/cluster_redirect.cc transport/uv/cluster_router.cc
@@ -58,6 +61,9 @@ dlock_library(uv INSTALL
        transport/uv/redis_url.h transport/uv/tls_options.h
        transport/uv/tls_transport.h transport/uv/uv_transport.h
        transport/uv/sentinel_transport.h
+       transport/uv/sentinel_discovery.h transport/uv/sentinel_master.h
+       transport/uv/sentinel_options.h transport/uv/sentinel_set.h
+       transport/uv/sentinel_waiters.h
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
        transport/uv/subscriber_set.h transport/uv/reconnect_backoff.h
        transport/uv/host_lookup.h
