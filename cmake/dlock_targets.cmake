@@ -28,11 +28,13 @@ dlock_library(uv INSTALL
         //transport/uv:uv_loop_thread //transport/uv:hiredis_transport
         //transport/uv:redis_url //transport/uv:tls_options
         //transport/uv:tls_transport //transport/uv:uv_transport
-        //transport/uv:sentinel_transport
+        //transport/uv:sentinel_transport //transport/uv:sentinel_parts
         //transport/uv:command_deadlines //transport/uv:deferred_queue
         //transport/uv:subscriber_set //transport/uv:reconnect_backoff
         //transport/uv:host_lookup
+        //transport/uv:subscription_relay //transport/uv:held_commands
         //transport/uv:cluster_transport //transport/uv:cluster_uv
+        //transport/uv:cluster_parts
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
        transport/uv/reconnect_backoff.cc transport/uv/host_lookup.cc
@@ -46,16 +48,30 @@ dlock_library(uv INSTALL
        transport/uv/tls_stream.cc transport/uv/tls_stream.h
        transport/uv/tls_transport_internal.h
        transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc
+       transport/uv/subscription_relay.cc
+       transport/uv/sentinel_discovery.cc transport/uv/sentinel_master.cc
+       transport/uv/sentinel_options.cc transport/uv/sentinel_set.cc
+       transport/uv/sentinel_waiters.cc
        transport/uv/cluster_transport.cc transport/uv/cluster_uv.cc
+       transport/uv/cluster_nodes.cc transport/uv/cluster_options.cc
+       transport/uv/cluster_redirect.cc transport/uv/cluster_router.cc
+       transport/uv/cluster_slot_map.cc transport/uv/cluster_topology.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
        transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
        transport/uv/redis_url.h transport/uv/tls_options.h
        transport/uv/tls_transport.h transport/uv/uv_transport.h
        transport/uv/sentinel_transport.h
+       transport/uv/sentinel_discovery.h transport/uv/sentinel_master.h
+       transport/uv/sentinel_options.h transport/uv/sentinel_set.h
+       transport/uv/sentinel_waiters.h
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
        transport/uv/subscriber_set.h transport/uv/reconnect_backoff.h
        transport/uv/host_lookup.h
+       transport/uv/subscription_relay.h transport/uv/held_commands.h
        transport/uv/cluster_transport.h transport/uv/cluster_uv.h
+       transport/uv/cluster_nodes.h transport/uv/cluster_options.h
+       transport/uv/cluster_redirect.h transport/uv/cluster_router.h
+       transport/uv/cluster_slot_map.h transport/uv/cluster_topology.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
 
@@ -219,6 +235,10 @@ dlock_test(uv_loop_thread_test BAZEL //transport/uv:uv_loop_thread_test
   SRCS transport/uv/uv_loop_thread_test.cc DEPS dlock::uv)
 dlock_test(deferred_queue_test BAZEL //transport/uv:deferred_queue_test
   SRCS transport/uv/deferred_queue_test.cc DEPS dlock::uv dlock::fake)
+dlock_test(held_commands_test BAZEL //transport/uv:held_commands_test
+  SRCS transport/uv/held_commands_test.cc DEPS dlock::uv dlock::fake)
+dlock_test(subscription_relay_test BAZEL //transport/uv:subscription_relay_test
+  SRCS transport/uv/subscription_relay_test.cc DEPS dlock::uv)
 dlock_test(reconnect_backoff_test BAZEL //transport/uv:reconnect_backoff_test
   SRCS transport/uv/reconnect_backoff_test.cc DEPS dlock::uv)
 dlock_test(host_lookup_test BAZEL //transport/uv:host_lookup_test

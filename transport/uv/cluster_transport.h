@@ -66,41 +66,25 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/transport.h"
+#include "dlock/transport/uv/cluster_nodes.h"
+#include "dlock/transport/uv/cluster_options.h"  // options, ParseClusterEndpoint
+#include "dlock/transport/uv/cluster_router.h"
+#include "dlock/transport/uv/cluster_topology.h"
+#include "dlock/transport/uv/subscription_relay.h"
 
 namespace dlock {
 
-// Makes the transport to one node. Called on the loop's thread.
-using ClusterNodeFactory = absl::AnyInvocable<absl::StatusOr<std::unique_ptr<Transport>>(
-    const std::string& host, int port)>;
-
-struct ClusterEndpoint {
-  std::string host;
-  int port = 0;
-};
-
-struct ClusterTransportOptions {
-  // Nodes asked for the slot map first (at least one).
-  std::vector<ClusterEndpoint> seeds;
-  // Bound on one CLUSTER SLOTS question.
-  absl::Duration topology_timeout = absl::Seconds(2);
-  // Periodic slot-map refresh; zero or negative: none.
-  absl::Duration refresh_interval = absl::Seconds(10);
-  // Resends per command after MOVED.
-  int max_redirects = 8;
-  // Delay before resending after TRYAGAIN/CLUSTERDOWN.
-  absl::Duration retry_delay = absl::Milliseconds(50);
-};
-
+// The parts (each its own header): ClusterTopology (the slot map and its
+// refresh), ClusterRouter (commands, redirects), ClusterNodes (the node
+// connections), SubscriptionRelay (subscriptions that move between nodes).
 class ClusterTransport : public Transport {
  public:
   // Validates `options` (kInvalidArgument: no seed, a seed without host or
@@ -128,86 +112,57 @@ class ClusterTransport : public Transport {
   absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback) override;
   void Close() override;
   // True while a slot map is loaded.
-  bool connected() const override { return map_loaded_ && !closed_; }
-  size_t pending_commands() const override { return requests_.size(); }
+  bool connected() const override { return topology_.loaded() && !closed_; }
+  size_t pending_commands() const override { return router_.pending(); }
 
   // ---- Introspection (tests, `dlock check`) ------------------------------
   // "host:port" of the master the map names for `slot`, or "" if none.
-  std::string OwnerOf(int slot) const;
+  std::string OwnerOf(int slot) const { return topology_.map().OwnerOf(slot); }
   // Every master in the current map, "host:port".
-  std::vector<std::string> Masters() const;
+  std::vector<std::string> Masters() const { return topology_.map().Masters(); }
   // The transport of node "host:port" (made on first use), or null after
   // Close or when the factory fails.
   Transport* Node(const std::string& address);
   // How many slot-map loads succeeded, and redirects followed (tests).
-  uint64_t topology_loads() const { return topology_loads_; }
+  uint64_t topology_loads() const { return topology_.loads(); }
   // Node connections currently held.
   size_t node_connections() const { return nodes_.size(); }
-  uint64_t moved_count() const { return moved_; }
-  uint64_t ask_count() const { return ask_; }
+  uint64_t moved_count() const { return router_.moved(); }
+  uint64_t ask_count() const { return router_.asked(); }
 
   // The keys of `argv` whose slot routes it (see above): empty when it has
   // none; kInvalidArgument when EVAL/EVALSHA keys span slots or numkeys is
   // malformed. Public for tests.
-  static absl::StatusOr<int> SlotOfCommand(const std::vector<std::string>& argv);
+  static absl::StatusOr<int> SlotOfCommand(const std::vector<std::string>& argv) {
+    return CommandSlot(argv);
+  }
 
  private:
-  struct Request;
-  struct Sub;
-  class SubscriptionImpl;
-
   ClusterTransport(EventLoop* loop, ClusterTransportOptions options,
                    ClusterNodeFactory factory, std::unique_ptr<EventLoop> owned_loop);
 
-  void Dispatch(uint64_t id);
-  void OnNodeReply(uint64_t id, absl::StatusOr<Reply> reply);
-  void Finish(uint64_t id, absl::StatusOr<Reply> result);
-  void FinishLater(uint64_t id, absl::Status status);
-  void RetryLater(uint64_t id);
-
-  void Refresh();
-  void AskForSlots(size_t candidate);
-  void OnSlots(size_t candidate, absl::StatusOr<Reply> reply);
-  void ApplySlots(const Reply& reply, const std::string& asked_host);
-  void TopologyFailed(absl::Status why);
-  void SchedulePeriodicRefresh();
-  std::vector<std::string> Candidates() const;
+  void OnMapLoaded();
+  void OnMapUnavailable(absl::Status status);
+  // Runs `callback` with `status` on a later turn, unless destroyed first.
+  void Defer(absl::AnyInvocable<void(absl::Status) &&> callback, absl::Status status);
+  // Places each subscription that has no node or whose node is no master.
   void PlaceSubscriptions();
-  void PlaceSubscription(Sub& sub);
-  // Drops the connections to nodes the map no longer names as masters
-  // (seeds and replicas asked for the map, failed-over masters) once they
-  // have nothing pending and host no subscription.
-  void PruneNodes();
+  void PlaceSubscription(uint64_t id);
 
   EventLoop* const loop_;
   std::unique_ptr<EventLoop> owned_loop_;
   const ClusterTransportOptions options_;
-  ClusterNodeFactory factory_;
   bool closed_ = false;
-  bool map_loaded_ = false;
-  bool refreshing_ = false;
-  absl::Status last_error_;
-  // slot -> master "host:port" ("" unknown).
-  std::vector<std::string> slots_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Transport>> nodes_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Request>> requests_;
-  std::vector<uint64_t> waiting_for_map_;
-  uint64_t next_id_ = 1;
+  // Declared in dependency order: destroyed subscriptions first, node
+  // connections last (but before the loop they use).
+  ClusterNodes nodes_;
+  ClusterTopology topology_;
+  ClusterRouter router_;
+  SubscriptionRelay subs_;
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
-  TimerId refresh_timer_ = 0;
-  std::vector<TimerId> timers_;  // pending zero-delay deliveries and retries
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Sub>> subs_;
-  uint64_t next_sub_id_ = 1;
-  std::vector<std::string> candidates_;  // of the refresh in flight
-  uint64_t topology_loads_ = 0;
-  uint64_t moved_ = 0;
-  uint64_t ask_ = 0;
   // Expires when the transport is destroyed; callbacks check it.
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };
-
-// Parses "host:port" (the port after the last ':'; "[v6]:port" too).
-absl::StatusOr<ClusterEndpoint> ParseClusterEndpoint(absl::string_view address);
 
 }  // namespace dlock
 

@@ -48,54 +48,34 @@
 #define DLOCK_TRANSPORT_UV_SENTINEL_TRANSPORT_H_
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/transport.h"
-#include "dlock/transport/uv/hiredis_transport.h"
-#include "dlock/transport/uv/tls_options.h"
+#include "dlock/transport/uv/sentinel_discovery.h"
+#include "dlock/transport/uv/sentinel_master.h"
+#include "dlock/transport/uv/sentinel_options.h"  // SentinelTransportOptions
+#include "dlock/transport/uv/sentinel_set.h"
+#include "dlock/transport/uv/sentinel_waiters.h"
 
 struct uv_loop_s;
 
 namespace dlock {
 
-struct SentinelTransportOptions {
-  struct Endpoint {
-    std::string host;
-    int port = 26379;
-  };
-  // At least one sentinel of the master.
-  std::vector<Endpoint> sentinels;
-  // The name the sentinels monitor the master under (`sentinel monitor
-  // <name> ...`); non-empty.
-  std::string master_name;
-  // The sentinels' own AUTH (empty: none).
-  std::string sentinel_username;
-  std::string sentinel_password;
-  // The data nodes' connection settings: AUTH, db, timeouts, backoff. Host,
-  // port and unix_socket are ignored (discovered).
-  HiredisTransportOptions master;
-  // Connect to the master over TLS with these settings (sentinels: plain).
-  bool tls = false;
-  TlsOptions tls_options;
-  // Bound on each question to a sentinel and on the ROLE check.
-  absl::Duration query_timeout = absl::Seconds(1);
-};
-
+// The parts (each its own header): SentinelSet (the sentinels and their
+// +switch-master notices), SentinelDiscovery (rounds, ROLE check),
+// SentinelMaster (the master connection, the in-flight rule, the
+// subscriptions that follow it), SentinelWaiters (what waits for a master).
 class SentinelTransport : public Transport {
  public:
   // Makes one connection: to a sentinel (`sentinel` true) or a data node.
-  using ConnectionFactory = absl::AnyInvocable<absl::StatusOr<std::unique_ptr<Transport>>(
-      const std::string& host, int port, bool sentinel)>;
+  using ConnectionFactory = SentinelConnectionFactory;
 
   // Validates `options` (kInvalidArgument: no sentinel, empty master name,
   // bad port, non-positive query_timeout, bad master connection options) and
@@ -121,7 +101,7 @@ class SentinelTransport : public Transport {
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
   // A new value for every master connection (master switch or reconnect);
   // 0 while no master is connected.
-  uint64_t connection_epoch() const override;
+  uint64_t connection_epoch() const override { return master_.connection_epoch(); }
 
   // OK once a master is confirmed (on the next turn if it already is), or
   // the failure of the current discovery round (kUnavailable, naming each
@@ -132,80 +112,33 @@ class SentinelTransport : public Transport {
   size_t pending_commands() const override;
 
   // The last discovery failure (OK if none).
-  absl::Status last_error() const { return last_error_; }
+  absl::Status last_error() const { return discovery_.last_error(); }
   // "host:port" of the confirmed master ("" if none).
-  std::string master_address() const;
+  std::string master_address() const { return master_.address(); }
   // How many times a (different) master was installed.
-  uint64_t master_changes() const { return generation_; }
+  uint64_t master_changes() const { return master_.generation(); }
 
  private:
-  struct SubRecord;
-  class SubscriptionImpl;
-
   SentinelTransport(EventLoop* loop, std::unique_ptr<EventLoop> owned_loop,
                     SentinelTransportOptions options, ConnectionFactory factory);
   absl::Status Start();
 
-  void Discover();
-  void AskSentinel(size_t index);
-  void OnSentinelAnswer(size_t index, absl::StatusOr<Reply> reply);
-  void NoteRoundError(size_t index, absl::string_view what);
-  void CheckRole(size_t index, std::string host, int port);
-  void OnRole(size_t index, std::string host, int port, bool same,
-              absl::StatusOr<Reply> reply);
-  void Install(std::unique_ptr<Transport> master, std::string host, int port);
-  void RoundFailed();
-  void ConfirmMaster();
-  void FireConnectWaiters(const absl::Status& status);
-  void FailWaiting(const absl::Status& why);
-  void SubscribeOnMaster(SubRecord& record);
-  void OnSwitchMessage(absl::string_view message);
-  void Bury(std::unique_ptr<Transport> transport);
+  // Discovery outcomes (see SentinelDiscovery::Outcomes).
+  void OnNewMaster(std::unique_ptr<Transport> master, std::string host, int port);
+  void OnConfirmed();
+  void OnRoundFailed(const absl::Status& why);
 
   EventLoop* const loop_;
   std::unique_ptr<EventLoop> owned_loop_;
   const SentinelTransportOptions options_;
   ConnectionFactory factory_;
   bool closed_ = false;
-
-  std::vector<std::unique_ptr<Transport>> sentinels_;
-  std::vector<std::unique_ptr<Subscription>> switch_subs_;
-  std::unique_ptr<Transport> master_;
-  std::string master_host_;
-  int master_port_ = 0;
-  uint64_t generation_ = 0;
-  // A connection being checked with ROLE.
-  std::unique_ptr<Transport> candidate_;
-  // Closed connections, destroyed on a later turn (never inside their own
-  // callbacks).
-  std::vector<std::unique_ptr<Transport>> graveyard_;
-  TimerId graveyard_timer_ = 0;
-
-  bool discovering_ = false;
-  // A hint arrived during a round: run another one after it.
-  bool again_ = false;
+  // Declared in dependency order (destroyed in reverse).
+  SentinelSet sentinels_;
+  SentinelMaster master_;
+  SentinelDiscovery discovery_;
+  SentinelWaiters waiters_;
   TimerId retry_ready_timer_ = 0;
-  std::string round_errors_;
-  absl::Status last_error_;
-  absl::Duration backoff_ = absl::ZeroDuration();
-  TimerId retry_timer_ = 0;
-
-  std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
-  // Commands sent while no master is known: sent when one is confirmed,
-  // failed when a round fails or their timeout passes. Ordered by id (the
-  // send order), so a script and the WAIT behind it stay in order.
-  struct Waiting {
-    std::vector<std::string> argv;
-    absl::Duration timeout;
-    ReplyCallback callback;
-    TimerId timer = 0;
-  };
-  std::map<uint64_t, Waiting> waiting_;
-  uint64_t next_waiting_ = 1;
-
-  absl::flat_hash_map<uint64_t, std::unique_ptr<SubRecord>> subs_;
-  uint64_t next_sub_ = 1;
-
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };
 
