@@ -365,6 +365,22 @@ TEST_F(FakeClusterTest, CommandsBeforeTheMapWaitAndCloseCancelsEverything) {
   EXPECT_EQ(loop_.pending(), 0u);
 }
 
+TEST_F(FakeClusterTest, CloseCancelsAConnectConfirmationStillQueued) {
+  // The map is loaded, so Connect's OK is queued for a later turn; Close()
+  // must fail it with kCancelled at once (Transport::Close: no callback runs
+  // after it returns), not let the queued OK run afterwards.
+  auto t = NewClient();
+  ASSERT_THAT(SendNow(*t, {"SET", "k", "v"}).status(), IsOk());
+  std::vector<absl::Status> got;
+  ASSERT_THAT(t->Connect([&](absl::Status s) { got.push_back(s); }), IsOk());
+  EXPECT_TRUE(got.empty());
+  t->Close();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(got[0], StatusIs(absl::StatusCode::kCancelled));
+  loop_.RunUntilIdle();
+  EXPECT_EQ(got.size(), 1u);
+}
+
 TEST_F(FakeClusterTest, NoReachableSeedFailsWaitingCommands) {
   ClusterTransportOptions o;
   o.seeds = {{"nowhere", 1}};

@@ -90,10 +90,7 @@ absl::Status ClusterTransport::Connect(absl::AnyInvocable<void(absl::Status) &&>
 
 void ClusterTransport::Defer(absl::AnyInvocable<void(absl::Status) &&> callback,
                              absl::Status status) {
-  loop_->RunAfter(absl::ZeroDuration(), [life = std::weak_ptr<int>(life_),
-                                         cb = std::move(callback), status]() mutable {
-    if (!life.expired()) std::move(cb)(status);
-  });
+  deferred_.Push(DeferredStatus{std::move(callback), std::move(status)});
 }
 
 void ClusterTransport::OnMapLoaded() {
@@ -181,6 +178,8 @@ void ClusterTransport::Close() {
   for (auto& r : requests) std::move(r)(cancelled);
   for (auto& w : waiters) std::move(w)(cancelled);
   for (auto& w : ready) std::move(w)(cancelled);
+  deferred_.Stop();
+  for (DeferredStatus& d : deferred_.TakeAll()) std::move(d.callback)(cancelled);
 }
 
 }  // namespace dlock

@@ -78,6 +78,7 @@
 #include "dlock/transport/uv/cluster_options.h"  // options, ParseClusterEndpoint
 #include "dlock/transport/uv/cluster_router.h"
 #include "dlock/transport/uv/cluster_topology.h"
+#include "dlock/transport/uv/deferred_queue.h"
 #include "dlock/transport/uv/subscription_relay.h"
 
 namespace dlock {
@@ -143,7 +144,8 @@ class ClusterTransport : public Transport {
 
   void OnMapLoaded();
   void OnMapUnavailable(absl::Status status);
-  // Runs `callback` with `status` on a later turn, unless destroyed first.
+  // Runs `callback` with `status` on a later turn; Close() first: with
+  // kCancelled, inside Close.
   void Defer(absl::AnyInvocable<void(absl::Status) &&> callback, absl::Status status);
   // Places each subscription that has no node or whose node is no master.
   void PlaceSubscriptions();
@@ -160,8 +162,16 @@ class ClusterTransport : public Transport {
   ClusterRouter router_;
   SubscriptionRelay subs_;
   std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
-  // Expires when the transport is destroyed; callbacks check it.
-  std::shared_ptr<int> life_ = std::make_shared<int>(0);
+  // Connect confirmations and subscription readiness waiting for a later
+  // turn (Defer). Close() takes them and fails them with kCancelled, so none
+  // runs after it; destroying the queue cancels its timer.
+  struct DeferredStatus {
+    absl::AnyInvocable<void(absl::Status) &&> callback;
+    absl::Status status;
+  };
+  DeferredQueue<DeferredStatus> deferred_{loop_, [](DeferredStatus&& d) {
+                                            std::move(d.callback)(std::move(d.status));
+                                          }};
 };
 
 }  // namespace dlock
