@@ -62,16 +62,16 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
     releases_.SendLeftovers(shared_from_this(), i);
     // The run_id is probed (when due) only to tell one instance listed
     // twice; a young data set refuses inside the acquire script.
-    core_->BeforeLockCommand(i, timeout, /*gates_votes=*/false);
+    core_->run_ids().BeforeLockCommand(i, timeout, /*gates_votes=*/false);
     auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
     absl::Status sent = core_->server(i).commands->TryAcquire(
-        resource_, token, ttl_, core_->RestartWindow(), timeout,
+        resource_, token, ttl_, core_->run_ids().RestartWindow(), timeout,
         [self, attempt, generation, i](absl::StatusOr<int64_t> fence) {
           self->OnAcquireReply(attempt, generation, i, std::move(fence));
         });
     if (!sent.ok()) {
       round_.Fail(i, sent);
-      core_->NoteResult(i, sent);
+      core_->run_ids().NoteResult(i, sent);
       rejected = true;
     }
   }
@@ -88,12 +88,12 @@ void AcquireOp::OnAcquireReply(int attempt, uint32_t generation, size_t i,
                                absl::StatusOr<int64_t> fence) {
   const absl::Time now = loop()->Now();
   core_->ReportVote(resource_, "acquire", i, fence.status(), now - releases_.sent_at(attempt));
-  core_->NoteResult(i, fence.status());
+  core_->run_ids().NoteResult(i, fence.status());
   if (!round_.IsCurrent(generation) || phase_ != Phase::kVoting) {
     OnStraggler(attempt, i, fence);
     return;
   }
-  if (CountAcquireAnswer(round_, i, fence)) core_->NoteYoung(i, fence.status());
+  if (CountAcquireAnswer(round_, i, fence)) core_->run_ids().NoteYoung(i, fence.status());
   Evaluate();
 }
 
@@ -131,9 +131,9 @@ void AcquireOp::OnVotingDeadline() {
 // Decides the voting round if its outcome is known.
 void AcquireOp::Decide(bool round_over) {
   if (phase_ != Phase::kVoting) return;
-  if (!core_->misconfigured().ok()) {
+  if (!core_->run_ids().misconfigured().ok()) {
     final_ = true;
-    FailAttempt(core_->misconfigured());
+    FailAttempt(core_->run_ids().misconfigured());
     return;
   }
   const absl::Time now = loop()->Now();
@@ -272,7 +272,7 @@ void AcquireOp::Finish(absl::StatusOr<Lease> result) {
   // Decided before both listings of one instance had answered INFO (the
   // final release waited for every server): the configuration error is the
   // real cause.
-  if (!result.ok() && !core_->misconfigured().ok()) result = core_->misconfigured();
+  if (!result.ok() && !core_->run_ids().misconfigured().ok()) result = core_->run_ids().misconfigured();
   phase_ = Phase::kDone;
   releases_.Close();
   Complete(std::move(result));

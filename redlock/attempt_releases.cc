@@ -44,7 +44,7 @@ void AttemptReleases::OnReply(size_t i, int attempt, absl::Time sent_at, uint32_
                               const absl::Status& status) {
   const absl::Time now = core_->loop()->Now();
   core_->ReportVote(resource_, "release", i, status, now - sent_at);
-  core_->NoteResult(i, status);
+  core_->run_ids().NoteResult(i, status);
   if (IsServerFailure(status) && !closed_ && MayStillExist(attempt, now)) {
     AddLeftover(i, attempt);
   }
