@@ -95,6 +95,17 @@ bool AttemptReleases::StartFinal(const std::shared_ptr<Op>& owner, int attempt,
   return true;
 }
 
+bool AttemptReleases::OnLateReply(const std::shared_ptr<Op>& owner, size_t i, int attempt,
+                                  const absl::StatusOr<int64_t>& fence, bool kept, bool final) {
+  if (final && absl::IsDeadlineExceeded(fence.status())) {
+    Settle(i);
+    return false;
+  }
+  if (!fence.ok()) return false;
+  if (!kept) Send(owner, i, attempt);
+  return kept;
+}
+
 void AttemptReleases::Settle(size_t i) {
   if (!final_.open() || final_.vote(i) != Vote::kPending) return;
   final_.Set(i, Vote::kYes);
