@@ -97,8 +97,10 @@
 namespace dlock {
 
 class UvLoopThread;
-class ReadWriteLock;
-class PermitFacades;
+namespace blocking_internal {
+class ClientConnections;  // client_connections.h
+class ClientLocks;        // client_locks.h
+}  // namespace blocking_internal
 
 struct BlockingClientOptions {
   // The Redis server(s), each as accepted by ParseRedisUrl
@@ -240,7 +242,7 @@ class BlockingClient {
                                       absl::Duration ttl, absl::Duration wait);
 
   // The blocking facade, for Acquire with full options and Extend.
-  BlockingLock& facade() { return *facade_; }
+  BlockingLock& facade();
 
   // Number of servers (1, or N for RedLock).
   size_t server_count() const { return server_count_; }
@@ -249,7 +251,7 @@ class BlockingClient {
   BlockingClient(BlockingClientOptions options, std::unique_ptr<UvLoopThread> owned_thread,
                  LoopThread* thread);
   // Creates the transports on the loop thread and waits for the connection
-  // (or a quorum), then builds the policies and the facade.
+  // (or a quorum), then builds the policies and the facades.
   absl::Status Start(TransportFactory make_transports, std::vector<std::string> names);
 
   BlockingClientOptions options_;
@@ -257,20 +259,10 @@ class BlockingClient {
   std::unique_ptr<UvLoopThread> owned_thread_;
   LoopThread* thread_;
   size_t server_count_ = 0;
-  // Created, used and destroyed on the loop thread.
-  std::vector<std::unique_ptr<Transport>> transports_;
-  std::unique_ptr<dlock::Lock> inner_;
-  std::unique_ptr<dlock::Lock> retry_;
-  // Single server only: the read-write lock and a RetryLock per view.
-  std::unique_ptr<ReadWriteLock> rw_;
-  std::unique_ptr<dlock::Lock> read_retry_;
-  std::unique_ptr<dlock::Lock> write_retry_;
-  // Created and destroyed on the caller's thread (it posts to the loop).
-  std::unique_ptr<BlockingLock> facade_;
-  std::unique_ptr<BlockingLock> read_facade_;
-  std::unique_ptr<BlockingLock> write_facade_;
-  // Semaphore(): one stack per permit count (permit_facades.h).
-  std::unique_ptr<PermitFacades> permits_;
+  // The transports: made, used and destroyed on the loop thread.
+  std::unique_ptr<blocking_internal::ClientConnections> connections_;
+  // The policies and facades over them; null until Start built them.
+  std::unique_ptr<blocking_internal::ClientLocks> locks_;
 };
 
 }  // namespace dlock

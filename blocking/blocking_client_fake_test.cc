@@ -357,5 +357,23 @@ TEST_F(BlockingClientFakeTest, SemaphoreNeedsASingleServer) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// A factory that hands over a null transport beside a real one: rejected,
+// and the client that failed to start closes the real one and never touches
+// the null one (it used to be dereferenced while draining).
+TEST_F(BlockingClientFakeTest, NullTransportIsInvalidArgumentAndTheOthersAreClosed) {
+  FakeTransport* real = nullptr;
+  BlockingClient::TransportFactory with_null =
+      [&](EventLoop* loop) -> absl::StatusOr<std::vector<std::unique_ptr<Transport>>> {
+    std::vector<std::unique_ptr<Transport>> ts;
+    ts.push_back(std::make_unique<FakeTransport>(loop, server_.get()));
+    real = static_cast<FakeTransport*>(ts.back().get());
+    ts.push_back(nullptr);
+    return ts;
+  };
+  EXPECT_THAT(BlockingClient::Create(&thread_, std::move(with_null), {}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(real, nullptr);
+}
+
 }  // namespace
 }  // namespace dlock

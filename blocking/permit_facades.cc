@@ -3,13 +3,17 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/blocking/client_options.h"
 #include "dlock/blocking/post_and_wait.h"
 
 namespace dlock {
 
 PermitFacades::PermitFacades(LoopThread* thread, Transport* transport,
-                             PermitFacadesOptions options)
-    : thread_(thread), transport_(transport), options_(std::move(options)) {}
+                             SemaphoreOptions semaphore, bool auto_renew)
+    : thread_(thread),
+      transport_(transport),
+      semaphore_(std::move(semaphore)),
+      auto_renew_(auto_renew) {}
 
 PermitFacades::~PermitFacades() = default;
 
@@ -30,22 +34,18 @@ absl::StatusOr<BlockingLock*> PermitFacades::For(int64_t permits) {
   if (it != stacks_.end()) return it->second.facade.get();
   Stack stack;
   absl::Status built = PostAndWait<absl::Status>(thread_, [&](Completion<absl::Status> done) {
-    SemaphoreOptions s;
+    SemaphoreOptions s = semaphore_;
     s.permits = permits;
-    s.key_prefix = options_.key_prefix;
-    s.command_timeout = options_.command_timeout;
-    s.observer = options_.observer;
     stack.semaphore = std::make_unique<Semaphore>(thread_->loop(), transport_, s);
     RetryLockOptions r;
-    r.observer = options_.observer;
+    r.observer = semaphore_.observer;
     stack.retry = std::make_unique<RetryLock>(thread_->loop(), stack.semaphore.get(), r);
     done(absl::OkStatus());
   });
   if (!built.ok()) return built;
-  BlockingLockOptions facade;
-  facade.auto_renew = options_.auto_renew;
-  facade.renewal.watchdog.observer = options_.observer;
-  stack.facade = std::make_unique<BlockingLock>(thread_, stack.retry.get(), std::move(facade));
+  stack.facade = std::make_unique<BlockingLock>(
+      thread_, stack.retry.get(),
+      blocking_internal::FacadeOptions(auto_renew_, semaphore_.observer));
   BlockingLock* out = stack.facade.get();
   stacks_.emplace(permits, std::move(stack));
   return out;

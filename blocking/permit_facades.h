@@ -16,12 +16,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "dlock/blocking/blocking_lock.h"
-#include "dlock/lock/observer.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/semaphore.h"
 #include "dlock/transport/loop_thread.h"
@@ -30,18 +27,14 @@
 
 namespace dlock {
 
-struct PermitFacadesOptions {
-  std::string key_prefix = "dlock:";
-  absl::Duration command_timeout = absl::Seconds(2);
-  bool auto_renew = true;
-  LockObserver* observer = nullptr;
-};
-
 class PermitFacades {
  public:
   // `transport`: the client's one server; null when it has several (a
   // semaphore needs a single server: For() then says kInvalidArgument).
-  PermitFacades(LoopThread* thread, Transport* transport, PermitFacadesOptions options);
+  // `semaphore`: the options of every semaphore but its `permits`; each
+  // facade renews with `auto_renew`, reporting to `semaphore.observer`.
+  PermitFacades(LoopThread* thread, Transport* transport, SemaphoreOptions semaphore,
+                bool auto_renew);
   ~PermitFacades();
 
   PermitFacades(const PermitFacades&) = delete;
@@ -64,7 +57,8 @@ class PermitFacades {
 
   LoopThread* const thread_;
   Transport* const transport_;
-  const PermitFacadesOptions options_;
+  const SemaphoreOptions semaphore_;
+  const bool auto_renew_;
   Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int64_t, Stack> stacks_ ABSL_GUARDED_BY(mu_);

@@ -130,11 +130,11 @@ dlock_library(watchdog INSTALL
 # RedLock over N servers.
 dlock_library(redlock INSTALL
   BAZEL //redlock:redlock
-  SRCS redlock/acquire_op.cc redlock/acquire_votes.cc redlock/attempt_releases.cc redlock/core.cc
+  SRCS redlock/acquire_clock.cc redlock/acquire_op.cc redlock/acquire_votes.cc redlock/attempt_releases.cc redlock/core.cc
        redlock/extend_op.cc redlock/fence_sync.cc redlock/quorum_round.cc
-       redlock/redlock.cc redlock/release_op.cc
-  HDRS redlock/acquire_votes.h redlock/attempt_releases.h redlock/core.h redlock/fence_sync.h
-       redlock/operations.h redlock/quorum_round.h redlock/redlock.h
+       redlock/redlock.cc redlock/release_op.cc redlock/run_id_tracker.cc
+  HDRS redlock/acquire_clock.h redlock/acquire_votes.h redlock/attempt_releases.h redlock/core.h redlock/fence_sync.h
+       redlock/operations.h redlock/quorum_round.h redlock/redlock.h redlock/run_id_tracker.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
 # The blocking facade (BlockingLock/LockGuard, auto-renewal an option) and
@@ -149,9 +149,12 @@ dlock_library(blocking INSTALL
 
 # BlockingClient.
 dlock_library(client INSTALL
-  BAZEL //blocking:blocking_client //client:blocking_client //blocking:permit_facades
-  SRCS blocking/blocking_client.cc blocking/permit_facades.cc
-  HDRS blocking/blocking_client.h client/blocking_client.h blocking/permit_facades.h
+  BAZEL //blocking:blocking_client //client:blocking_client
+  SRCS blocking/blocking_client.cc blocking/client_connections.cc blocking/client_locks.cc
+       blocking/client_options.cc blocking/permit_facades.cc blocking/url_transports.cc
+  HDRS blocking/blocking_client.h client/blocking_client.h blocking/client_connections.h
+       blocking/client_locks.h blocking/client_options.h blocking/permit_facades.h
+       blocking/url_transports.h
   PUBLIC_DEPS dlock::blocking dlock::lock dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS dlock::watchdog dlock::redlock dlock::uv)
 

@@ -137,6 +137,7 @@
 namespace dlock {
 namespace metrics_internal {
 struct MetricFamilies;  // metric_families.h
+class SeriesCache;      // series_cache.h
 }  // namespace metrics_internal
 
 // Options of PrometheusLockObserver (also PrometheusLockObserver::Options).
@@ -193,16 +194,9 @@ class PrometheusLockObserver : public LockObserver {
   static absl::string_view OutcomeLabel(absl::StatusCode code);
 
  private:
-  struct Series;
-  using VoteSeries = std::array<prometheus::Counter*, kCodes>;
-
   PrometheusLockObserver(std::shared_ptr<prometheus::Registry> registry, Options options,
                          std::unique_ptr<metrics_internal::MetricFamilies> families);
 
-  // The cached series of one (policy or "", resource class) pair, created on
-  // first use; stable address.
-  Series* SeriesFor(absl::string_view policy, absl::string_view resource)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The resource class label of `resource` ("" without resource_class).
   std::string ClassOf(absl::string_view resource) const;
 
@@ -210,14 +204,8 @@ class PrometheusLockObserver : public LockObserver {
   const Options options_;
   const std::unique_ptr<metrics_internal::MetricFamilies> families_;
   prometheus::Gauge* const held_;
-
-  Mutex mu_;
-  // Key: policy, then resource class ("" without resource_class).
-  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::unique_ptr<Series>>>
-      series_ ABSL_GUARDED_BY(mu_);
-  // Key: op, then server label.
-  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::unique_ptr<VoteSeries>>>
-      votes_ ABSL_GUARDED_BY(mu_);
+  // The series of each label combination (thread-safe).
+  const std::unique_ptr<metrics_internal::SeriesCache> series_;
 };
 
 }  // namespace dlock

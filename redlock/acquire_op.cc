@@ -6,7 +6,6 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/redlock/acquire_votes.h"
 #include "dlock/redlock/operations.h"
@@ -21,40 +20,48 @@ AcquireOp::AcquireOp(std::shared_ptr<Core> core, absl::string_view resource,
     : QuorumOp(std::move(core), std::move(callback)),
       resource_(resource),
       ttl_(WholeMillis(options.ttl)),
-      wait_(options.wait),
-      call_time_(core_->loop()->Now()),
+      clock_(core_->loop()->Now(), ttl_, core_->Drift(ttl_), options.wait),
       releases_(core_.get(), resource_, ttl_) {}
 
-bool AcquireOp::Cancel() {
+bool AcquireOp::Cancel() { return End(/*cancel=*/true); }
+
+void AcquireOp::Shutdown() { End(/*cancel=*/false); }
+
+bool AcquireOp::End(bool cancel) {
   if (phase_ == Phase::kDone) return false;
   std::shared_ptr<Op> self = shared_from_this();
   const Phase phase = phase_;
   phase_ = Phase::kDone;
-  Drop(absl::CancelledError("acquire cancelled"));
-  Abandon(phase);
+  if (cancel) {
+    Drop(absl::CancelledError("acquire cancelled"));
+  } else {
+    CompleteLater(absl::CancelledError("RedLock destroyed"));
+  }
+  // Release whatever this operation may hold.
+  if (sync_ != nullptr) {
+    sync_->Cancel();
+    sync_.reset();
+  }
+  releases_.Close();
+  if (phase == Phase::kVoting || phase == Phase::kSyncing) {
+    releases_.SendEverywhere(self, attempt_);
+  }
+  for (size_t i = 0; i < core_->n(); ++i) releases_.SendLeftovers(self, i);
   return true;
-}
-
-void AcquireOp::Shutdown() {
-  if (phase_ == Phase::kDone) return;
-  std::shared_ptr<Op> self = shared_from_this();
-  const Phase phase = phase_;
-  phase_ = Phase::kDone;
-  CompleteLater(absl::CancelledError("RedLock destroyed"));
-  Abandon(phase);
 }
 
 void AcquireOp::StartAttempt(bool may_decide_now) {
   phase_ = Phase::kVoting;
   const int attempt = ++attempt_;
-  t0_ = loop()->Now();
+  const absl::Time t0 = loop()->Now();
+  clock_.BeginAttempt(t0);
   const size_t n = core_->n();
   const absl::Duration timeout = core_->Timeout(ttl_);
   // However late a request of this attempt is applied, its key is gone by
   // then (best effort: a request delayed longer in the network could
   // outlive it; such a key still expires by itself).
-  const std::string& token = releases_.Draw(attempt, t0_, t0_ + 2 * timeout + ttl_);
-  const uint32_t generation = round_.Begin(loop(), n, t0_);
+  const std::string& token = releases_.Draw(attempt, t0, t0 + 2 * timeout + ttl_);
+  const uint32_t generation = round_.Begin(loop(), n, t0);
   bool rejected = false;
   for (size_t i = 0; i < n; ++i) {
     // Leftovers of earlier attempts first: same connection, so the server
@@ -62,20 +69,20 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
     releases_.SendLeftovers(shared_from_this(), i);
     // The run_id is probed (when due) only to tell one instance listed
     // twice; a young data set refuses inside the acquire script.
-    core_->BeforeLockCommand(i, timeout, /*gates_votes=*/false);
+    core_->run_ids().BeforeLockCommand(i, timeout, /*gates_votes=*/false);
     auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
     absl::Status sent = core_->server(i).commands->TryAcquire(
-        resource_, token, ttl_, core_->RestartWindow(), timeout,
+        resource_, token, ttl_, core_->run_ids().RestartWindow(), timeout,
         [self, attempt, generation, i](absl::StatusOr<int64_t> fence) {
           self->OnAcquireReply(attempt, generation, i, std::move(fence));
         });
     if (!sent.ok()) {
       round_.Fail(i, sent);
-      core_->NoteResult(i, sent);
+      core_->run_ids().NoteResult(i, sent);
       rejected = true;
     }
   }
-  ArmRoundDeadline(std::min(timeout, ValidityEnd() - t0_), &AcquireOp::OnVotingDeadline);
+  ArmRoundDeadline(clock_.VotingTime(timeout), &AcquireOp::OnVotingDeadline);
   if (!rejected) return;
   if (may_decide_now) {
     Evaluate();
@@ -88,34 +95,24 @@ void AcquireOp::OnAcquireReply(int attempt, uint32_t generation, size_t i,
                                absl::StatusOr<int64_t> fence) {
   const absl::Time now = loop()->Now();
   core_->ReportVote(resource_, "acquire", i, fence.status(), now - releases_.sent_at(attempt));
-  core_->NoteResult(i, fence.status());
+  core_->run_ids().NoteResult(i, fence.status());
   if (!round_.IsCurrent(generation) || phase_ != Phase::kVoting) {
     OnStraggler(attempt, i, fence);
     return;
   }
-  if (CountAcquireAnswer(round_, i, fence)) core_->NoteYoung(i, fence.status());
+  if (CountAcquireAnswer(round_, i, fence)) core_->run_ids().NoteYoung(i, fence.status());
   Evaluate();
 }
 
-// A reply after its attempt was decided.
+// A reply after its attempt was decided: a grant of the attempt that
+// succeeded or is syncing is part of that lease and stays; the releases
+// handle the rest.
 void AcquireOp::OnStraggler(int attempt, size_t i, const absl::StatusOr<int64_t>& fence) {
-  if (attempt == attempt_ && phase_ == Phase::kReleasing &&
-      absl::IsDeadlineExceeded(fence.status())) {
-    // A straggler of the failed last attempt timed out: do not wait for
-    // its release either.
-    releases_.Settle(i);
-    return;
-  }
-  if (!fence.ok()) return;
-  // A grant of the attempt that succeeded or is syncing is part of that
-  // lease and stays. A grant for an attempt that was given up is released
-  // again (the release sent at the decision normally already ran after it,
-  // but not if the acquire went through a NOSCRIPT fallback).
-  const bool kept = attempt == succeeded_attempt_ ||
-                    (attempt == attempt_ && phase_ == Phase::kSyncing);
-  if (!kept) {
-    releases_.Send(shared_from_this(), i, attempt);
-  } else if (*fence < fence_) {
+  const bool current = attempt == attempt_;
+  const bool kept = attempt == succeeded_attempt_ || (current && phase_ == Phase::kSyncing);
+  if (releases_.OnLateReply(shared_from_this(), i, attempt, fence, kept,
+                            /*final=*/current && phase_ == Phase::kReleasing) &&
+      *fence < fence_) {
     // A late grant of the lease with a lagging counter: raise it too, so the
     // counters converge (not needed for the guarantee, which rests on the
     // quorum confirmed before success).
@@ -131,26 +128,17 @@ void AcquireOp::OnVotingDeadline() {
 // Decides the voting round if its outcome is known.
 void AcquireOp::Decide(bool round_over) {
   if (phase_ != Phase::kVoting) return;
-  if (!core_->misconfigured().ok()) {
+  if (!core_->run_ids().misconfigured().ok()) {
     final_ = true;
-    FailAttempt(core_->misconfigured());
+    FailAttempt(core_->run_ids().misconfigured());
     return;
   }
-  const absl::Time now = loop()->Now();
-  const Tally t = round_.Count();
-  if (t.yes >= core_->quorum()) {
-    if (now >= ValidityEnd()) {
-      FailAttempt(absl::DeadlineExceededError(absl::StrCat(
-          "quorum reached after ", absl::FormatDuration(now - t0_),
-          ": no validity left of ttl ", absl::FormatDuration(ttl_))));
-      return;
-    }
+  AttemptDecision d = DecideAttempt(round_, core_->quorum(), clock_, loop()->Now(), round_over);
+  if (d.kind == AttemptDecision::kGranted) {
     StartFenceSync();
-    return;
+  } else if (d.kind == AttemptDecision::kFailed) {
+    FailAttempt(std::move(d.failure));
   }
-  if (t.yes + t.pending >= core_->quorum()) return;  // still possible
-  FailAttempt(AcquireRoundFailure(round_, core_->quorum(),
-                                  round_over && now >= ValidityEnd()));
 }
 
 // Makes a quorum of the granting servers hold a fencing counter >= the
@@ -166,7 +154,7 @@ void AcquireOp::StartFenceSync() {
   }
   auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
   sync_ = std::make_shared<FenceSync>(
-      core_, resource_, ttl_, fence_, ValidityEnd(),
+      core_, resource_, ttl_, fence_, clock_.ValidityEnd(),
       [self, attempt = attempt_](absl::Status status) {
         self->OnSynced(attempt, std::move(status));
       });
@@ -193,7 +181,7 @@ void AcquireOp::Succeed() {
   lease.token = releases_.token(attempt_);
   lease.fence = fence_;
   lease.ttl = ttl_;
-  lease.deadline = ValidityEnd();
+  lease.deadline = clock_.ValidityEnd();
   succeeded_attempt_ = attempt_;
   Finish(std::move(lease));
 }
@@ -203,8 +191,7 @@ void AcquireOp::Succeed() {
 // server confirmed the release or the per-server timeout passed.
 void AcquireOp::FailAttempt(absl::Status status) {
   const absl::Duration delay = core_->RetryDelay();
-  if (MayRetryAcquire(final_, loop()->Now(), delay, call_time_, wait_, retries_,
-                      core_->options().retry_count)) {
+  if (clock_.MayRetry(final_, loop()->Now(), delay, core_->options().retry_count)) {
     ScheduleRetry(status, delay);
   } else {
     StartFinalRelease(std::move(status));
@@ -232,63 +219,33 @@ void AcquireOp::StartFinalRelease(absl::Status status) {
 void AcquireOp::ScheduleRetry(const absl::Status& status, absl::Duration delay) {
   releases_.SendEverywhere(shared_from_this(), attempt_);
   phase_ = Phase::kWaiting;
-  ++retries_;
   const absl::Time now = loop()->Now();
-  AcquireWaitEvent event;
-  event.policy = kPolicy;
-  event.resource = resource_;
-  event.attempt = attempt_;
-  event.last_error = status;
-  event.next_attempt_in = delay;
-  event.wait_left = wait_ > absl::ZeroDuration() ? call_time_ + wait_ - now
-                                                 : absl::ZeroDuration();
+  const AcquireWaitEvent event = clock_.Pause(resource_, attempt_, status, delay, now);
   // The pause is a round of no server whose deadline starts the next attempt.
-  next_delay_ = delay;
   round_.Begin(loop(), 0, now);
   ArmRoundDeadline(delay, &AcquireOp::Retry);
   core_->observer()->OnAcquireWait(event);
 }
 
 void AcquireOp::Retry() {
-  waited_ += next_delay_;
+  clock_.Resume();
   StartAttempt(/*may_decide_now=*/true);
-}
-
-// Cancel/Shutdown: release whatever this operation may hold.
-void AcquireOp::Abandon(Phase phase) {
-  if (sync_ != nullptr) {
-    sync_->Cancel();
-    sync_.reset();
-  }
-  releases_.Close();
-  std::shared_ptr<Op> self = shared_from_this();
-  if (phase == Phase::kVoting || phase == Phase::kSyncing) {
-    releases_.SendEverywhere(self, attempt_);
-  }
-  for (size_t i = 0; i < core_->n(); ++i) releases_.SendLeftovers(self, i);
 }
 
 void AcquireOp::Finish(absl::StatusOr<Lease> result) {
   // Decided before both listings of one instance had answered INFO (the
   // final release waited for every server): the configuration error is the
   // real cause.
-  if (!result.ok() && !core_->misconfigured().ok()) result = core_->misconfigured();
+  const absl::Status& misconfigured = core_->run_ids().misconfigured();
+  if (!result.ok() && !misconfigured.ok()) result = misconfigured;
   phase_ = Phase::kDone;
   releases_.Close();
   Complete(std::move(result));
 }
 
 void AcquireOp::Report(const absl::Status& status) {
-  AcquireEvent event;
-  event.policy = kPolicy;
-  event.resource = resource_;
-  event.status = status;
-  event.latency = loop()->Now() - call_time_;
-  event.waited = waited_;
-  event.attempts = attempt_;
-  event.fence = status.ok() ? fence_ : 0;
-  event.ttl = status.ok() ? ttl_ : absl::ZeroDuration();
-  core_->observer()->OnAcquire(event);
+  core_->observer()->OnAcquire(
+      clock_.Outcome(resource_, status, loop()->Now(), attempt_, fence_));
 }
 
 }  // namespace redlock_internal

@@ -59,12 +59,19 @@ Grants CollectGrants(const QuorumRound& round) {
   return g;
 }
 
-bool MayRetryAcquire(bool final, absl::Time now, absl::Duration delay,
-                     absl::Time call_time, absl::Duration wait, int retries,
-                     int retry_count) {
-  if (final) return false;
-  if (wait > absl::ZeroDuration()) return now + delay <= call_time + wait;
-  return retries < retry_count;
+AttemptDecision DecideAttempt(const QuorumRound& round, int quorum, const AcquireClock& clock,
+                              absl::Time now, bool round_over) {
+  AttemptDecision d;
+  const Tally t = round.Count();
+  if (t.yes >= quorum) {
+    d.failure = clock.CheckValidity(now);
+    d.kind = d.failure.ok() ? AttemptDecision::kGranted : AttemptDecision::kFailed;
+    return d;
+  }
+  if (t.yes + t.pending >= quorum) return d;  // still possible
+  d.kind = AttemptDecision::kFailed;
+  d.failure = AcquireRoundFailure(round, quorum, round_over && now >= clock.ValidityEnd());
+  return d;
 }
 
 }  // namespace redlock_internal

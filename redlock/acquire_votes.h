@@ -2,7 +2,8 @@
 // the servers' answers to one acquire attempt are counted and the attempt
 // decided (ACQUIRE and FENCING in redlock.h). Pure functions over a
 // QuorumRound: no I/O, no timers; AcquireOp (acquire_op.cc) runs the
-// attempts, retries and releases around them.
+// attempts, retries and releases around them, AcquireClock keeps their
+// times.
 #ifndef DLOCK_REDLOCK_ACQUIRE_VOTES_H_
 #define DLOCK_REDLOCK_ACQUIRE_VOTES_H_
 
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dlock/redlock/acquire_clock.h"
 #include "dlock/redlock/quorum_round.h"
 
 namespace dlock {
@@ -43,12 +45,18 @@ struct Grants {
 };
 Grants CollectGrants(const QuorumRound& round);
 
-// Whether a failed attempt is followed by another: never after a
-// configuration error (`final`); with a wait budget, while the next attempt
-// starts within it; otherwise while retries are left.
-bool MayRetryAcquire(bool final, absl::Time now, absl::Duration delay,
-                     absl::Time call_time, absl::Duration wait, int retries,
-                     int retry_count);
+// The state of an attempt's voting round at `now`: granted once a quorum
+// said yes (failed instead, with CheckValidity's error, if its validity ran
+// out first); failed, with AcquireRoundFailure's error, once a quorum can no
+// longer be reached (`round_over`: the round's deadline passed); else
+// undecided.
+struct AttemptDecision {
+  enum Kind { kUndecided, kGranted, kFailed };
+  Kind kind = kUndecided;
+  absl::Status failure;  // kFailed
+};
+AttemptDecision DecideAttempt(const QuorumRound& round, int quorum, const AcquireClock& clock,
+                              absl::Time now, bool round_over);
 
 }  // namespace redlock_internal
 }  // namespace dlock

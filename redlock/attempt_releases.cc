@@ -44,7 +44,7 @@ void AttemptReleases::OnReply(size_t i, int attempt, absl::Time sent_at, uint32_
                               const absl::Status& status) {
   const absl::Time now = core_->loop()->Now();
   core_->ReportVote(resource_, "release", i, status, now - sent_at);
-  core_->NoteResult(i, status);
+  core_->run_ids().NoteResult(i, status);
   if (IsServerFailure(status) && !closed_ && MayStillExist(attempt, now)) {
     AddLeftover(i, attempt);
   }
@@ -93,6 +93,17 @@ bool AttemptReleases::StartFinal(const std::shared_ptr<Op>& owner, int attempt,
     self->MaybeSettled();
   });
   return true;
+}
+
+bool AttemptReleases::OnLateReply(const std::shared_ptr<Op>& owner, size_t i, int attempt,
+                                  const absl::StatusOr<int64_t>& fence, bool kept, bool final) {
+  if (final && absl::IsDeadlineExceeded(fence.status())) {
+    Settle(i);
+    return false;
+  }
+  if (!fence.ok()) return false;
+  if (!kept) Send(owner, i, attempt);
+  return kept;
 }
 
 void AttemptReleases::Settle(size_t i) {

@@ -17,6 +17,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -55,8 +56,16 @@ class AttemptReleases {
   // Returns false, without running it, when nothing is awaited.
   bool StartFinal(const std::shared_ptr<Op>& owner, int attempt,
                   absl::Span<const bool> await, absl::AnyInvocable<void() &&> on_settled);
-  // Server i's final release needs no more waiting for.
-  void Settle(size_t i);
+  // Server i answered attempt `attempt`'s acquire after the attempt was
+  // decided. `kept`: the attempt's grants are part of the lease (it
+  // succeeded, or its fence is being synced); `final`: it is the failed
+  // last attempt whose final release is running. A grant that is not kept
+  // is released again (the release sent at the decision normally already
+  // ran after it, but not if the acquire went through a NOSCRIPT fallback);
+  // a timeout of `final`'s acquire means its release on server i is not
+  // awaited either. Returns true for a kept grant.
+  bool OnLateReply(const std::shared_ptr<Op>& owner, size_t i, int attempt,
+                   const absl::StatusOr<int64_t>& fence, bool kept, bool final);
   // The operation ended: no leftover is recorded any more and `on_settled`
   // never runs. Releases still in flight complete and are reported.
   void Close();
@@ -69,6 +78,8 @@ class AttemptReleases {
   };
 
   bool Send(const std::shared_ptr<Op>& owner, size_t i, int attempt, uint32_t track);
+  // Server i's final release needs no more waiting for.
+  void Settle(size_t i);
   void OnReply(size_t i, int attempt, absl::Time sent_at, uint32_t track,
                const absl::Status& status);
   void MaybeSettled();

@@ -29,7 +29,7 @@ void ExtendOp::Start() {
   const absl::Duration timeout = core_->Timeout(ttl_);
   bool rejected = false;
   for (size_t i = 0; i < n; ++i) {
-    const Probe probe = core_->BeforeLockCommand(i, timeout, /*gates_votes=*/true);
+    const Probe probe = core_->run_ids().BeforeLockCommand(i, timeout, /*gates_votes=*/true);
     auto self = std::static_pointer_cast<ExtendOp>(shared_from_this());
     absl::Status sent = core_->server(i).commands->ExtendOrReacquire(
         lease_.resource, lease_.token, ttl_, timeout,
@@ -53,10 +53,10 @@ void ExtendOp::OnReply(uint32_t generation, size_t i, const Probe& probe,
                        absl::Status status) {
   const absl::Time now = loop()->Now();
   core_->ReportVote(lease_.resource, "extend", i, status, now - round_.sent_at());
-  core_->NoteResult(i, status);
+  core_->run_ids().NoteResult(i, status);
   if (!round_.IsCurrent(generation)) return;
   if (status.ok()) {
-    round_.Set(i, core_->Counted(i, now, probe) ? Vote::kYes : Vote::kUncounted);
+    round_.Set(i, core_->run_ids().Counted(i, now, probe) ? Vote::kYes : Vote::kUncounted);
   } else if (absl::IsFailedPrecondition(status)) {
     round_.Set(i, Vote::kNo);
   } else {
@@ -71,8 +71,8 @@ void ExtendOp::OnDeadline() {
 }
 
 void ExtendOp::Decide(bool round_over) {
-  if (!core_->misconfigured().ok()) {
-    Complete(core_->misconfigured());
+  if (!core_->run_ids().misconfigured().ok()) {
+    Complete(core_->run_ids().misconfigured());
     return;
   }
   const absl::Time now = loop()->Now();

@@ -62,10 +62,10 @@ bool SendRaise(std::shared_ptr<Core> core, absl::string_view resource, absl::Dur
        then = std::move(then)](absl::StatusOr<Reply> reply) mutable {
         const absl::Status status = RaiseStatus(reply, fence);
         core->ReportVote(resource, "fence", i, status, core->loop()->Now() - sent_at);
-        core->NoteResult(i, status);
+        core->run_ids().NoteResult(i, status);
         if (then) std::move(then)(status);
       });
-  if (!sent.ok()) c->NoteResult(i, sent);
+  if (!sent.ok()) c->run_ids().NoteResult(i, sent);
   return sent.ok();
 }
 

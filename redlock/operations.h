@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
+#include "dlock/redlock/acquire_clock.h"
 #include "dlock/redlock/attempt_releases.h"
 #include "dlock/redlock/core.h"
 #include "dlock/redlock/fence_sync.h"
@@ -37,7 +38,8 @@ class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
  private:
   enum class Phase { kVoting, kSyncing, kWaiting, kReleasing, kDone };
 
-  absl::Time ValidityEnd() const { return t0_ + ttl_ - core_->Drift(ttl_); }
+  // Cancel (`cancel`) or Shutdown: ends the operation, releases what it may hold.
+  bool End(bool cancel);
   void StartAttempt(bool may_decide_now);
   void OnAcquireReply(int attempt, uint32_t generation, size_t i,
                       absl::StatusOr<int64_t> fence);
@@ -52,24 +54,18 @@ class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
   void StartFinalRelease(absl::Status status);
   void ScheduleRetry(const absl::Status& status, absl::Duration delay);
   void Retry();
-  void Abandon(Phase phase);
   void Finish(absl::StatusOr<Lease> result);
   void Report(const absl::Status& status) override;
 
   const std::string resource_;
   const absl::Duration ttl_;
-  const absl::Duration wait_;
-  const absl::Time call_time_;
+  AcquireClock clock_;
 
   Phase phase_ = Phase::kVoting;
   int attempt_ = 0;
-  int retries_ = 0;
   int succeeded_attempt_ = 0;
   bool final_ = false;  // no more attempts (a configuration error)
-  absl::Duration waited_ = absl::ZeroDuration();
-  absl::Duration next_delay_ = absl::ZeroDuration();  // kWaiting: its pause
   absl::Status final_status_;  // reported once the final release settled
-  absl::Time t0_;              // the current attempt's first send
   int64_t fence_ = 0;          // the current attempt's (the lease's) fence
   AttemptReleases releases_;
   std::shared_ptr<FenceSync> sync_;  // kSyncing, when counters disagree

@@ -113,7 +113,7 @@ absl::StatusOr<AcquireHandle> RedLock::Acquire(absl::string_view resource,
     return absl::InvalidArgumentError("wait must be >= 0");
   }
   if (!callback) return absl::InvalidArgumentError("callback is empty");
-  if (!core_->misconfigured().ok()) return core_->misconfigured();
+  if (!core_->run_ids().misconfigured().ok()) return core_->run_ids().misconfigured();
   auto op = std::make_shared<AcquireOp>(core_, resource, options, std::move(callback));
   core_->Register(op);
   op->Start();
@@ -137,7 +137,7 @@ absl::Status RedLock::Extend(const Lease& lease, absl::Duration ttl,
   s = ValidateLeaseTtl(*core_, ttl);
   if (!s.ok()) return s;
   if (!callback) return absl::InvalidArgumentError("callback is empty");
-  if (!core_->misconfigured().ok()) return core_->misconfigured();
+  if (!core_->run_ids().misconfigured().ok()) return core_->run_ids().misconfigured();
   auto op = std::make_shared<ExtendOp>(core_, lease, ttl, std::move(callback));
   core_->Register(op);
   op->Start();
@@ -154,7 +154,7 @@ absl::Duration RedLock::DriftAllowance(absl::Duration ttl) const {
 }
 
 RedLock::ServerStatus RedLock::server_status(size_t index) const {
-  return core_->Status(index);
+  return core_->run_ids().Status(index);
 }
 
 }  // namespace dlock

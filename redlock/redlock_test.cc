@@ -576,6 +576,34 @@ TEST_F(RedLockTest, WaitBoundsRetriesInsteadOfRetryCount) {
   EXPECT_EQ(out.at - t0, absl::Milliseconds(300));
 }
 
+// OnAcquire reports the attempts and, of the latency, the time spent
+// pausing between them; each OnAcquireWait the attempt that failed.
+TEST_F(RedLockTest, TheOutcomeReportsAttemptsAndTheTimeWaitedBetweenThem) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.retry_count = 3;
+  options.retry_delay = absl::Milliseconds(100);
+  struct Recorder : LockObserver {
+    std::vector<int> failed_attempts;
+    std::vector<AcquireEvent> outcomes;
+    void OnAcquireWait(const AcquireWaitEvent& e) override {
+      failed_attempts.push_back(e.attempt);
+    }
+    void OnAcquire(const AcquireEvent& e) override { outcomes.push_back(e); }
+  } recorder;
+  options.observer = &recorder;
+  Client& c = MakeClient(options);
+  for (int i = 0; i < 3; ++i) HoldByOther(i, absl::Milliseconds(250));
+  ASSERT_THAT(Acquire(c).lease, IsOk());
+  // Attempts at 0, 100, 200 (held), 300 (free).
+  EXPECT_EQ(recorder.failed_attempts, (std::vector<int>{1, 2, 3}));
+  ASSERT_EQ(recorder.outcomes.size(), 1u);
+  EXPECT_EQ(recorder.outcomes[0].attempts, 4);
+  EXPECT_EQ(recorder.outcomes[0].waited, absl::Milliseconds(300));
+  EXPECT_GE(recorder.outcomes[0].latency, absl::Milliseconds(300));
+  EXPECT_EQ(recorder.outcomes[0].ttl, kTtl);
+}
+
 TEST_F(RedLockTest, RetryDelayIsJitteredWithinBounds) {
   MakeServers(3);
   RedLockOptions options = TestOptions();

@@ -45,7 +45,7 @@ void ReleaseOp::Shutdown() {
 // Every reply is reported, also those that arrive after the decision.
 void ReleaseOp::OnReply(uint32_t generation, size_t i, absl::Status status) {
   core_->ReportVote(resource_, "release", i, status, loop()->Now() - round_.sent_at());
-  core_->NoteResult(i, status);
+  core_->run_ids().NoteResult(i, status);
   if (!round_.IsCurrent(generation)) return;
   if (status.ok()) {
     round_.Set(i, Vote::kYes);
