@@ -77,6 +77,11 @@ absl::Status BlockingClient::Start(TransportFactory make_transports,
                             std::move(names), options_, std::move(done));
       });
   server_count_ = connections_->size();
+  // Create checked the options as for one server; the factory may have made
+  // several, and options that need a single server (min_replicas, fair,
+  // reentrant) must be refused, not ignored.
+  absl::Status valid = CheckClientOptions(options_, server_count_);
+  if (!valid.ok()) return valid;
   if (!connected.ok()) return connected;
   // 2. The policy stack and the facades.
   absl::StatusOr<std::unique_ptr<ClientLocks>> locks = ClientLocks::Build(

@@ -375,5 +375,30 @@ TEST_F(BlockingClientFakeTest, NullTransportIsInvalidArgumentAndTheOthersAreClos
   EXPECT_NE(real, nullptr);
 }
 
+TEST_F(BlockingClientFakeTest, OptionsThatNeedOneServerAreRefusedWhenCreateMakesSeveral) {
+  // Connect checks these against its URLs; Create learns the count only
+  // from the factory, and must refuse rather than silently ignore them.
+  auto two_servers = [&](EventLoop* loop)
+      -> absl::StatusOr<std::vector<std::unique_ptr<Transport>>> {
+    std::vector<std::unique_ptr<Transport>> ts;
+    ts.push_back(std::make_unique<FakeTransport>(loop, server_.get()));
+    ts.push_back(std::make_unique<FakeTransport>(loop, server_.get()));
+    return ts;
+  };
+  BlockingClientOptions acked;
+  acked.min_replicas = 1;
+  auto a = BlockingClient::Create(&thread_, two_servers, acked);
+  EXPECT_THAT(a.status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  if (!a.ok()) EXPECT_THAT(std::string(a.status().message()), ::testing::HasSubstr("min_replicas"));
+  BlockingClientOptions fair;
+  fair.fair = true;
+  EXPECT_THAT(BlockingClient::Create(&thread_, two_servers, fair).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  BlockingClientOptions reentrant;
+  reentrant.reentrant = true;
+  EXPECT_THAT(BlockingClient::Create(&thread_, two_servers, reentrant).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 }  // namespace
 }  // namespace dlock
