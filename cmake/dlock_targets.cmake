@@ -12,12 +12,12 @@
 # Interfaces: EventLoop, Transport, Reply, Script. No libuv/hiredis/Lua.
 dlock_library(transport INSTALL
   BAZEL //transport:transport //transport:script //transport:mutex //transport:script_sha1
-        //transport:cluster_slot
+        //transport:cluster_slot //transport:subscriber_set
   SRCS transport/reply.cc transport/script.cc transport/script_sha1.cc
-       transport/cluster_slot.cc
+       transport/cluster_slot.cc transport/subscriber_set.cc
   HDRS transport/event_loop.h transport/loop_thread.h transport/reply.h
        transport/transport.h transport/script.h transport/mutex.h
-       transport/cluster_slot.h
+       transport/cluster_slot.h transport/subscriber_set.h
   PUBLIC_DEPS PkgConfig::dlock_absl Threads::Threads
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -30,11 +30,11 @@ dlock_library(uv INSTALL
         //transport/uv:tls_transport //transport/uv:uv_transport
         //transport/uv:sentinel_transport
         //transport/uv:command_deadlines //transport/uv:deferred_queue
-        //transport/uv:subscriber_set //transport/uv:reconnect_backoff
+        //transport/uv:reconnect_backoff
         //transport/uv:host_lookup
         //transport/uv:cluster_transport //transport/uv:cluster_uv
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
-       transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
+       transport/uv/command_deadlines.cc
        transport/uv/reconnect_backoff.cc transport/uv/host_lookup.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
        transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
@@ -53,7 +53,7 @@ dlock_library(uv INSTALL
        transport/uv/tls_transport.h transport/uv/uv_transport.h
        transport/uv/sentinel_transport.h
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
-       transport/uv/subscriber_set.h transport/uv/reconnect_backoff.h
+       transport/uv/reconnect_backoff.h
        transport/uv/host_lookup.h
        transport/uv/cluster_transport.h transport/uv/cluster_uv.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv

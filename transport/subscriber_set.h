@@ -1,14 +1,14 @@
-// Internal to //transport/uv: `SubscriberSet`, the subscriber side of
-// pub/sub that HiredisTransport and TlsTransport share: who subscribed to
-// which channel with which callbacks, the `Subscription` handles they got,
-// and the two delicate calls (on_ready runs at most once; on_message may
+// Internal to the transports: `SubscriberSet`, the subscriber side of
+// pub/sub that HiredisTransport, TlsTransport and FakeTransport share: who
+// subscribed to which channel with which callbacks, the `Subscription`
+// handles they got, and the two delicate calls (on_ready runs at most once; on_message may
 // destroy its own subscription or the transport). What goes over the wire
 // (SUBSCRIBE/UNSUBSCRIBE, confirmations, reconnects) stays each
 // transport's.
 //
 // Not thread-safe: call only on the loop's thread.
-#ifndef DLOCK_TRANSPORT_UV_SUBSCRIBER_SET_H_
-#define DLOCK_TRANSPORT_UV_SUBSCRIBER_SET_H_
+#ifndef DLOCK_TRANSPORT_SUBSCRIBER_SET_H_
+#define DLOCK_TRANSPORT_SUBSCRIBER_SET_H_
 
 #include <cstdint>
 #include <memory>
@@ -77,4 +77,4 @@ class SubscriberSet {
 
 }  // namespace dlock
 
-#endif  // DLOCK_TRANSPORT_UV_SUBSCRIBER_SET_H_
+#endif  // DLOCK_TRANSPORT_SUBSCRIBER_SET_H_

@@ -1,4 +1,4 @@
-#include "dlock/transport/uv/subscriber_set.h"
+#include "dlock/transport/subscriber_set.h"
 
 #include <utility>
 
