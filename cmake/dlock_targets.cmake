@@ -70,10 +70,14 @@ dlock_library(fake INSTALL
        transport/fake/fake_redis_replication.cc
        transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
        transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc transport/fake/fake_cluster.cc
+       transport/fake/fake_command_queue.cc transport/fake/fake_fault_plan.cc
+       transport/fake/fake_subscriptions.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
        transport/fake/fake_redis_internal.h transport/fake/fake_redis_lua.h
        transport/fake/fake_redis_pubsub.h
        transport/fake/fake_transport.h transport/fake/fake_cluster.h
+       transport/fake/fake_command_queue.h transport/fake/fake_fault_plan.h
+       transport/fake/fake_subscriptions.h transport/fake/tracked_tasks.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_lua PkgConfig::dlock_crypto)
 

@@ -75,20 +75,21 @@ std::vector<SubscriberSet::ReadyCallback> SubscriberSet::TakeAllReady() {
   return all;
 }
 
-void SubscriberSet::DeliverMessage(uint64_t id, absl::string_view channel,
+bool SubscriberSet::DeliverMessage(uint64_t id, absl::string_view channel,
                                    absl::string_view message) {
   auto it = subscribers_.find(id);
-  if (it == subscribers_.end() || !it->second.on_message) return;
+  if (it == subscribers_.end() || !it->second.on_message) return true;
   // Call a local copy of the callback: the subscription (or the owner) may
   // be destroyed inside it.
   MessageCallback fn = std::move(it->second.on_message);
   std::weak_ptr<int> alive = life_;
   fn(channel, message);
-  if (alive.expired()) return;
+  if (alive.expired()) return false;
   it = subscribers_.find(id);
   if (it != subscribers_.end() && !it->second.on_message) {
     it->second.on_message = std::move(fn);
   }
+  return true;
 }
 
 }  // namespace dlock

@@ -55,8 +55,10 @@ class SubscriberSet {
 
   // Calls subscriber `id`'s on_message (nothing if it is gone). The
   // callback may destroy its own subscription, or the owner and with it
-  // this set; either way nothing is touched afterwards.
-  void DeliverMessage(uint64_t id, absl::string_view channel,
+  // this set; either way nothing is touched afterwards. Returns false when
+  // this set was destroyed inside (the caller must then touch nothing of
+  // the owner either), true otherwise.
+  bool DeliverMessage(uint64_t id, absl::string_view channel,
                       absl::string_view message);
 
  private:
