@@ -131,8 +131,10 @@ dlock_library(blocking INSTALL
   BAZEL //blocking:post_and_wait //blocking:blocking_lock //lock:blocking
         //watchdog:blocking
   SRCS blocking/blocking_lock.cc blocking/multi_lock_guard.cc
+       blocking/held_leases.cc
   HDRS blocking/post_and_wait.h blocking/blocking_lock.h lock/blocking_lock.h
        watchdog/renewing_blocking_lock.h blocking/multi_lock_guard.h
+       blocking/held_leases.h blocking/acquires_in_flight.h
   PUBLIC_DEPS dlock::watchdog dlock::lock dlock::transport PkgConfig::dlock_absl)
 
 # BlockingClient.
