@@ -39,6 +39,8 @@ std::unique_ptr<Subscription> SubscriberSet::Add(std::string channel,
 std::optional<std::string> SubscriberSet::Remove(uint64_t id) {
   auto it = subscribers_.find(id);
   if (it == subscribers_.end()) return std::nullopt;
+  // The handle may outlive the set now that the set no longer knows it.
+  if (it->second.handle != nullptr) it->second.handle->Detach();
   std::string channel = std::move(it->second.channel);
   subscribers_.erase(it);
   return channel;

@@ -40,7 +40,8 @@ class SubscriberSet {
   // Registers a subscriber of `channel`; sets *id and returns its handle.
   std::unique_ptr<Subscription> Add(std::string channel, MessageCallback on_message,
                                     ReadyCallback on_ready, uint64_t* id);
-  // Forgets subscriber `id`; returns its channel, nullopt if unknown.
+  // Forgets subscriber `id` and detaches its handle (destroying the handle
+  // afterwards does nothing); returns its channel, nullopt if unknown.
   std::optional<std::string> Remove(uint64_t id);
 
   bool empty() const { return subscribers_.empty(); }

@@ -557,6 +557,53 @@ TEST_F(FakeTransportPubSubTest, DestroyingSubscriptionInsideItsCallbackStopsIt) 
   EXPECT_EQ(Publish("c", "3"), 0);
 }
 
+// A message for several subscriptions goes to them in subscription order;
+// when one callback closes the transport, the later ones get nothing.
+TEST_F(FakeTransportPubSubTest, ClosingInsideAMessageCallbackStopsTheDelivery) {
+  std::vector<std::string> order;
+  auto first = conn_.Subscribe(
+      "c",
+      [&](absl::string_view, absl::string_view) {
+        order.push_back("first");
+        conn_.Close();
+      },
+      nullptr);
+  auto second = conn_.Subscribe(
+      "c", [&](absl::string_view, absl::string_view) { order.push_back("second"); }, nullptr);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(second, IsOk());
+  loop_.RunUntilIdle();
+  Publish("c", "1");
+  loop_.RunUntilIdle();
+  EXPECT_THAT(order, ElementsAre("first"));
+}
+
+// The transport may be destroyed inside a message callback: the other
+// subscriptions of that message get nothing, and their handles, destroyed
+// later, touch nothing.
+TEST_F(FakeTransportPubSubTest, DestroyingTheTransportInsideAMessageCallbackStopsTheDelivery) {
+  auto conn = std::make_unique<FakeTransport>(&loop_, &server_);
+  std::vector<std::string> order;
+  auto first = conn->Subscribe(
+      "c",
+      [&](absl::string_view, absl::string_view) {
+        order.push_back("first");
+        conn.reset();
+      },
+      nullptr);
+  auto second = conn->Subscribe(
+      "c", [&](absl::string_view, absl::string_view) { order.push_back("second"); }, nullptr);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(second, IsOk());
+  loop_.RunUntilIdle();
+  Publish("c", "1");
+  loop_.RunUntilIdle();
+  EXPECT_EQ(conn, nullptr);
+  EXPECT_THAT(order, ElementsAre("first"));
+  first->reset();
+  second->reset();
+}
+
 TEST_F(FakeTransportPubSubTest, SubscribeRejectsNullHandler) {
   EXPECT_THAT(conn_.Subscribe("c", nullptr, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument));
