@@ -1,36 +1,19 @@
 #include "dlock/blocking/blocking_lock.h"
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/blocking/acquires_in_flight.h"
+#include "dlock/blocking/held_leases.h"
 #include "dlock/blocking/post_and_wait.h"
 #include "dlock/lock/multi_lock.h"
 #include "dlock/transport/mutex.h"
 
 namespace dlock {
-
-// What a guard shares with the loop thread. `lease` is immutable once the
-// guard exists; `lost` and `released_at_shutdown` may be read from any
-// thread; `watch` is touched only on the loop thread.
-struct GuardState {
-  Lease lease;
-  // Set when the lease is known lost (renewal failed, or Shutdown released
-  // it).
-  std::atomic<bool> lost{false};
-  // Set when Shutdown() released this lease (then `lost` is set too).
-  std::atomic<bool> released_at_shutdown{false};
-  // Loop thread only: the renewal (auto_renew), stopped before the release
-  // is sent and on detach. A stopped handle's destructor touches nothing
-  // shared, so the state may be freed on any thread afterwards.
-  std::optional<WatchHandle> watch;
-
-  void StopRenewal() {
-    if (watch.has_value()) watch->Stop();
-  }
-};
 
 namespace {
 
@@ -63,6 +46,24 @@ struct BlockingLockGate {
     MutexLock l(&mu);
     --active;
     cv.SignalAll();
+  }
+
+  // Shutdown's protocol (see "Shutdown" in blocking_lock.h): closes the
+  // door; runs `loop_part` on the loop thread (here when called on it, or
+  // when the loop thread refuses the post because it is stopping); then,
+  // unless on the loop thread, waits for `loop_part`, every call inside and
+  // every release sent at shutdown.
+  void Shutdown(LoopThread* thread, const std::function<void()>& loop_part)
+      ABSL_LOCKS_EXCLUDED(mu) {
+    {
+      MutexLock l(&mu);
+      // Done: touch nothing else (the thread may be gone by now).
+      if (done) return;
+    }
+    const bool on_loop = thread->InLoopThread();
+    if (!Close(on_loop)) return;
+    if (on_loop || !thread->Post([loop_part] { loop_part(); })) loop_part();
+    Finish(on_loop);
   }
 
   // Shutdown's steps. Close() returns false when Shutdown already ran or
@@ -188,9 +189,7 @@ Lease LockGuard::Release() {
   // On the loop thread: stop renewing and forget the lease (the caller owns
   // it now; Shutdown() must not release it).
   auto detach = [owner, &state] {
-    if (owner->shut_down_) return;
-    owner->held_.erase(state.get());
-    state->StopRenewal();
+    if (!owner->shut_down_) owner->held_->Forget(state.get());
   };
   if (owner->thread()->InLoopThread()) {
     detach();
@@ -209,33 +208,20 @@ Lease LockGuard::Release() {
 BlockingLock::BlockingLock(LoopThread* thread, dlock::Lock* lock, BlockingLockOptions options)
     : thread_(thread),
       lock_(lock),
-      options_(std::move(options)),
-      gate_(std::make_shared<BlockingLockGate>()) {}
+      gate_(std::make_shared<BlockingLockGate>()),
+      acquires_(std::make_unique<AcquiresInFlight>()),
+      held_(std::make_unique<HeldLeases>(thread->loop(), lock, options.auto_renew,
+                                         std::move(options.renewal))) {}
 
 BlockingLock::~BlockingLock() {
   Shutdown();
-  // Shutdown could not reach the loop thread (it is stopping and runs
-  // nothing more of ours): nothing can race with this.
-  watchdog_.reset();
+  // If Shutdown could not reach the loop thread (it is stopping and runs
+  // nothing more of ours), the watchdog goes here: nothing can race with it.
+  held_.reset();
 }
 
 void BlockingLock::Shutdown() {
-  BlockingLockGate& g = *gate_;
-  {
-    MutexLock l(&g.mu);
-    // Done: touch nothing else (the thread may be gone by now).
-    if (g.done) return;
-  }
-  const bool on_loop = thread_->InLoopThread();
-  if (!g.Close(on_loop)) return;
-  if (on_loop) {
-    // Cannot wait for our own thread: do the loop-side part and return.
-    ShutdownOnLoop();
-  } else if (!thread_->Post([this] { ShutdownOnLoop(); })) {
-    // The loop thread is stopping and runs nothing more of ours.
-    ShutdownOnLoop();
-  }
-  g.Finish(on_loop);
+  gate_->Shutdown(thread_, [this] { ShutdownOnLoop(); });
 }
 
 void BlockingLock::ShutdownOnLoop() {
@@ -243,56 +229,16 @@ void BlockingLock::ShutdownOnLoop() {
   // Every Acquire in flight: its callback is destroyed without running,
   // which completes the waiting call with kCancelled; the wrapped lock gives
   // back whatever the attempt took.
-  std::unordered_map<const void*, AcquireHandle> acquiring = std::move(acquiring_);
-  acquiring_.clear();
-  for (auto& [call, handle] : acquiring) handle.Cancel();
+  acquires_->CancelAll();
   // Every lease a guard still holds: stop renewing it and release it.
   // Only on the loop thread (the wrapped lock lives there); otherwise (the
-  // loop is stopping) the keys expire by their TTL.
-  const bool can_send = thread_->InLoopThread();
-  // (Including those whose guard's Unlock was refused by the closed gate:
-  // held_ keeps them alive for this.)
-  std::unordered_map<const GuardState*, std::shared_ptr<GuardState>> held = std::move(held_);
-  held_.clear();
+  // loop is stopping) the keys expire by their TTL. Shutdown waits for the
+  // releases through the gate.
   std::shared_ptr<BlockingLockGate> gate = gate_;
-  for (auto& [raw, state] : held) {
-    state->released_at_shutdown.store(true, std::memory_order_release);
-    state->lost.store(true, std::memory_order_release);
-    state->StopRenewal();
-    if (!can_send) continue;
-    gate->ReleaseBegun();
-    absl::Status s =
-        lock_->Release(state->lease, [gate](absl::Status) { gate->ReleaseEnded(); });
-    if (!s.ok()) gate->ReleaseEnded();
-  }
-  // Every watch is stopped: the watchdog goes (only when on the loop
-  // thread; otherwise the destructor frees it once nothing runs).
-  if (can_send) watchdog_.reset();
+  held_->ReleaseAll(
+      thread_->InLoopThread(), [gate] { gate->ReleaseBegun(); },
+      [gate] { gate->ReleaseEnded(); });
   gate->LoopDone();
-}
-
-void BlockingLock::StartRenewal(const std::shared_ptr<GuardState>& state) {
-  if (watchdog_ == nullptr) {
-    watchdog_ = std::make_unique<Watchdog>(thread_->loop(), lock_, options_.renewal.watchdog);
-  }
-  WatchOptions watch;
-  watch.renew_interval = options_.renewal.renew_interval;
-  watch.retry_interval = options_.renewal.retry_interval;
-  // Weak: the state owns the watch handle, which owns this callback.
-  std::weak_ptr<GuardState> weak = state;
-  watch.on_lost = [this, weak](absl::Status why) {
-    std::shared_ptr<GuardState> s = weak.lock();
-    if (s == nullptr) return;
-    s->lost.store(true, std::memory_order_release);
-    if (options_.renewal.on_lost) options_.renewal.on_lost(s->lease, why);
-  };
-  absl::StatusOr<WatchHandle> handle = watchdog_->Watch(state->lease, std::move(watch));
-  if (!handle.ok()) {
-    // Expired before it reached us (or unusable): hand it out invalid.
-    state->lost.store(true, std::memory_order_release);
-    return;
-  }
-  state->watch = *std::move(handle);
 }
 
 absl::StatusOr<LockGuard> BlockingLock::TryLock(absl::string_view resource,
@@ -314,13 +260,44 @@ absl::StatusOr<LockGuard> BlockingLock::Lock(absl::string_view resource,
 
 absl::StatusOr<LockGuard> BlockingLock::Acquire(absl::string_view resource,
                                                 AcquireOptions options) {
+  absl::StatusOr<std::vector<LockGuard>> guards = AcquireGuards(
+      std::move(options), [this, resource = std::string(resource)](
+                              const AcquireOptions& o, MultiLeaseCallback callback) {
+        return lock_->Acquire(
+            resource, o,
+            [callback = std::move(callback)](absl::StatusOr<Lease> lease) mutable {
+              if (!lease.ok()) return std::move(callback)(lease.status());
+              std::vector<Lease> one;
+              one.push_back(*std::move(lease));
+              std::move(callback)(std::move(one));
+            });
+      });
+  if (!guards.ok()) return guards.status();
+  return std::move(guards->front());
+}
+
+absl::StatusOr<std::vector<LockGuard>> BlockingLock::AcquireAll(
+    std::vector<std::string> resources, AcquireOptions options) {
+  return AcquireGuards(std::move(options),
+                       [this, resources = std::move(resources)](
+                           const AcquireOptions& o, MultiLeaseCallback callback) mutable {
+                         // MultiLock keeps no state of its own: its operation
+                         // outlives it.
+                         MultiLock multi(thread_->loop(), lock_);
+                         return multi.Acquire(std::move(resources), o, std::move(callback));
+                       });
+}
+
+absl::StatusOr<std::vector<LockGuard>> BlockingLock::AcquireGuards(AcquireOptions options,
+                                                                   StartAcquire start) {
   GateCall entered(gate_.get());
   if (!entered) return ShuttingDown();
   if (options.task_id.empty()) options.task_id = CurrentThreadTaskId();
-  using Result = absl::StatusOr<std::shared_ptr<GuardState>>;
+  using States = std::vector<std::shared_ptr<GuardState>>;
+  using Result = absl::StatusOr<States>;
   Result result = PostAndWait<Result>(
-      thread_, [this, resource = std::string(resource),
-                options = std::move(options)](Completion<Result> done) {
+      thread_, [this, start = std::move(start),
+                options = std::move(options)](Completion<Result> done) mutable {
         if (shut_down_) {
           done(ShuttingDown());
           return;
@@ -328,88 +305,27 @@ absl::StatusOr<LockGuard> BlockingLock::Acquire(absl::string_view resource,
         // Keeps the call open if the lock rejects the request (and
         // destroys the callback inside Acquire).
         Completion<Result> mine = done.Share();
-        // A unique key for acquiring_ while the request is in flight.
-        auto key = std::make_shared<char>();
-        absl::StatusOr<AcquireHandle> handle = lock_->Acquire(
-            resource, options,
-            [this, key, done = std::move(done)](absl::StatusOr<Lease> lease) mutable {
-              acquiring_.erase(key.get());
-              if (!lease.ok()) {
-                done(lease.status());
-                return;
-              }
-              if (shut_down_) {
-                // Not reachable (Shutdown cancels every acquire in flight);
-                // should it be, give the lease back.
-                (void)lock_->Release(*lease, [](absl::Status) {});
-                done(ShuttingDown());
-                return;
-              }
-              done(AdoptOnLoop(*std::move(lease)));
-            });
-        if (!handle.ok()) {
-          mine(handle.status());
-          return;
-        }
-        acquiring_[key.get()] = *handle;
-        // `mine` goes without a result: the callback gives it, or (its
-        // destruction without running: cancelled, loop torn down) kCancelled.
-      });
-  if (!result.ok()) return result.status();
-  // Shutdown released it before we got here.
-  if ((*result)->released_at_shutdown.load(std::memory_order_acquire)) return ShuttingDown();
-  return LockGuard(this, gate_, *std::move(result));
-}
-
-std::shared_ptr<GuardState> BlockingLock::AdoptOnLoop(Lease lease) {
-  auto state = std::make_shared<GuardState>();
-  state->lease = std::move(lease);
-  if (options_.auto_renew) StartRenewal(state);
-  held_[state.get()] = state;
-  return state;
-}
-
-absl::StatusOr<std::vector<LockGuard>> BlockingLock::AcquireAll(
-    std::vector<std::string> resources, AcquireOptions options) {
-  GateCall entered(gate_.get());
-  if (!entered) return ShuttingDown();
-  if (options.task_id.empty()) options.task_id = CurrentThreadTaskId();
-  using States = std::vector<std::shared_ptr<GuardState>>;
-  using Result = absl::StatusOr<States>;
-  Result result = PostAndWait<Result>(
-      thread_, [this, resources = std::move(resources),
-                options = std::move(options)](Completion<Result> done) mutable {
-        if (shut_down_) {
-          done(ShuttingDown());
-          return;
-        }
-        Completion<Result> mine = done.Share();
-        auto key = std::make_shared<char>();
-        // MultiLock keeps no state of its own: its operation outlives it.
-        MultiLock multi(thread_->loop(), lock_);
-        absl::StatusOr<AcquireHandle> handle = multi.Acquire(
-            std::move(resources), options,
-            [this, key, done = std::move(done)](
-                absl::StatusOr<std::vector<Lease>> leases) mutable {
-              acquiring_.erase(key.get());
+        absl::Status begun = acquires_->Begin(
+            [&](MultiLeaseCallback callback) { return start(options, std::move(callback)); },
+            [this, done = std::move(done)](absl::StatusOr<std::vector<Lease>> leases) mutable {
               if (!leases.ok()) {
                 done(leases.status());
                 return;
               }
               if (shut_down_) {
+                // Not reachable (Shutdown cancels every acquire in flight);
+                // should it be, give the leases back.
                 for (const Lease& l : *leases) (void)lock_->Release(l, [](absl::Status) {});
                 done(ShuttingDown());
                 return;
               }
               States states;
-              for (Lease& l : *leases) states.push_back(AdoptOnLoop(std::move(l)));
+              for (Lease& l : *leases) states.push_back(held_->Adopt(std::move(l)));
               done(std::move(states));
             });
-        if (!handle.ok()) {
-          mine(handle.status());
-          return;
-        }
-        acquiring_[key.get()] = *handle;
+        if (!begun.ok()) mine(begun);
+        // Else `mine` goes without a result: the callback gives it, or (its
+        // destruction without running: cancelled, loop torn down) kCancelled.
       });
   if (!result.ok()) return result.status();
   std::vector<LockGuard> guards;
@@ -451,9 +367,7 @@ absl::Status BlockingLock::ReleaseState(std::shared_ptr<GuardState> state) {
     // Cannot wait for our own loop: send the release and report that its
     // outcome is unknown to us.
     if (shut_down_) return ShuttingDown();  // released by Shutdown
-    held_.erase(state.get());
-    state->StopRenewal();
-    absl::Status s = lock_->Release(state->lease, [](absl::Status) {});
+    absl::Status s = held_->Release(state.get(), [](absl::Status) {});
     if (!s.ok()) return s;
     return absl::FailedPreconditionError(
         "released from the loop thread: sent without waiting for the outcome");
@@ -465,10 +379,8 @@ absl::Status BlockingLock::ReleaseState(std::shared_ptr<GuardState> state) {
           done(ShuttingDown());
           return;
         }
-        held_.erase(state.get());
-        state->StopRenewal();
         Completion<absl::Status> mine = done.Share();
-        absl::Status s = lock_->Release(state->lease, std::move(done));
+        absl::Status s = held_->Release(state.get(), std::move(done));
         if (!s.ok()) mine(s);
       });
 }

@@ -78,7 +78,6 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -87,6 +86,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
+#include "dlock/lock/multi_lock.h"
 #include "dlock/transport/loop_thread.h"
 #include "dlock/watchdog/watchdog.h"
 
@@ -98,9 +98,13 @@ class BlockingLock;
 // outlive the BlockingLock (see "Shutdown" above). Defined in the .cc.
 struct BlockingLockGate;
 
-// What a guard shares with the loop thread (lease, lost flag, renewal).
-// Defined in the .cc.
+// What a guard shares with the loop thread (lease, lost flag, renewal),
+// and the loop thread's record of the leases guards hold. Defined in
+// held_leases.h (internal).
 struct GuardState;
+class HeldLeases;
+// Loop thread: acquisitions in flight. Defined in acquires_in_flight.h.
+class AcquiresInFlight;
 
 // Auto-renewal settings (see "Auto-renewal" above).
 struct RenewalOptions {
@@ -225,27 +229,27 @@ class BlockingLock {
   absl::Status ReleaseState(std::shared_ptr<GuardState> state);
   // Loop thread: the loop-side part of Shutdown().
   void ShutdownOnLoop();
-  // Loop thread: the state of a guard for a newly acquired lease (held,
-  // and renewed when auto_renew).
-  std::shared_ptr<GuardState> AdoptOnLoop(Lease lease);
-  // Loop thread: starts renewing a new lease (auto_renew).
-  void StartRenewal(const std::shared_ptr<GuardState>& state);
+  // Acquire and AcquireAll: runs `start` on the loop thread with the
+  // options (task id defaulted) and a callback for the leases; `start`
+  // calls the wrapped lock (or a MultiLock over it) and returns its handle,
+  // which Shutdown cancels while the call is in flight. The leases become
+  // guards (renewed when auto_renew).
+  using StartAcquire = absl::AnyInvocable<absl::StatusOr<AcquireHandle>(
+      const AcquireOptions& options, MultiLeaseCallback callback)>;
+  absl::StatusOr<std::vector<LockGuard>> AcquireGuards(AcquireOptions options,
+                                                       StartAcquire start);
 
   LoopThread* thread_;
   dlock::Lock* lock_;
-  BlockingLockOptions options_;
-  // Loop thread only: created on the first renewed guard, destroyed by
-  // ShutdownOnLoop (or the destructor, when the loop thread was gone).
-  std::unique_ptr<Watchdog> watchdog_;
   std::shared_ptr<BlockingLockGate> gate_;
   // Loop thread only.
   bool shut_down_ = false;
-  // Acquires accepted by the wrapped lock and not answered yet, by call.
-  std::unordered_map<const void*, AcquireHandle> acquiring_;
-  // Leases held by guards (acquired, not yet released or detached). Strong
-  // references: a guard whose Unlock the closed gate refused drops its own,
-  // and Shutdown still releases the lease.
-  std::unordered_map<const GuardState*, std::shared_ptr<GuardState>> held_;
+  // Loop thread only: acquires accepted by the wrapped lock and not
+  // answered yet (Shutdown cancels them).
+  std::unique_ptr<AcquiresInFlight> acquires_;
+  // Loop thread only (or the destructor, when the loop thread was gone):
+  // the leases guards hold, renewed when auto_renew.
+  std::unique_ptr<HeldLeases> held_;
 };
 
 // A process-unique id of the calling thread ("thread-<n>"), used as the

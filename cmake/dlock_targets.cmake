@@ -12,12 +12,12 @@
 # Interfaces: EventLoop, Transport, Reply, Script. No libuv/hiredis/Lua.
 dlock_library(transport INSTALL
   BAZEL //transport:transport //transport:script //transport:mutex //transport:script_sha1
-        //transport:cluster_slot
+        //transport:cluster_slot //transport:subscriber_set
   SRCS transport/reply.cc transport/script.cc transport/script_sha1.cc
-       transport/cluster_slot.cc
+       transport/cluster_slot.cc transport/subscriber_set.cc
   HDRS transport/event_loop.h transport/loop_thread.h transport/reply.h
        transport/transport.h transport/script.h transport/mutex.h
-       transport/cluster_slot.h
+       transport/cluster_slot.h transport/subscriber_set.h
   PUBLIC_DEPS PkgConfig::dlock_absl Threads::Threads
   PRIVATE_DEPS PkgConfig::dlock_crypto)
 
@@ -30,13 +30,13 @@ dlock_library(uv INSTALL
         //transport/uv:tls_transport //transport/uv:uv_transport
         //transport/uv:sentinel_transport //transport/uv:sentinel_parts
         //transport/uv:command_deadlines //transport/uv:deferred_queue
-        //transport/uv:subscriber_set //transport/uv:reconnect_backoff
+        //transport/uv:reconnect_backoff
         //transport/uv:host_lookup
         //transport/uv:subscription_relay //transport/uv:held_commands
         //transport/uv:cluster_transport //transport/uv:cluster_uv
         //transport/uv:cluster_parts
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
-       transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
+       transport/uv/command_deadlines.cc
        transport/uv/reconnect_backoff.cc transport/uv/host_lookup.cc
        transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
        transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
@@ -65,7 +65,7 @@ dlock_library(uv INSTALL
        transport/uv/sentinel_options.h transport/uv/sentinel_set.h
        transport/uv/sentinel_waiters.h
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
-       transport/uv/subscriber_set.h transport/uv/reconnect_backoff.h
+       transport/uv/reconnect_backoff.h
        transport/uv/host_lookup.h
        transport/uv/subscription_relay.h transport/uv/held_commands.h
        transport/uv/cluster_transport.h transport/uv/cluster_uv.h
@@ -86,10 +86,14 @@ dlock_library(fake INSTALL
        transport/fake/fake_redis_replication.cc
        transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
        transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc transport/fake/fake_cluster.cc
+       transport/fake/fake_command_queue.cc transport/fake/fake_fault_plan.cc
+       transport/fake/fake_subscriptions.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
        transport/fake/fake_redis_internal.h transport/fake/fake_redis_lua.h
        transport/fake/fake_redis_pubsub.h
        transport/fake/fake_transport.h transport/fake/fake_cluster.h
+       transport/fake/fake_command_queue.h transport/fake/fake_fault_plan.h
+       transport/fake/fake_subscriptions.h transport/fake/tracked_tasks.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_lua PkgConfig::dlock_crypto)
 
@@ -143,8 +147,10 @@ dlock_library(blocking INSTALL
   BAZEL //blocking:post_and_wait //blocking:blocking_lock //lock:blocking
         //watchdog:blocking
   SRCS blocking/blocking_lock.cc blocking/multi_lock_guard.cc
+       blocking/held_leases.cc
   HDRS blocking/post_and_wait.h blocking/blocking_lock.h lock/blocking_lock.h
        watchdog/renewing_blocking_lock.h blocking/multi_lock_guard.h
+       blocking/held_leases.h blocking/acquires_in_flight.h
   PUBLIC_DEPS dlock::watchdog dlock::lock dlock::transport PkgConfig::dlock_absl)
 
 # BlockingClient.

@@ -71,14 +71,17 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/transport/event_loop.h"
+#include "dlock/transport/fake/fake_command_queue.h"
+#include "dlock/transport/fake/fake_fault_plan.h"
 #include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/fake_subscriptions.h"
+#include "dlock/transport/fake/tracked_tasks.h"
 #include "dlock/transport/reply.h"
 #include "dlock/transport/transport.h"
 
@@ -104,7 +107,7 @@ class FakeTransport : public Transport {
   // Partition() (the connection is re-made, as a real client reconnects);
   // 0 while partitioned or closed.
   uint64_t connection_epoch() const override {
-    return closed_ || partitioned_ ? 0 : epoch_;
+    return closed_ || partitioned() ? 0 : epoch_;
   }
 
   // Like HiredisTransport::Connect: `callback` runs on a later loop turn
@@ -117,10 +120,10 @@ class FakeTransport : public Transport {
   // callback runs after it returns. Idempotent.
   void Close() override;
 
-  bool connected() const override { return !closed_ && !partitioned_; }
+  bool connected() const override { return !closed_ && !partitioned(); }
   bool closed() const { return closed_; }
   // Commands sent and not yet answered, failed or timed out.
-  size_t pending_commands() const override { return requests_.size(); }
+  size_t pending_commands() const override { return commands_.size(); }
 
   // ---- Faults -------------------------------------------------------------
 
@@ -136,7 +139,7 @@ class FakeTransport : public Transport {
   void Heal();
   // See "Faults" above. Negative values count as zero.
   void SetSubscribeDelay(absl::Duration delay);
-  bool partitioned() const { return partitioned_; }
+  bool partitioned() const { return faults_.partitioned(); }
 
   // ---- Observation --------------------------------------------------------
 
@@ -156,70 +159,20 @@ class FakeTransport : public Transport {
   EventLoop* loop() const { return loop_; }
 
  private:
-  class SubscriptionImpl;
-  struct Pending {
-    ReplyCallback callback;
-    uint64_t timeout_task = 0;
-    uint64_t deliver_task = 0;
-  };
-  struct Sub {
-    std::string channel;
-    std::shared_ptr<MessageCallback> on_message;
-    absl::AnyInvocable<void(absl::Status) &&> on_ready;
-    uint64_t activate_task = 0;  // its SUBSCRIBE is on the way
-    uint64_t ready_task = 0;     // on_ready is scheduled
-    bool activating = false;
-    bool active = false;  // subscribed on the server
-  };
-
-  uint64_t Schedule(absl::Duration delay, absl::AnyInvocable<void() &&> fn);
-  void CancelTask(uint64_t key);
-
-  void Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply);
-  void ScheduleDelivery(uint64_t id, absl::StatusOr<Reply> outcome, absl::Duration delay);
-  void Complete(uint64_t id, absl::StatusOr<Reply> outcome);
-  // Connection lost (partition, restart): unapplied commands are never
-  // applied, pending ones fail with kUnavailable.
-  void DropInFlight(const absl::Status& why);
-
-  void EnsureSubSession();
-  void ActivateSub(uint64_t id);
-  void FireReady(uint64_t id, absl::Status status);
-  void RemoveSub(uint64_t id);
-  void ResubscribeAll();
-  void OnMessage(const std::string& channel, const std::string& message);
-
   EventLoop* loop_;
   FakeRedis* server_;
+  // The pieces, each with one job (see their headers): the faults to
+  // inject, every loop task (so Close cancels them all), the commands in
+  // flight, and pub/sub.
+  FakeFaultPlan faults_;
+  TrackedTasks tasks_;
   std::unique_ptr<FakeRedis::Session> cmd_session_;
-  std::unique_ptr<FakeRedis::Session> sub_session_;
   uint64_t session_id_ = 0;
-  std::shared_ptr<FakeTransport*> alive_;
+  FakeCommandQueue commands_;
+  FakeSubscriptions subscriptions_;
 
   bool closed_ = false;
-  bool partitioned_ = false;
   uint64_t epoch_ = 1;
-
-  absl::Duration request_latency_ = absl::ZeroDuration();
-  absl::Duration reply_latency_ = absl::ZeroDuration();
-  absl::Duration subscribe_delay_ = absl::ZeroDuration();
-  int drop_requests_ = 0;
-  int drop_replies_ = 0;
-  int fail_remaining_ = 0;
-  absl::StatusOr<Reply> fail_outcome_ = absl::UnavailableError("unset");
-
-  uint64_t next_task_ = 1;
-  absl::flat_hash_map<uint64_t, TimerId> tasks_;
-
-  uint64_t next_request_ = 1;
-  std::map<uint64_t, Pending> requests_;
-  std::map<uint64_t, uint64_t> unapplied_;  // request id -> apply task
-  absl::Time last_apply_at_ = absl::InfinitePast();
-  absl::Time last_deliver_at_ = absl::InfinitePast();
-  absl::Time last_push_at_ = absl::InfinitePast();
-
-  uint64_t next_sub_ = 1;
-  std::map<uint64_t, Sub> subs_;
 
   uint64_t next_waiter_ = 1;
   std::map<uint64_t, absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;

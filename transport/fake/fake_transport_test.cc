@@ -1,5 +1,6 @@
 #include "dlock/transport/fake/fake_transport.h"
 
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -413,6 +414,14 @@ class FakeTransportPubSubTest : public FakeTransportTest {
   int64_t Publish(const std::string& ch, const std::string& m) {
     return server_.Execute({"PUBLISH", ch, m}).integer;
   }
+
+ public:
+  // Confirms pending subscriptions, publishes, delivers.
+  void RunPublishRun(const std::string& ch, const std::string& m) {
+    loop_.RunUntilIdle();
+    Publish(ch, m);
+    loop_.RunUntilIdle();
+  }
 };
 
 TEST_F(FakeTransportPubSubTest, SubscribeConfirmsThenDeliversMessages) {
@@ -555,6 +564,48 @@ TEST_F(FakeTransportPubSubTest, DestroyingSubscriptionInsideItsCallbackStopsIt) 
   loop_.RunUntilIdle();
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(Publish("c", "3"), 0);
+}
+
+// Two subscriptions of "c" on `t` that log their name into `order`; the
+// first then runs `inside` (which may close or destroy `t`). Publishes one
+// message and runs the loop.
+std::vector<std::unique_ptr<Subscription>> SubscribeTwoAndPublish(
+    FakeTransportPubSubTest* test, FakeTransport& t, std::vector<std::string>* order,
+    std::function<void()> inside) {
+  std::vector<std::unique_ptr<Subscription>> subs;
+  for (std::string name : {"first", "second"}) {
+    auto s = t.Subscribe(
+        "c",
+        [order, name, inside](absl::string_view, absl::string_view) {
+          order->push_back(name);
+          if (name == "first") inside();
+        },
+        nullptr);
+    EXPECT_THAT(s, IsOk());
+    if (s.ok()) subs.push_back(*std::move(s));
+  }
+  test->RunPublishRun("c", "1");
+  return subs;
+}
+
+// A message for several subscriptions goes to them in subscription order;
+// when one callback closes the transport, the later ones get nothing.
+TEST_F(FakeTransportPubSubTest, ClosingInsideAMessageCallbackStopsTheDelivery) {
+  std::vector<std::string> order;
+  auto subs = SubscribeTwoAndPublish(this, conn_, &order, [this] { conn_.Close(); });
+  EXPECT_THAT(order, ElementsAre("first"));
+}
+
+// The transport may be destroyed inside a message callback: the other
+// subscriptions of that message get nothing, and their handles, destroyed
+// later, touch nothing.
+TEST_F(FakeTransportPubSubTest, DestroyingTheTransportInsideAMessageCallbackStopsTheDelivery) {
+  auto conn = std::make_unique<FakeTransport>(&loop_, &server_);
+  std::vector<std::string> order;
+  auto subs = SubscribeTwoAndPublish(this, *conn, &order, [&conn] { conn.reset(); });
+  EXPECT_EQ(conn, nullptr);
+  EXPECT_THAT(order, ElementsAre("first"));
+  subs.clear();
 }
 
 TEST_F(FakeTransportPubSubTest, SubscribeRejectsNullHandler) {

@@ -96,11 +96,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "dlock/transport/subscriber_set.h"
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/command_deadlines.h"
 #include "dlock/transport/uv/deferred_queue.h"
 #include "dlock/transport/uv/reconnect_backoff.h"
-#include "dlock/transport/uv/subscriber_set.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
 struct uv_loop_s;

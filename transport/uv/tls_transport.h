@@ -44,11 +44,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dlock/transport/subscriber_set.h"
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/deferred_queue.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/reconnect_backoff.h"
-#include "dlock/transport/uv/subscriber_set.h"
 #include "dlock/transport/uv/tls_options.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 

@@ -1,4 +1,4 @@
-#include "dlock/transport/uv/subscriber_set.h"
+#include "dlock/transport/subscriber_set.h"
 
 #include <utility>
 
@@ -39,6 +39,8 @@ std::unique_ptr<Subscription> SubscriberSet::Add(std::string channel,
 std::optional<std::string> SubscriberSet::Remove(uint64_t id) {
   auto it = subscribers_.find(id);
   if (it == subscribers_.end()) return std::nullopt;
+  // The handle may outlive the set now that the set no longer knows it.
+  if (it->second.handle != nullptr) it->second.handle->Detach();
   std::string channel = std::move(it->second.channel);
   subscribers_.erase(it);
   return channel;
@@ -75,20 +77,21 @@ std::vector<SubscriberSet::ReadyCallback> SubscriberSet::TakeAllReady() {
   return all;
 }
 
-void SubscriberSet::DeliverMessage(uint64_t id, absl::string_view channel,
+bool SubscriberSet::DeliverMessage(uint64_t id, absl::string_view channel,
                                    absl::string_view message) {
   auto it = subscribers_.find(id);
-  if (it == subscribers_.end() || !it->second.on_message) return;
+  if (it == subscribers_.end() || !it->second.on_message) return true;
   // Call a local copy of the callback: the subscription (or the owner) may
   // be destroyed inside it.
   MessageCallback fn = std::move(it->second.on_message);
   std::weak_ptr<int> alive = life_;
   fn(channel, message);
-  if (alive.expired()) return;
+  if (alive.expired()) return false;
   it = subscribers_.find(id);
   if (it != subscribers_.end() && !it->second.on_message) {
     it->second.on_message = std::move(fn);
   }
+  return true;
 }
 
 }  // namespace dlock

@@ -1,14 +1,14 @@
-// Internal to //transport/uv: `SubscriberSet`, the subscriber side of
-// pub/sub that HiredisTransport and TlsTransport share: who subscribed to
-// which channel with which callbacks, the `Subscription` handles they got,
-// and the two delicate calls (on_ready runs at most once; on_message may
+// Internal to the transports: `SubscriberSet`, the subscriber side of
+// pub/sub that HiredisTransport, TlsTransport and FakeTransport share: who
+// subscribed to which channel with which callbacks, the `Subscription`
+// handles they got, and the two delicate calls (on_ready runs at most once; on_message may
 // destroy its own subscription or the transport). What goes over the wire
 // (SUBSCRIBE/UNSUBSCRIBE, confirmations, reconnects) stays each
 // transport's.
 //
 // Not thread-safe: call only on the loop's thread.
-#ifndef DLOCK_TRANSPORT_UV_SUBSCRIBER_SET_H_
-#define DLOCK_TRANSPORT_UV_SUBSCRIBER_SET_H_
+#ifndef DLOCK_TRANSPORT_SUBSCRIBER_SET_H_
+#define DLOCK_TRANSPORT_SUBSCRIBER_SET_H_
 
 #include <cstdint>
 #include <memory>
@@ -40,7 +40,8 @@ class SubscriberSet {
   // Registers a subscriber of `channel`; sets *id and returns its handle.
   std::unique_ptr<Subscription> Add(std::string channel, MessageCallback on_message,
                                     ReadyCallback on_ready, uint64_t* id);
-  // Forgets subscriber `id`; returns its channel, nullopt if unknown.
+  // Forgets subscriber `id` and detaches its handle (destroying the handle
+  // afterwards does nothing); returns its channel, nullopt if unknown.
   std::optional<std::string> Remove(uint64_t id);
 
   bool empty() const { return subscribers_.empty(); }
@@ -55,8 +56,10 @@ class SubscriberSet {
 
   // Calls subscriber `id`'s on_message (nothing if it is gone). The
   // callback may destroy its own subscription, or the owner and with it
-  // this set; either way nothing is touched afterwards.
-  void DeliverMessage(uint64_t id, absl::string_view channel,
+  // this set; either way nothing is touched afterwards. Returns false when
+  // this set was destroyed inside (the caller must then touch nothing of
+  // the owner either), true otherwise.
+  bool DeliverMessage(uint64_t id, absl::string_view channel,
                       absl::string_view message);
 
  private:
@@ -77,4 +80,4 @@ class SubscriberSet {
 
 }  // namespace dlock
 
-#endif  // DLOCK_TRANSPORT_UV_SUBSCRIBER_SET_H_
+#endif  // DLOCK_TRANSPORT_SUBSCRIBER_SET_H_

@@ -1,0 +1,76 @@
+#include "dlock/transport/fake/fake_command_queue.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace dlock {
+
+uint64_t FakeCommandQueue::Add(absl::Duration timeout, ReplyCallback callback) {
+  const uint64_t id = next_id_++;
+  Pending& p = requests_[id];
+  p.callback = std::move(callback);
+  p.timeout_task = tasks_->Schedule(timeout, [this, id] {
+    Complete(id, absl::DeadlineExceededError("FakeTransport: no reply before the deadline"));
+  });
+  return id;
+}
+
+void FakeCommandQueue::Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply) {
+  const absl::Time now = tasks_->loop()->Now();
+  const absl::Time apply_at = std::max(now + faults_->request_latency(), last_apply_at_);
+  last_apply_at_ = apply_at;
+  unapplied_[id] = tasks_->Schedule(apply_at - now, [this, id, argv = std::move(argv),
+                                                     drop_reply]() mutable {
+    RunApply(id, std::move(argv), drop_reply);
+  });
+}
+
+void FakeCommandQueue::RunApply(uint64_t id, std::vector<std::string> argv, bool drop_reply) {
+  unapplied_.erase(id);
+  std::vector<Reply> replies = session_->Command(std::move(argv));
+  if (drop_reply || requests_.count(id) == 0) return;  // lost, or timed out
+  Answer(id, std::move(replies.front()), faults_->reply_latency());
+}
+
+void FakeCommandQueue::Answer(uint64_t id, absl::StatusOr<Reply> outcome,
+                              absl::Duration delay) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  const absl::Time now = tasks_->loop()->Now();
+  const absl::Time at = std::max(now + delay, last_deliver_at_);
+  last_deliver_at_ = at;
+  tasks_->Cancel(it->second.deliver_task);
+  it->second.deliver_task =
+      tasks_->Schedule(at - now, [this, id, outcome = std::move(outcome)]() mutable {
+        Complete(id, std::move(outcome));
+      });
+}
+
+void FakeCommandQueue::Complete(uint64_t id, absl::StatusOr<Reply> outcome) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  ReplyCallback callback = std::move(it->second.callback);
+  tasks_->Cancel(it->second.timeout_task);
+  tasks_->Cancel(it->second.deliver_task);
+  requests_.erase(it);
+  // Last: the callback may destroy the owner (and this queue).
+  std::move(callback)(std::move(outcome));
+}
+
+void FakeCommandQueue::DropInFlight(const absl::Status& why) {
+  for (auto& [id, task] : unapplied_) tasks_->Cancel(task);
+  unapplied_.clear();
+  std::vector<uint64_t> ids;
+  for (auto& [id, p] : requests_) ids.push_back(id);
+  for (uint64_t id : ids) Answer(id, why, absl::ZeroDuration());
+}
+
+std::vector<ReplyCallback> FakeCommandQueue::TakeAll() {
+  std::vector<ReplyCallback> callbacks;
+  for (auto& [id, p] : requests_) callbacks.push_back(std::move(p.callback));
+  requests_.clear();
+  unapplied_.clear();
+  return callbacks;
+}
+
+}  // namespace dlock

@@ -1,0 +1,87 @@
+// Internal to //transport/fake:fake_transport. This header defines
+// `FakeCommandQueue`: the commands of one FakeTransport connection in
+// flight on the loop's (virtual) clock. A command is applied on the server
+// after the request latency, never before an earlier command of the
+// connection; its outcome reaches the callback after the reply latency, in
+// send order; with no outcome by its deadline, the callback gets
+// kDeadlineExceeded (the command may still be applied later). Which
+// commands are applied, dropped or failed is the caller's decision (the
+// fault plan's); the latencies are read from the plan when used.
+//
+// Every callback runs exactly once, on the loop (never inside a call of
+// this class), or is handed back by TakeAll(). A callback may destroy the
+// queue's owner.
+//
+// Not thread-safe: call only on the thread running the loop.
+#ifndef DLOCK_TRANSPORT_FAKE_FAKE_COMMAND_QUEUE_H_
+#define DLOCK_TRANSPORT_FAKE_FAKE_COMMAND_QUEUE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dlock/transport/fake/fake_fault_plan.h"
+#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/tracked_tasks.h"
+#include "dlock/transport/reply.h"
+#include "dlock/transport/transport.h"
+
+namespace dlock {
+
+class FakeCommandQueue {
+ public:
+  // `tasks`, `faults` and `session` must outlive the queue, or at least
+  // every task it scheduled (TrackedTasks::CancelAll ends those).
+  FakeCommandQueue(TrackedTasks* tasks, const FakeFaultPlan* faults,
+                   FakeRedis::Session* session)
+      : tasks_(tasks), faults_(faults), session_(session) {}
+  FakeCommandQueue(const FakeCommandQueue&) = delete;
+  FakeCommandQueue& operator=(const FakeCommandQueue&) = delete;
+
+  // Registers a command: `callback` gets kDeadlineExceeded `timeout` from
+  // now unless an outcome comes first. Returns its id; then call one of
+  // Apply or Answer, or neither (a dropped request).
+  uint64_t Add(absl::Duration timeout, ReplyCallback callback);
+  // Applies `argv` on the server after the request latency (in order);
+  // the reply is delivered after the reply latency unless `drop_reply`.
+  void Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply);
+  // Delivers `outcome` to command `id` `delay` from now (no earlier than
+  // any outcome scheduled before it), replacing one already scheduled.
+  void Answer(uint64_t id, absl::StatusOr<Reply> outcome, absl::Duration delay);
+  // The connection was lost: commands not applied yet never will be, and
+  // every pending command gets `why` on the next loop turn.
+  void DropInFlight(const absl::Status& why);
+  // Forgets every command and returns their callbacks in send order (for
+  // Close; the caller cancels the tasks with TrackedTasks::CancelAll).
+  std::vector<ReplyCallback> TakeAll();
+
+  // Commands sent and not yet answered, failed or timed out.
+  size_t size() const { return requests_.size(); }
+
+ private:
+  struct Pending {
+    ReplyCallback callback;
+    uint64_t timeout_task = 0;
+    uint64_t deliver_task = 0;
+  };
+
+  void RunApply(uint64_t id, std::vector<std::string> argv, bool drop_reply);
+  void Complete(uint64_t id, absl::StatusOr<Reply> outcome);
+
+  TrackedTasks* const tasks_;
+  const FakeFaultPlan* const faults_;
+  FakeRedis::Session* const session_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Pending> requests_;
+  std::map<uint64_t, uint64_t> unapplied_;  // request id -> apply task
+  absl::Time last_apply_at_ = absl::InfinitePast();
+  absl::Time last_deliver_at_ = absl::InfinitePast();
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_TRANSPORT_FAKE_FAKE_COMMAND_QUEUE_H_
