@@ -34,7 +34,6 @@ struct FairLock::Core : LeaseCore {
   void OnNotified(absl::string_view waiter);
 
   FairCommands commands;
-  const absl::Duration restart_window;
   const absl::Duration queue_ttl;
   const std::string instance_id;
   int64_t attempts = 0;

@@ -19,6 +19,23 @@ absl::Status ValidateResource(absl::string_view resource) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateResourceToken(absl::string_view resource, absl::string_view token) {
+  absl::Status s = ValidateResource(resource);
+  if (!s.ok()) return s;
+  if (token.empty()) return absl::InvalidArgumentError("token must not be empty");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCommandArgs(absl::string_view resource, absl::string_view token,
+                                 absl::Duration timeout) {
+  absl::Status s = ValidateResourceToken(resource, token);
+  if (!s.ok()) return s;
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout must be positive");
+  }
+  return absl::OkStatus();
+}
+
 absl::Duration DriftAllowance(absl::Duration ttl, double factor,
                               absl::Duration constant) {
   return ttl * factor + constant;
