@@ -48,13 +48,8 @@ absl::Status FairCommands::Acquire(
     absl::Duration ttl, absl::Duration restart_window, absl::Duration queue_ttl,
     absl::Duration timeout,
     absl::AnyInvocable<void(absl::StatusOr<FairAcquireReply>) &&> cb) {
-  absl::Status s = ValidateCommandArgs(resource, token, timeout);
+  absl::Status s = ValidateAcquireArgs(resource, token, ttl, restart_window, timeout);
   if (!s.ok()) return s;
-  s = ValidateTtl(ttl);
-  if (!s.ok()) return s;
-  if (restart_window < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("restart window must be >= 0");
-  }
   if (queue_ttl < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError("queue ttl must be >= 1 ms");
   }
@@ -68,26 +63,21 @@ absl::Status FairCommands::Acquire(
       timeout,
       [cb = std::move(cb), keys = keys_,
        resource = std::string(resource)](absl::StatusOr<Reply> reply) mutable {
-        if (!reply.ok()) {
-          std::move(cb)(reply.status());
+        if (reply.ok()) {
+          if (std::optional<FairAcquireReply> q = QueuedReply(*reply)) {
+            std::move(cb)(*q);
+            return;
+          }
+        }
+        // Otherwise as the plain acquire's: the fence, a refusal, an error.
+        absl::StatusOr<int64_t> fence = AcquireReplyFence(keys, resource, reply);
+        if (!fence.ok()) {
+          std::move(cb)(fence.status());
           return;
         }
-        if (std::optional<FairAcquireReply> q = QueuedReply(*reply)) {
-          std::move(cb)(*q);
-          return;
-        }
-        if (std::optional<absl::Status> refusal =
-                AcquireRefusalStatus(keys, resource, *reply)) {
-          std::move(cb)(*std::move(refusal));
-          return;
-        }
-        if (reply->is_integer() && reply->integer >= 1) {
-          FairAcquireReply r;
-          r.fence = reply->integer;
-          std::move(cb)(r);
-          return;
-        }
-        std::move(cb)(UnexpectedReplyStatus("fair acquire", *reply));
+        FairAcquireReply r;
+        r.fence = *fence;
+        std::move(cb)(r);
       });
 }
 

@@ -63,6 +63,19 @@ void FairLock::Core::OnNotified(absl::string_view waiter) {
   w->OnWake();
 }
 
+void FairLock::Core::ReleaseInBackground(std::shared_ptr<Core> core, std::string resource,
+                                         std::string token, std::string waiter,
+                                         absl::Time expiry) {
+  // RunCleanup keeps `core` alive whenever this sender runs.
+  Core* c = core.get();
+  RunReleaseCleanup(std::move(core), expiry,
+                    [c, resource = std::move(resource), token = std::move(token),
+                     waiter = std::move(waiter)](auto done) {
+                      return c->commands.Release(resource, token, waiter, c->command_timeout,
+                                                 std::move(done));
+                    });
+}
+
 namespace {
 
 // The one try (wait == 0): never queues.
@@ -72,18 +85,8 @@ class FairTryOp : public SingleServerAcquire {
 
  private:
   void Undo() override {
-    auto core = std::static_pointer_cast<FairLock::Core>(this->core());
-    FairLock::Core* c = core.get();
-    RunCleanup(std::move(core), sent_at() + ttl(),
-               [c, resource = resource(), token = token()](
-                   absl::AnyInvocable<void(bool) &&> done) {
-                 return c->commands.Release(
-                     resource, token, "", c->command_timeout,
-                     [done = std::move(done)](absl::StatusOr<ReleaseNotice> r) mutable {
-                       std::move(done)(absl::IsUnavailable(r.status()) ||
-                                       absl::IsDeadlineExceeded(r.status()));
-                     });
-               });
+    FairLock::Core::ReleaseInBackground(std::static_pointer_cast<FairLock::Core>(core()),
+                                        resource(), token(), "", sent_at() + ttl());
   }
 };
 

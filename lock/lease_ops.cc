@@ -139,6 +139,10 @@ void CleanupAttempt(std::shared_ptr<LeaseCore> core, absl::Time key_expiry,
 
 }  // namespace
 
+bool IsUnknownOutcome(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+}
+
 void RunCleanup(std::shared_ptr<LeaseCore> core, absl::Time key_expiry,
                 CleanupSend send) {
   CleanupAttempt(std::move(core), key_expiry,

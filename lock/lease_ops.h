@@ -132,6 +132,28 @@ struct LeaseCore {
 using CleanupSend =
     absl::AnyInvocable<absl::Status(absl::AnyInvocable<void(bool unknown) &&> done)>;
 
+// Whether a command that failed with `status` may still have run on the
+// server (kUnavailable, kDeadlineExceeded): an unknown outcome.
+bool IsUnknownOutcome(const absl::Status& status);
+inline const absl::Status& StatusOf(const absl::Status& status) { return status; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& result) {
+  return result.status();
+}
+
+// RunCleanup for a release-like command whose failure is unknown exactly
+// when IsUnknownOutcome: send(on_result) sends it, on_result taking an
+// absl::Status or an absl::StatusOr<T>.
+template <typename Send>
+void RunReleaseCleanup(std::shared_ptr<LeaseCore> core, absl::Time key_expiry, Send send) {
+  RunCleanup(std::move(core), key_expiry,
+             [send = std::move(send)](absl::AnyInvocable<void(bool) &&> done) mutable {
+               return send([done = std::move(done)](const auto& result) mutable {
+                 std::move(done)(IsUnknownOutcome(StatusOf(result)));
+               });
+             });
+}
+
 // Runs `send` now and, while its outcome stays unknown, again every 100 ms,
 // at most 3 times in all and only while the key could still exist (before
 // `key_expiry`). `core` is kept alive until the last attempt ends; its

@@ -68,6 +68,15 @@ absl::Status ValidateResourceToken(absl::string_view resource, absl::string_view
 // check of every one-server lease command (LockCommands, FairCommands).
 absl::Status ValidateCommandArgs(absl::string_view resource, absl::string_view token,
                                  absl::Duration timeout);
+// ValidateCommandArgs and ValidateTtl(ttl): the check of a one-server
+// extend command.
+absl::Status ValidateCommandArgs(absl::string_view resource, absl::string_view token,
+                                 absl::Duration ttl, absl::Duration timeout);
+// That, and kInvalidArgument for a negative `restart_window`: the check of
+// every one-server acquire command.
+absl::Status ValidateAcquireArgs(absl::string_view resource, absl::string_view token,
+                                 absl::Duration ttl, absl::Duration restart_window,
+                                 absl::Duration timeout);
 // ValidateLeaseTtl(ttl) with the default maximum and drift: the check of
 // LockCommands, RetryLock and the `dlock` tool.
 absl::Status ValidateTtl(absl::Duration ttl);

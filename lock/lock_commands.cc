@@ -59,13 +59,8 @@ absl::Status LockCommands::PrepareAcquire(absl::string_view resource,
                                           absl::string_view token, absl::Duration ttl,
                                           absl::Duration restart_window,
                                           absl::Duration timeout, AcquireArgv& a) const {
-  absl::Status s = ValidateCommandArgs(resource, token, timeout);
+  absl::Status s = ValidateAcquireArgs(resource, token, ttl, restart_window, timeout);
   if (!s.ok()) return s;
-  s = ValidateTtl(ttl);
-  if (!s.ok()) return s;
-  if (restart_window < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("restart window must be >= 0");
-  }
   const ResourceKeys& k = a.resource_keys.emplace(keys_.prefix, resource);
   a.keys[0] = k.lock();
   a.keys[1] = k.fence();
@@ -99,9 +94,7 @@ absl::Status LockCommands::SendExtend(const Script& script, absl::string_view re
                                       absl::string_view token, absl::Duration ttl,
                                       absl::Duration timeout,
                                       absl::AnyInvocable<void(absl::Status) &&> cb) {
-  absl::Status s = ValidateCommandArgs(resource, token, timeout);
-  if (!s.ok()) return s;
-  s = ValidateTtl(ttl);
+  absl::Status s = ValidateCommandArgs(resource, token, ttl, timeout);
   if (!s.ok()) return s;
   const ResourceKeys k(keys_.prefix, resource);
   const absl::string_view keys[] = {k.lock()};
@@ -119,9 +112,7 @@ absl::Status LockCommands::Extend(absl::string_view resource,
                                   absl::AnyInvocable<void(absl::Status) &&> cb) {
   if (ack_.min_replicas > 0) {
     // Acknowledged: WAIT goes right behind the script (replica_ack.h).
-    absl::Status s = ValidateCommandArgs(resource, token, timeout);
-    if (!s.ok()) return s;
-    s = ValidateTtl(ttl);
+    absl::Status s = ValidateCommandArgs(resource, token, ttl, timeout);
     if (!s.ok()) return s;
     return RunAcknowledged(
         ExtendScript(), *transport_, {keys_.LockKey(resource)},

@@ -47,10 +47,6 @@ absl::Status SendReadRelease(
       std::move(cb));
 }
 
-bool IsUnknownOutcome(const absl::Status& s) {
-  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
-}
-
 // Gives back what `token` may hold of `resource` (the writer's key or the
 // reader's entry), retried in the background while the key could still
 // exist: after an unknown outcome, a cancelled acquire, or a grant or extend
@@ -58,22 +54,15 @@ bool IsUnknownOutcome(const absl::Status& s) {
 void GiveUp(std::shared_ptr<Core> core, bool write, std::string resource, std::string token,
             absl::Time key_expiry) {
   Core* c = core.get();
-  RunCleanup(std::move(core), key_expiry,
-             [c, write, resource = std::move(resource), token = std::move(token)](
-                 absl::AnyInvocable<void(bool) &&> done) {
-               if (write) {
-                 return c->commands.Release(
-                     resource, token, c->command_timeout,
-                     [done = std::move(done)](absl::Status s) mutable {
-                       std::move(done)(IsUnknownOutcome(s));
-                     });
-               }
-               return SendReadRelease(
-                   *c, resource, token,
-                   [done = std::move(done)](absl::StatusOr<Reply> r) mutable {
-                     std::move(done)(!r.ok() && IsUnknownOutcome(r.status()));
-                   });
-             });
+  RunReleaseCleanup(std::move(core), key_expiry,
+                    [c, write, resource = std::move(resource),
+                     token = std::move(token)](auto done) {
+                      if (write) {
+                        return c->commands.Release(resource, token, c->command_timeout,
+                                                   std::move(done));
+                      }
+                      return SendReadRelease(*c, resource, token, std::move(done));
+                    });
 }
 
 // A shortfall of acknowledgements on an extend: the lease is given up.

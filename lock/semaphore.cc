@@ -45,16 +45,10 @@ void CleanupPermit(std::shared_ptr<Semaphore::Core> core, std::string resource,
                    std::string token, absl::Time expiry) {
   // RunCleanup keeps `core` alive whenever this sender runs.
   Semaphore::Core* c = core.get();
-  RunCleanup(std::move(core), expiry,
-             [c, resource = std::move(resource), token = std::move(token)](
-                 absl::AnyInvocable<void(bool) &&> done) {
-               return c->SendRelease(
-                   resource, token,
-                   [done = std::move(done)](absl::StatusOr<ReleaseNotice> notice) mutable {
-                     std::move(done)(absl::IsUnavailable(notice.status()) ||
-                                     absl::IsDeadlineExceeded(notice.status()));
-                   });
-             });
+  RunReleaseCleanup(std::move(core), expiry,
+                    [c, resource = std::move(resource), token = std::move(token)](auto done) {
+                      return c->SendRelease(resource, token, std::move(done));
+                    });
 }
 
 class SemaphoreAcquireOp : public SingleServerAcquire {

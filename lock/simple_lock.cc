@@ -26,16 +26,11 @@ void CleanupToken(std::shared_ptr<SimpleLock::Core> core, std::string resource,
                   std::string token, absl::Time key_expiry) {
   // RunCleanup keeps `core` alive whenever this sender runs.
   SimpleLock::Core* c = core.get();
-  RunCleanup(std::move(core), key_expiry,
-             [c, resource = std::move(resource), token = std::move(token)](
-                 absl::AnyInvocable<void(bool) &&> done) {
-               return c->commands.Release(
-                   resource, token, c->command_timeout,
-                   [done = std::move(done)](absl::Status status) mutable {
-                     std::move(done)(absl::IsUnavailable(status) ||
-                                     absl::IsDeadlineExceeded(status));
-                   });
-             });
+  RunReleaseCleanup(std::move(core), key_expiry,
+                    [c, resource = std::move(resource), token = std::move(token)](auto done) {
+                      return c->commands.Release(resource, token, c->command_timeout,
+                                                 std::move(done));
+                    });
 }
 
 class SimpleAcquireOp : public SingleServerAcquire {
