@@ -76,14 +76,7 @@ end
 redis.call('hdel', KEYS[1], ARGV[1])
 )lua" DLOCK_TRIM_READERS(1) R"lua(
 if live == 0 then
-  redis.call('del', KEYS[1])
-  local p = redis.pcall('publish', ARGV[2], 'released')
-  if type(p) == 'table' then
-    return tostring(p.err)
-  end
-end
-return 1
-)lua";
+)lua" DLOCK_DELETE_AND_PUBLISH_RELEASED;
 
 // Sets a live reader's expiry to now + ttl_ms and the hash's TTL to the
 // latest expiry left.

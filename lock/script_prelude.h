@@ -72,6 +72,18 @@
   "  return {'foreign', kind, pttl < 0 and -1 or 0}\n" \
   "end\n"
 
+// Ends a release script's `if <the last hold is gone> then` block: deletes
+// KEYS[1], publishes "released" on ARGV[2] (pcall: a refused PUBLISH
+// returns its error text, the delete stands), and returns 1.
+#define DLOCK_DELETE_AND_PUBLISH_RELEASED \
+  "  redis.call('del', KEYS[1])\n" \
+  "  local p = redis.pcall('publish', ARGV[2], 'released')\n" \
+  "  if type(p) == 'table' then\n" \
+  "    return tostring(p.err)\n" \
+  "  end\n" \
+  "end\n" \
+  "return 1\n"
+
 // Defines `const Script& fn()` for the script `src` with the constant
 // `sha1`. Function-local statics: built on first use, never destroyed (no
 // static initialization or destruction order issues, usable from any

@@ -113,14 +113,7 @@ if type(n) ~= 'string' then
   return 0
 end
 if redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then
-  redis.call('del', KEYS[1])
-  local p = redis.pcall('publish', ARGV[2], 'released')
-  if type(p) == 'table' then
-    return tostring(p.err)
-  end
-end
-return 1
-)lua";
+)lua" DLOCK_DELETE_AND_PUBLISH_RELEASED;
 
 constexpr char kReentrantRelease[] = R"lua(
 local n = redis.pcall('hget', KEYS[1], ARGV[1])
