@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dlock/lock/lease_ops.h"
@@ -32,39 +33,41 @@ struct ReentrantLock::Core : LeaseCore {
 
 namespace {
 
-// Undoes exactly the acquisition `request` (if it ran and is not undone),
-// retried while its marker could still exist (RunCleanup).
-void UndoAcquisition(std::shared_ptr<ReentrantLock::Core> core, std::string resource,
-                     std::string owner, std::string request, absl::Time marker_expiry) {
+// Runs `script` in the background, retried while it fails and `expiry`
+// (when what it undoes expires by itself) is not reached (RunCleanup).
+void RunScriptCleanup(std::shared_ptr<ReentrantLock::Core> core, absl::Time expiry,
+                      const Script& script, std::vector<std::string> keys,
+                      std::vector<std::string> args) {
   // RunCleanup keeps `core` alive whenever this sender runs.
   ReentrantLock::Core* c = core.get();
-  RunCleanup(std::move(core), marker_expiry,
-             [c, resource = std::move(resource), owner = std::move(owner),
-              request = std::move(request)](absl::AnyInvocable<void(bool) &&> done) {
-               return ReentrantUndoScript().Run(
-                   *c->transport, {c->keys.LockKey(resource), c->MarkerKey(resource, request)},
-                   {owner, c->keys.ChannelKey(resource)}, c->command_timeout,
-                   [done = std::move(done)](absl::StatusOr<Reply> reply) mutable {
-                     std::move(done)(!reply.ok());
-                   });
+  RunCleanup(std::move(core), expiry,
+             [c, &script, keys = std::move(keys),
+              args = std::move(args)](absl::AnyInvocable<void(bool) &&> done) {
+               return script.Run(*c->transport, keys, args, c->command_timeout,
+                                 [done = std::move(done)](absl::StatusOr<Reply> reply) mutable {
+                                   std::move(done)(!reply.ok());
+                                 });
              });
 }
 
+// Undoes exactly the acquisition `request` (if it ran and is not undone),
+// retried while its marker could still exist.
+void UndoAcquisition(std::shared_ptr<ReentrantLock::Core> core, const std::string& resource,
+                     const std::string& owner, const std::string& request,
+                     absl::Time marker_expiry) {
+  const ReentrantLock::Core& c = *core;
+  RunScriptCleanup(std::move(core), marker_expiry, ReentrantUndoScript(),
+                   {c.keys.LockKey(resource), c.MarkerKey(resource, request)},
+                   {owner, c.keys.ChannelKey(resource)});
+}
+
 // Releases one hold of `owner` in the background, retried while the key
-// could still exist (RunCleanup): an extend whose acknowledgement fell short.
-void GiveUpHold(std::shared_ptr<ReentrantLock::Core> core, std::string resource,
-                std::string owner, absl::Time key_expiry) {
-  ReentrantLock::Core* c = core.get();
-  RunCleanup(std::move(core), key_expiry,
-             [c, resource = std::move(resource),
-              owner = std::move(owner)](absl::AnyInvocable<void(bool) &&> done) {
-               return ReentrantReleaseScript().Run(
-                   *c->transport, {c->keys.LockKey(resource)},
-                   {owner, c->keys.ChannelKey(resource)}, c->command_timeout,
-                   [done = std::move(done)](absl::StatusOr<Reply> reply) mutable {
-                     std::move(done)(!reply.ok());
-                   });
-             });
+// could still exist: an extend whose acknowledgement fell short.
+void GiveUpHold(std::shared_ptr<ReentrantLock::Core> core, const std::string& resource,
+                const std::string& owner, absl::Time key_expiry) {
+  const ReentrantLock::Core& c = *core;
+  RunScriptCleanup(std::move(core), key_expiry, ReentrantReleaseScript(),
+                   {c.keys.LockKey(resource)}, {owner, c.keys.ChannelKey(resource)});
 }
 
 class ReentrantAcquireOp : public SingleServerAcquire {
