@@ -99,7 +99,7 @@ dlock_library(fake INSTALL
 
 # Lock interface, observer, scripts, SimpleLock, RetryLock, ReentrantLock.
 dlock_library(lock INSTALL
-  BAZEL //lock:lock //lock:observer //lock:scripts //lock:lease_rules
+  BAZEL //lock:lock //lock:observer //lock:scripts //lock:lease_rules //lock:lease_options
         //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
         //lock:fair_lock //lock:read_write_lock //lock:multi_lock //lock:semaphore
@@ -107,12 +107,13 @@ dlock_library(lock INSTALL
   SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
        lock/replica_ack.cc
-       lock/simple_lock.cc lock/retry_lock.cc lock/retry_lock_wake.cc
+       lock/simple_lock.cc lock/retry_lock.cc lock/retry_attempts.cc lock/retry_lock_wake.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
        lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
        lock/read_write_scripts.cc lock/read_write_lock.cc lock/multi_lock.cc
        lock/semaphore_scripts.cc lock/semaphore.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/script_prelude.h lock/lease_rules.h
+       lock/lease_options.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
        lock/lock_commands.h lock/replica_ack.h
        lock/simple_lock.h lock/retry_lock.h lock/retry_backoff.h

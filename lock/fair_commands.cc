@@ -27,17 +27,6 @@ std::string FairCommands::WaiterChannel(absl::string_view instance) const {
 
 namespace {
 
-absl::Status ValidateCommon(absl::string_view resource, absl::string_view token,
-                            absl::Duration timeout) {
-  absl::Status s = ValidateResource(resource);
-  if (!s.ok()) return s;
-  if (token.empty()) return absl::InvalidArgumentError("token must not be empty");
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("timeout must be positive");
-  }
-  return absl::OkStatus();
-}
-
 // {'queued', position, waiters} -> FairAcquireReply; nullopt otherwise.
 std::optional<FairAcquireReply> QueuedReply(const Reply& reply) {
   if (!reply.is_array() || reply.elements.size() != 3) return std::nullopt;
@@ -59,13 +48,8 @@ absl::Status FairCommands::Acquire(
     absl::Duration ttl, absl::Duration restart_window, absl::Duration queue_ttl,
     absl::Duration timeout,
     absl::AnyInvocable<void(absl::StatusOr<FairAcquireReply>) &&> cb) {
-  absl::Status s = ValidateCommon(resource, token, timeout);
+  absl::Status s = ValidateAcquireArgs(resource, token, ttl, restart_window, timeout);
   if (!s.ok()) return s;
-  s = ValidateTtl(ttl);
-  if (!s.ok()) return s;
-  if (restart_window < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("restart window must be >= 0");
-  }
   if (queue_ttl < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError("queue ttl must be >= 1 ms");
   }
@@ -79,26 +63,21 @@ absl::Status FairCommands::Acquire(
       timeout,
       [cb = std::move(cb), keys = keys_,
        resource = std::string(resource)](absl::StatusOr<Reply> reply) mutable {
-        if (!reply.ok()) {
-          std::move(cb)(reply.status());
+        if (reply.ok()) {
+          if (std::optional<FairAcquireReply> q = QueuedReply(*reply)) {
+            std::move(cb)(*q);
+            return;
+          }
+        }
+        // Otherwise as the plain acquire's: the fence, a refusal, an error.
+        absl::StatusOr<int64_t> fence = AcquireReplyFence(keys, resource, reply);
+        if (!fence.ok()) {
+          std::move(cb)(fence.status());
           return;
         }
-        if (std::optional<FairAcquireReply> q = QueuedReply(*reply)) {
-          std::move(cb)(*q);
-          return;
-        }
-        if (std::optional<absl::Status> refusal =
-                AcquireRefusalStatus(keys, resource, *reply)) {
-          std::move(cb)(*std::move(refusal));
-          return;
-        }
-        if (reply->is_integer() && reply->integer >= 1) {
-          FairAcquireReply r;
-          r.fence = reply->integer;
-          std::move(cb)(r);
-          return;
-        }
-        std::move(cb)(UnexpectedReplyStatus("fair acquire", *reply));
+        FairAcquireReply r;
+        r.fence = *fence;
+        std::move(cb)(r);
       });
 }
 
@@ -106,27 +85,13 @@ absl::Status FairCommands::Release(
     absl::string_view resource, absl::string_view token, absl::string_view waiter,
     absl::Duration timeout,
     absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb) {
-  absl::Status s = ValidateCommon(resource, token, timeout);
+  absl::Status s = ValidateCommandArgs(resource, token, timeout);
   if (!s.ok()) return s;
   return FairReleaseScript().Run(
       *transport_, {keys_.LockKey(resource), QueueKey(resource)},
       {std::string(token), std::string(waiter), WaiterChannel("")}, timeout,
       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        if (!reply.ok()) {
-          std::move(cb)(reply.status());
-        } else if (reply->is_string()) {
-          ReleaseNotice notice;  // deleted; the PUBLISH was refused
-          notice.published = false;
-          notice.publish_error = reply->str;
-          std::move(cb)(std::move(notice));
-        } else if (reply->is_integer() && reply->integer == 1) {
-          std::move(cb)(ReleaseNotice());
-        } else if (reply->is_integer() && reply->integer == 0) {
-          std::move(cb)(absl::FailedPreconditionError(
-              "release: the lease no longer owns the key"));
-        } else {
-          std::move(cb)(UnexpectedReplyStatus("fair release", *reply));
-        }
+        std::move(cb)(ReleaseReplyNotice(std::move(reply)));
       });
 }
 

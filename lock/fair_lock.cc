@@ -20,10 +20,8 @@ constexpr absl::Duration kMinQueueTtl = absl::Milliseconds(30);
 
 FairLock::Core::Core(EventLoop* loop, Transport* transport,
                      const FairLockOptions& options)
-    : LeaseCore(loop, options.observer, options.command_timeout, options.drift_factor,
-                options.drift_constant),
+    : LeaseCore(loop, options),
       commands(transport, KeyScheme{options.key_prefix}),
-      restart_window(options.restart_window),
       queue_ttl(WholeMillis(options.queue_ttl)),
       instance_id(NewToken()) {}
 
@@ -65,6 +63,19 @@ void FairLock::Core::OnNotified(absl::string_view waiter) {
   w->OnWake();
 }
 
+void FairLock::Core::ReleaseInBackground(std::shared_ptr<Core> core, std::string resource,
+                                         std::string token, std::string waiter,
+                                         absl::Time expiry) {
+  // RunCleanup keeps `core` alive whenever this sender runs.
+  Core* c = core.get();
+  RunReleaseCleanup(std::move(core), expiry,
+                    [c, resource = std::move(resource), token = std::move(token),
+                     waiter = std::move(waiter)](auto done) {
+                      return c->commands.Release(resource, token, waiter, c->command_timeout,
+                                                 std::move(done));
+                    });
+}
+
 namespace {
 
 // The one try (wait == 0): never queues.
@@ -74,18 +85,8 @@ class FairTryOp : public SingleServerAcquire {
 
  private:
   void Undo() override {
-    auto core = std::static_pointer_cast<FairLock::Core>(this->core());
-    FairLock::Core* c = core.get();
-    RunCleanup(std::move(core), sent_at() + ttl(),
-               [c, resource = resource(), token = token()](
-                   absl::AnyInvocable<void(bool) &&> done) {
-                 return c->commands.Release(
-                     resource, token, "", c->command_timeout,
-                     [done = std::move(done)](absl::StatusOr<ReleaseNotice> r) mutable {
-                       std::move(done)(absl::IsUnavailable(r.status()) ||
-                                       absl::IsDeadlineExceeded(r.status()));
-                     });
-               });
+    FairLock::Core::ReleaseInBackground(std::static_pointer_cast<FairLock::Core>(core()),
+                                        resource(), token(), "", sent_at() + ttl());
   }
 };
 
@@ -110,9 +111,7 @@ const std::string& FairLock::instance_id() const { return core_->instance_id; }
 absl::StatusOr<AcquireHandle> FairLock::Acquire(absl::string_view resource,
                                                 const AcquireOptions& options,
                                                 LeaseCallback callback) {
-  absl::Status s = ValidateResource(resource);
-  if (!s.ok()) return s;
-  s = core_->CheckTtl(options.ttl);
+  absl::Status s = core_->CheckAcquire(resource, options.ttl);
   if (!s.ok()) return s;
   if (options.wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("wait must not be negative");
@@ -129,53 +128,46 @@ absl::StatusOr<AcquireHandle> FairLock::Acquire(absl::string_view resource,
     if (!s.ok()) return s;
     return AcquireHandle(std::weak_ptr<Cancellable>(w));
   }
-  auto op = std::make_shared<FairTryOp>(core_, "fair", std::string(resource), NewToken(),
-                                        WholeMillis(options.ttl), std::move(callback));
-  std::weak_ptr<Cancellable> weak = op;
-  core_->attempts++;
-  s = core_->commands.Acquire(
-      resource, op->token(), "", op->ttl(), core_->restart_window, core_->queue_ttl,
-      core_->command_timeout, [op](absl::StatusOr<FairAcquireReply> r) {
-        if (!r.ok()) return op->OnReply(r.status());
-        if (r->fence > 0) return op->OnReply(r->fence);
-        op->OnReply(absl::AbortedError(
-            r->waiters > 0 ? absl::StrCat("lock is held or promised: ", r->waiters,
-                                          " waiter(s) queued")
-                           : std::string("lock is held by another owner")));
+  return StartAcquire(
+      std::make_shared<FairTryOp>(core_, "fair", std::string(resource), NewToken(),
+                                  WholeMillis(options.ttl), std::move(callback)),
+      [this](std::shared_ptr<FairTryOp> op) {
+        core_->attempts++;
+        return core_->commands.Acquire(
+            op->resource(), op->token(), "", op->ttl(), core_->restart_window,
+            core_->queue_ttl, core_->command_timeout,
+            [op](absl::StatusOr<FairAcquireReply> r) {
+              if (!r.ok()) return op->OnReply(r.status());
+              if (r->fence > 0) return op->OnReply(r->fence);
+              op->OnReply(absl::AbortedError(
+                  r->waiters > 0 ? absl::StrCat("lock is held or promised: ", r->waiters,
+                                                " waiter(s) queued")
+                                 : std::string("lock is held by another owner")));
+            });
       });
-  if (!s.ok()) return s;
-  return AcquireHandle(weak);
 }
 
 absl::Status FairLock::Release(const Lease& lease, StatusCallback callback) {
   absl::Status s = ValidateResource(lease.resource);
   if (!s.ok()) return s;
-  const absl::Time sent_at = core_->loop->Now();
-  return core_->commands.Release(
-      lease.resource, lease.token, "", core_->command_timeout,
-      [core = core_, resource = lease.resource, sent_at,
-       callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
-        FinishNoticedRelease(*core, "fair", resource, sent_at, notice,
-                             std::move(callback));
-      });
+  return ReleaseAndReport(core_, "fair", lease, std::move(callback), [&](auto on_notice) {
+    return core_->commands.Release(lease.resource, lease.token, "", core_->command_timeout,
+                                   std::move(on_notice));
+  });
 }
 
 absl::Status FairLock::Extend(const Lease& lease, absl::Duration ttl,
                               LeaseCallback callback) {
-  absl::Status s = ValidateResource(lease.resource);
+  absl::Status s = core_->CheckExtend(lease, ttl);
   if (!s.ok()) return s;
-  s = core_->CheckTtl(ttl);
-  if (!s.ok()) return s;
-  const absl::Duration whole = WholeMillis(ttl);
-  const absl::Time sent_at = core_->loop->Now();
-  LockCommands commands(core_->commands.transport(), core_->commands.keys());
-  return commands.Extend(
-      lease.resource, lease.token, whole, core_->command_timeout,
-      [core = core_, lease = Lease(lease), whole, sent_at,
-       callback = std::move(callback)](absl::Status status) mutable {
-        FinishExtend(*core, "fair", std::move(lease), whole, sent_at, std::move(status),
-                     std::move(callback));
-      });
+  return ExtendAndReport(core_, "fair", lease, ttl, std::move(callback),
+                         [&](absl::Duration whole, auto on_status) {
+                           LockCommands commands(core_->commands.transport(),
+                                                 core_->commands.keys());
+                           return commands.Extend(lease.resource, lease.token, whole,
+                                                  core_->command_timeout,
+                                                  std::move(on_status));
+                         });
 }
 
 }  // namespace dlock

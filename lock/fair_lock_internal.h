@@ -32,9 +32,13 @@ struct FairLock::Core : LeaseCore {
   static void EnsureSubscribed(const std::shared_ptr<Core>& core);
   // A notification naming `waiter` (one of ours, or one already gone).
   void OnNotified(absl::string_view waiter);
+  // FairRelease of `token` (a placeholder to release none) and of
+  // `waiter`'s entry (empty: none), in the background, retried while its
+  // outcome is unknown and the key or entry could exist (until `expiry`).
+  static void ReleaseInBackground(std::shared_ptr<Core> core, std::string resource,
+                                  std::string token, std::string waiter, absl::Time expiry);
 
   FairCommands commands;
-  const absl::Duration restart_window;
   const absl::Duration queue_ttl;
   const std::string instance_id;
   int64_t attempts = 0;

@@ -48,13 +48,7 @@ namespace {
 constexpr char kFairAcquire[] = DLOCK_DATA_SET_PRELUDE(3, 3)
     DLOCK_FAIR_QUEUE_SCAN(4, "ARGV[4]") DLOCK_FAIR_NOTIFY_HEAD("ARGV[6]") R"lua(
 local member = ARGV[4]
-local kind = redis.call('type', KEYS[1])['ok']
-if kind ~= 'none' then
-  local pttl = redis.call('pttl', KEYS[1])
-  if kind ~= 'string' or pttl < 0 then
-    return {'foreign', kind, pttl < 0 and -1 or 0}
-  end
-end
+)lua" DLOCK_LOCK_KEY_CHECK R"lua(end
 if kind == 'none' and (head == false or head == member) then
 )lua" DLOCK_FENCE_BASE R"lua(
   local fence = redis.call('incr', KEYS[2])

@@ -15,10 +15,6 @@ namespace {
 // a lock key's value (tokens are hex).
 constexpr char kNoToken[] = "-";
 
-bool IsRetried(const absl::Status& s) {
-  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
-}
-
 }  // namespace
 
 FairWait::FairWait(std::shared_ptr<FairLock::Core> core, std::string resource,
@@ -71,7 +67,7 @@ void FairWait::OnReply(const std::string& token, absl::Time sent_at,
     // Abandoned (cancel, deadline): whatever this attempt did -- took the
     // lock, or queued us again behind the Leave -- undo it, unless it
     // surely did neither.
-    const bool nothing = !reply.ok() && !IsRetried(reply.status());
+    const bool nothing = !reply.ok() && !IsUnknownOutcome(reply.status());
     if (!nothing) Leave(token);
     return;
   }
@@ -89,7 +85,7 @@ void FairWait::OnReply(const std::string& token, absl::Time sent_at,
   }
   if (reply.ok()) return OnQueued(*reply, sent_subscribed);
   last_error_ = reply.status();
-  if (IsRetried(reply.status())) {
+  if (IsUnknownOutcome(reply.status())) {
     // A lost reply may have taken the lock: give that token back (the
     // young-data-set refusal took nothing). Try again at the next refresh.
     if (!IsYoungDataSet(reply.status())) Undo(token, sent_at + ttl_);
@@ -103,14 +99,8 @@ void FairWait::OnQueued(const FairAcquireReply& reply, bool sent_subscribed) {
   last_queued_ = reply;
   last_error_ = absl::AbortedError(absl::StrCat("queued at position ", reply.position,
                                                 " of ", reply.waiters));
-  AcquireWaitEvent event;
-  event.policy = "fair";
-  event.resource = resource_;
-  event.attempt = attempts_;
-  event.last_error = last_error_;
-  event.next_attempt_in = core_->queue_ttl / 3;
-  event.wait_left = deadline_ - core_->loop->Now();
-  core_->observer->OnAcquireWait(event);
+  ReportAcquireWait(core_->observer, "fair", resource_, attempts_, last_error_,
+                    core_->queue_ttl / 3, deadline_ - core_->loop->Now());
   queued_unsubscribed_ = !sent_subscribed;
   if (woken_ || (!sent_subscribed && core_->subscribed)) {
     // Woken while in flight, or subscribed meanwhile (a notification may
@@ -168,9 +158,7 @@ void FairWait::OnSubscribed() {
 
 void FairWait::OnDeadline() {
   if (state_ != State::kPending) return;
-  std::string message = absl::StrCat(
-      "fair lock not acquired within the wait of ", absl::FormatDuration(deadline_ - start_),
-      " (", attempts_, attempts_ == 1 ? " attempt" : " attempts");
+  std::string message = WaitDeadlineMessage("fair lock", deadline_ - start_, attempts_);
   if (last_queued_.waiters > 0) {
     absl::StrAppend(&message, "; last at position ", last_queued_.position, " of ",
                     last_queued_.waiters);
@@ -195,28 +183,12 @@ bool FairWait::Cancel() {
 }
 
 void FairWait::Leave(const std::string& token) {
-  FairLock::Core* c = core_.get();
-  RunCleanup(core_, core_->loop->Now() + std::max(ttl_, core_->queue_ttl),
-             [c, resource = resource_, token, waiter = waiter_](
-                 absl::AnyInvocable<void(bool) &&> done) {
-               return c->commands.Release(
-                   resource, token, waiter, c->command_timeout,
-                   [done = std::move(done)](absl::StatusOr<ReleaseNotice> r) mutable {
-                     std::move(done)(IsRetried(r.status()));
-                   });
-             });
+  FairLock::Core::ReleaseInBackground(core_, resource_, token, waiter_,
+                                      core_->loop->Now() + std::max(ttl_, core_->queue_ttl));
 }
 
 void FairWait::Undo(const std::string& token, absl::Time key_expiry) {
-  FairLock::Core* c = core_.get();
-  RunCleanup(core_, key_expiry,
-             [c, resource = resource_, token](absl::AnyInvocable<void(bool) &&> done) {
-               return c->commands.Release(
-                   resource, token, "", c->command_timeout,
-                   [done = std::move(done)](absl::StatusOr<ReleaseNotice> r) mutable {
-                     std::move(done)(IsRetried(r.status()));
-                   });
-             });
+  FairLock::Core::ReleaseInBackground(core_, resource_, token, "", key_expiry);
 }
 
 void FairWait::Detach() {
@@ -234,18 +206,9 @@ void FairWait::Detach() {
 void FairWait::Finish(absl::StatusOr<Lease> result) {
   state_ = State::kDone;
   Detach();
-  AcquireEvent event;
-  event.policy = "fair";
-  event.resource = resource_;
-  event.status = result.status();
-  event.latency = core_->loop->Now() - start_;
-  event.attempts = attempts_;
-  if (result.ok()) {
-    event.fence = result->fence;
-    event.ttl = result->ttl;
-    event.waited = event.latency;
-  }
-  core_->observer->OnAcquire(event);
+  const absl::Duration latency = core_->loop->Now() - start_;
+  ReportAcquire(core_->observer, "fair", resource_, result, latency,
+                result.ok() ? latency : absl::ZeroDuration(), attempts_);
   LeaseCallback cb = std::move(callback_);
   // The user may destroy the FairLock in the callback: touch nothing after.
   std::move(cb)(std::move(result));

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/lock/reply_status.h"
 
 namespace dlock {
@@ -35,18 +36,61 @@ absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
     if (!absl::IsAborted(fence.status()) && !IsYoungDataSet(fence.status())) undo();
     result = fence.status();
   }
+  ReportAcquire(observer, attempt.policy, attempt.resource, result, now - attempt.sent_at,
+                absl::ZeroDuration(), 1);
+  return result;
+}
+
+void ReportAcquire(LockObserver* observer, absl::string_view policy,
+                   absl::string_view resource, const absl::StatusOr<Lease>& result,
+                   absl::Duration latency, absl::Duration waited, int attempts) {
   AcquireEvent event;
-  event.policy = attempt.policy;
-  event.resource = attempt.resource;
+  event.policy = policy;
+  event.resource = resource;
   event.status = result.status();
-  event.latency = now - attempt.sent_at;
-  event.attempts = 1;
+  event.latency = latency;
+  event.waited = waited;
+  event.attempts = attempts;
   if (result.ok()) {
     event.fence = result->fence;
     event.ttl = result->ttl;
   }
   observer->OnAcquire(event);
-  return result;
+}
+
+void ReportAcquireWait(LockObserver* observer, absl::string_view policy,
+                       absl::string_view resource, int attempt, const absl::Status& last_error,
+                       absl::Duration next_attempt_in, absl::Duration wait_left) {
+  AcquireWaitEvent event;
+  event.policy = policy;
+  event.resource = resource;
+  event.attempt = attempt;
+  event.last_error = last_error;
+  event.next_attempt_in = next_attempt_in;
+  event.wait_left = wait_left;
+  observer->OnAcquireWait(event);
+}
+
+std::string WaitDeadlineMessage(absl::string_view what, absl::Duration wait, int attempts) {
+  return absl::StrCat(what, " not acquired within the wait of ", absl::FormatDuration(wait),
+                      " (", attempts, attempts == 1 ? " attempt" : " attempts");
+}
+
+absl::Status LeaseCore::CheckAcquire(absl::string_view resource, absl::Duration ttl) const {
+  absl::Status s = ValidateResource(resource);
+  if (!s.ok()) return s;
+  s = CheckTtl(ttl);
+  if (!s.ok()) return s;
+  if (restart_window < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("restart_window must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LeaseCore::CheckExtend(const Lease& lease, absl::Duration ttl) const {
+  absl::Status s = ValidateResourceToken(lease.resource, lease.token);
+  if (!s.ok()) return s;
+  return CheckTtl(ttl);
 }
 
 void BackgroundRetries::RunLater(absl::Duration delay, absl::AnyInvocable<void() &&> fn) {
@@ -94,6 +138,10 @@ void CleanupAttempt(std::shared_ptr<LeaseCore> core, absl::Time key_expiry,
 }
 
 }  // namespace
+
+bool IsUnknownOutcome(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+}
 
 void RunCleanup(std::shared_ptr<LeaseCore> core, absl::Time key_expiry,
                 CleanupSend send) {
@@ -168,6 +216,25 @@ void FinishExtend(const LeaseCore& core, absl::string_view policy, Lease lease,
   lease.ttl = ttl;
   lease.deadline = sent_at + ttl - core.Drift(ttl);
   std::move(callback)(std::move(lease));
+}
+
+void FinishNoticedRelease(const LeaseCore& core, absl::string_view policy,
+                          absl::string_view resource, absl::Time sent_at,
+                          const absl::StatusOr<ReleaseNotice>& notice,
+                          StatusCallback callback) {
+  std::string warning;
+  if (notice.ok() && !notice->published) {
+    warning = UnpublishedReleaseWarning(notice->publish_error);
+  }
+  FinishRelease(core, policy, resource, sent_at, notice.status(), warning,
+                std::move(callback));
+}
+
+absl::Status GiveUpOnShortfall(absl::Status status, absl::string_view what,
+                               absl::FunctionRef<void()> give_up) {
+  if (!IsReplicaShortfall(status)) return status;
+  give_up();
+  return absl::UnavailableError(absl::StrCat(status.message(), "; ", what, " was released"));
 }
 
 }  // namespace dlock

@@ -1,4 +1,5 @@
-// This header defines what SimpleLock and ReentrantLock share around their
+// This header defines what the single-server policies (SimpleLock,
+// ReentrantLock, Semaphore, ReadWriteLock, FairLock) share around their
 // one-server scripts, so each idea has one home:
 //   - LeaseCore: loop, observer, timeout and drift options, the lease TTL
 //     check and the background cleanups of one lock (each lock's Core
@@ -7,8 +8,10 @@
 //     done), FinishAcquire and the observer's AcquireEvent;
 //   - RunCleanup: the background cleanup after an unknown outcome, retried
 //     while the key could still exist;
-//   - FinishRelease / FinishExtend: the observer's events and the extended
-//     lease.
+//   - FinishRelease / FinishExtend / FinishNoticedRelease: the observer's
+//     events and the extended lease;
+//   - StartAcquire / ReleaseAndReport / ExtendAndReport: the shape of every
+//     policy's Acquire, Release and Extend around its command.
 // Internal to lock/ (the target is private). Call only on the loop's thread.
 #ifndef DLOCK_LOCK_LEASE_OPS_H_
 #define DLOCK_LOCK_LEASE_OPS_H_
@@ -24,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/lock/lease_options.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
@@ -51,6 +55,23 @@ absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
                                     LockObserver* observer,
                                     absl::FunctionRef<void()> undo);
 
+// The observer's events of an Acquire, shared by the one-try acquire
+// (FinishAcquire) and the waits (RetryLock, FairLock):
+//   - ReportAcquire: the AcquireEvent of an Acquire that ended with `result`
+//     (fence and ttl from the lease when OK);
+//   - ReportAcquireWait: the AcquireWaitEvent of a wait whose attempt
+//     `attempt` failed with `last_error`;
+//   - WaitDeadlineMessage: the start of the kDeadlineExceeded message of a
+//     wait that ran out: "<what> not acquired within the wait of W (N
+//     attempt(s)" -- the caller closes the parenthesis.
+void ReportAcquire(LockObserver* observer, absl::string_view policy,
+                   absl::string_view resource, const absl::StatusOr<Lease>& result,
+                   absl::Duration latency, absl::Duration waited, int attempts);
+void ReportAcquireWait(LockObserver* observer, absl::string_view policy,
+                       absl::string_view resource, int attempt, const absl::Status& last_error,
+                       absl::Duration next_attempt_in, absl::Duration wait_left);
+std::string WaitDeadlineMessage(absl::string_view what, absl::Duration wait, int attempts);
+
 // Background retries of cleanups after unknown outcomes (SimpleLock,
 // ReentrantLock). Stop() -- run when the lock is destroyed, since its
 // transport may be destroyed right after -- cancels every timer not yet run
@@ -73,13 +94,13 @@ class BackgroundRetries {
 // The state of one single-server lock that its operations share (held by
 // shared_ptr, so the lock may be destroyed with operations in flight).
 struct LeaseCore {
-  LeaseCore(EventLoop* loop, LockObserver* observer, absl::Duration command_timeout,
-            double drift_factor, absl::Duration drift_constant)
+  LeaseCore(EventLoop* loop, const LeaseOptions& options)
       : loop(loop),
-        observer(ObserverOrNoop(observer)),
-        command_timeout(command_timeout),
-        drift_factor(drift_factor),
-        drift_constant(drift_constant) {}
+        observer(ObserverOrNoop(options.observer)),
+        command_timeout(options.command_timeout),
+        drift_factor(options.drift_factor),
+        drift_constant(options.drift_constant),
+        restart_window(options.restart_window) {}
 
   // DriftAllowance (lease_rules.h) under this lock's options.
   absl::Duration Drift(absl::Duration ttl) const {
@@ -89,12 +110,18 @@ struct LeaseCore {
   absl::Status CheckTtl(absl::Duration ttl) const {
     return ValidateLeaseTtl(ttl, kMaxTtl, drift_factor, drift_constant);
   }
+  // The checks of every Acquire: ValidateResource, CheckTtl, and
+  // restart_window >= 0. kInvalidArgument when one fails.
+  absl::Status CheckAcquire(absl::string_view resource, absl::Duration ttl) const;
+  // The checks of every Extend: ValidateResourceToken and CheckTtl.
+  absl::Status CheckExtend(const Lease& lease, absl::Duration ttl) const;
 
   EventLoop* const loop;
   LockObserver* const observer;
   const absl::Duration command_timeout;
   const double drift_factor;
   const absl::Duration drift_constant;
+  const absl::Duration restart_window;
   // Cleanups after unknown outcomes; each callback holds the core.
   BackgroundRetries retries{loop};
 };
@@ -104,6 +131,28 @@ struct LeaseCore {
 // Returns the transport's rejection (then `done` never runs).
 using CleanupSend =
     absl::AnyInvocable<absl::Status(absl::AnyInvocable<void(bool unknown) &&> done)>;
+
+// Whether a command that failed with `status` may still have run on the
+// server (kUnavailable, kDeadlineExceeded): an unknown outcome.
+bool IsUnknownOutcome(const absl::Status& status);
+inline const absl::Status& StatusOf(const absl::Status& status) { return status; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& result) {
+  return result.status();
+}
+
+// RunCleanup for a release-like command whose failure is unknown exactly
+// when IsUnknownOutcome: send(on_result) sends it, on_result taking an
+// absl::Status or an absl::StatusOr<T>.
+template <typename Send>
+void RunReleaseCleanup(std::shared_ptr<LeaseCore> core, absl::Time key_expiry, Send send) {
+  RunCleanup(std::move(core), key_expiry,
+             [send = std::move(send)](absl::AnyInvocable<void(bool) &&> done) mutable {
+               return send([done = std::move(done)](const auto& result) mutable {
+                 std::move(done)(IsUnknownOutcome(StatusOf(result)));
+               });
+             });
+}
 
 // Runs `send` now and, while its outcome stays unknown, again every 100 ms,
 // at most 3 times in all and only while the key could still exist (before
@@ -165,6 +214,83 @@ void FinishRelease(const LeaseCore& core, absl::string_view policy,
 void FinishExtend(const LeaseCore& core, absl::string_view policy, Lease lease,
                   absl::Duration ttl, absl::Time sent_at, absl::Status status,
                   LeaseCallback callback);
+
+// A release that deleted the key: did its notification go out?
+struct ReleaseNotice {
+  // False when the server refused the PUBLISH (an ACL user without channel
+  // permission); the key is deleted all the same.
+  bool published = true;
+  // The server's refusal when !published.
+  std::string publish_error;
+};
+
+// Reports a release whose reply told whether its notification went out
+// (FinishRelease), with UnpublishedReleaseWarning when it did not: shared by
+// every policy whose release script publishes.
+void FinishNoticedRelease(const LeaseCore& core, absl::string_view policy,
+                          absl::string_view resource, absl::Time sent_at,
+                          const absl::StatusOr<ReleaseNotice>& notice,
+                          StatusCallback callback);
+
+// The three steps every policy's operations share, so each policy says only
+// which command it sends. `send` gets the callable its command must call
+// back exactly once; it returns the command's rejection (then nothing is
+// reported and the caller's callback never runs). Callables are passed
+// through as they are (no extra allocation on the acquire/release path).
+//
+// StartAcquire: sends `op` (send(op)) and returns its handle.
+template <typename Op, typename Send>  // absl::Status(std::shared_ptr<Op>)
+absl::StatusOr<AcquireHandle> StartAcquire(std::shared_ptr<Op> op, Send send) {
+  std::weak_ptr<Cancellable> weak = op;
+  absl::Status s = send(std::move(op));
+  if (!s.ok()) return s;
+  return AcquireHandle(weak);
+}
+
+// ReleaseAndReport: send(on_notice), on_notice taking
+// absl::StatusOr<ReleaseNotice>; reported by FinishNoticedRelease.
+template <typename Send>
+absl::Status ReleaseAndReport(std::shared_ptr<LeaseCore> core, absl::string_view policy,
+                              const Lease& lease, StatusCallback callback, Send send) {
+  const absl::Time sent_at = core->loop->Now();
+  return send([core = std::move(core), policy, resource = lease.resource, sent_at,
+               callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
+    FinishNoticedRelease(*core, policy, resource, sent_at, notice, std::move(callback));
+  });
+}
+
+// ExtendAndReport: send(whole, on_status) for an extend to whole =
+// WholeMillis(ttl), on_status taking absl::Status; `after(status, lease,
+// key_expiry)` may map the status first (key_expiry = send time + whole),
+// then FinishExtend reports it.
+template <typename Send, typename After>
+absl::Status ExtendAndReport(std::shared_ptr<LeaseCore> core, absl::string_view policy,
+                             const Lease& lease, absl::Duration ttl, LeaseCallback callback,
+                             Send send, After after) {
+  const absl::Duration whole = WholeMillis(ttl);
+  const absl::Time sent_at = core->loop->Now();
+  return send(whole, [core = std::move(core), policy, lease = Lease(lease), whole, sent_at,
+                      after = std::move(after),
+                      callback = std::move(callback)](absl::Status status) mutable {
+    status = after(std::move(status), lease, sent_at + whole);
+    FinishExtend(*core, policy, std::move(lease), whole, sent_at, std::move(status),
+                 std::move(callback));
+  });
+}
+template <typename Send>
+absl::Status ExtendAndReport(std::shared_ptr<LeaseCore> core, absl::string_view policy,
+                             const Lease& lease, absl::Duration ttl, LeaseCallback callback,
+                             Send send) {
+  return ExtendAndReport(std::move(core), policy, lease, ttl, std::move(callback),
+                         std::move(send),
+                         [](absl::Status status, const Lease&, absl::Time) { return status; });
+}
+
+// An extend's status after a replica shortfall (replica_ack.h): runs
+// `give_up` (release what the extend kept, in the background) and returns
+// kUnavailable "<shortfall>; <what> was released". Any other status as is.
+absl::Status GiveUpOnShortfall(absl::Status status, absl::string_view what,
+                               absl::FunctionRef<void()> give_up);
 
 }  // namespace dlock
 

@@ -19,6 +19,41 @@ absl::Status ValidateResource(absl::string_view resource) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateResourceToken(absl::string_view resource, absl::string_view token) {
+  absl::Status s = ValidateResource(resource);
+  if (!s.ok()) return s;
+  if (token.empty()) return absl::InvalidArgumentError("token must not be empty");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCommandArgs(absl::string_view resource, absl::string_view token,
+                                 absl::Duration timeout) {
+  absl::Status s = ValidateResourceToken(resource, token);
+  if (!s.ok()) return s;
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCommandArgs(absl::string_view resource, absl::string_view token,
+                                 absl::Duration ttl, absl::Duration timeout) {
+  absl::Status s = ValidateCommandArgs(resource, token, timeout);
+  if (!s.ok()) return s;
+  return ValidateTtl(ttl);
+}
+
+absl::Status ValidateAcquireArgs(absl::string_view resource, absl::string_view token,
+                                 absl::Duration ttl, absl::Duration restart_window,
+                                 absl::Duration timeout) {
+  absl::Status s = ValidateCommandArgs(resource, token, ttl, timeout);
+  if (!s.ok()) return s;
+  if (restart_window < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("restart window must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
 absl::Duration DriftAllowance(absl::Duration ttl, double factor,
                               absl::Duration constant) {
   return ttl * factor + constant;

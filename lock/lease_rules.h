@@ -61,6 +61,22 @@ absl::Status ValidateLeaseTtl(absl::Duration ttl, absl::Duration max_ttl = kMaxT
 // kInvalidArgument unless `resource` is non-empty and at most
 // kMaxResourceLength bytes (any byte allowed, NUL included).
 absl::Status ValidateResource(absl::string_view resource);
+// ValidateResource, and kInvalidArgument for an empty `token`: the check of
+// a lease handed to Release or Extend (every policy, RedLock included).
+absl::Status ValidateResourceToken(absl::string_view resource, absl::string_view token);
+// ValidateResourceToken, and kInvalidArgument unless `timeout` > 0: the
+// check of every one-server lease command (LockCommands, FairCommands).
+absl::Status ValidateCommandArgs(absl::string_view resource, absl::string_view token,
+                                 absl::Duration timeout);
+// ValidateCommandArgs and ValidateTtl(ttl): the check of a one-server
+// extend command.
+absl::Status ValidateCommandArgs(absl::string_view resource, absl::string_view token,
+                                 absl::Duration ttl, absl::Duration timeout);
+// That, and kInvalidArgument for a negative `restart_window`: the check of
+// every one-server acquire command.
+absl::Status ValidateAcquireArgs(absl::string_view resource, absl::string_view token,
+                                 absl::Duration ttl, absl::Duration restart_window,
+                                 absl::Duration timeout);
 // ValidateLeaseTtl(ttl) with the default maximum and drift: the check of
 // LockCommands, RetryLock and the `dlock` tool.
 absl::Status ValidateTtl(absl::Duration ttl);

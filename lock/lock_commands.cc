@@ -20,33 +20,6 @@ LockCommands::LockCommands(Transport* transport, KeyScheme keys)
   data_set_key_ = keys_.DataSetKey();
 }
 
-namespace {
-
-absl::Status ValidateCommon(absl::string_view resource, absl::string_view token,
-                            absl::Duration timeout) {
-  absl::Status s = ValidateResource(resource);
-  if (!s.ok()) return s;
-  if (token.empty()) return absl::InvalidArgumentError("token must not be empty");
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("timeout must be positive");
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-void FinishNoticedRelease(const LeaseCore& core, absl::string_view policy,
-                          absl::string_view resource, absl::Time sent_at,
-                          const absl::StatusOr<ReleaseNotice>& notice,
-                          StatusCallback callback) {
-  std::string warning;
-  if (notice.ok() && !notice->published) {
-    warning = UnpublishedReleaseWarning(notice->publish_error);
-  }
-  FinishRelease(core, policy, resource, sent_at, notice.status(), warning,
-                std::move(callback));
-}
-
 absl::Status OwnedReplyStatus(absl::string_view what,
                               const absl::StatusOr<Reply>& reply) {
   if (!reply.ok()) return reply.status();
@@ -59,12 +32,13 @@ absl::Status OwnedReplyStatus(absl::string_view what,
 }
 
 absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_view resource,
-                                          const absl::StatusOr<Reply>& reply) {
+                                          const absl::StatusOr<Reply>& reply,
+                                          int64_t min_fence, absl::string_view held) {
   if (!reply.ok()) return reply.status();
   std::optional<absl::Status> refusal = AcquireRefusalStatus(keys, resource, *reply);
   if (refusal.has_value()) return *std::move(refusal);
-  if (reply->is_nil()) return absl::AbortedError("lock is held by another owner");
-  if (reply->is_integer() && reply->integer >= 1) return reply->integer;
+  if (reply->is_nil()) return absl::AbortedError(held);
+  if (reply->is_integer() && reply->integer >= min_fence) return reply->integer;
   return UnexpectedReplyStatus("acquire", *reply);
 }
 
@@ -85,13 +59,8 @@ absl::Status LockCommands::PrepareAcquire(absl::string_view resource,
                                           absl::string_view token, absl::Duration ttl,
                                           absl::Duration restart_window,
                                           absl::Duration timeout, AcquireArgv& a) const {
-  absl::Status s = ValidateCommon(resource, token, timeout);
+  absl::Status s = ValidateAcquireArgs(resource, token, ttl, restart_window, timeout);
   if (!s.ok()) return s;
-  s = ValidateTtl(ttl);
-  if (!s.ok()) return s;
-  if (restart_window < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("restart window must be >= 0");
-  }
   const ResourceKeys& k = a.resource_keys.emplace(keys_.prefix, resource);
   a.keys[0] = k.lock();
   a.keys[1] = k.fence();
@@ -121,19 +90,11 @@ absl::StatusOr<int64_t> LockCommands::AcquireReplyFence(
   return UnexpectedReplyStatus("acquire", *reply);
 }
 
-absl::Status LockCommands::ValidateReleaseArgs(absl::string_view resource,
-                                               absl::string_view token,
-                                               absl::Duration timeout) {
-  return ValidateCommon(resource, token, timeout);
-}
-
 absl::Status LockCommands::SendExtend(const Script& script, absl::string_view resource,
                                       absl::string_view token, absl::Duration ttl,
                                       absl::Duration timeout,
                                       absl::AnyInvocable<void(absl::Status) &&> cb) {
-  absl::Status s = ValidateCommon(resource, token, timeout);
-  if (!s.ok()) return s;
-  s = ValidateTtl(ttl);
+  absl::Status s = ValidateCommandArgs(resource, token, ttl, timeout);
   if (!s.ok()) return s;
   const ResourceKeys k(keys_.prefix, resource);
   const absl::string_view keys[] = {k.lock()};
@@ -151,9 +112,7 @@ absl::Status LockCommands::Extend(absl::string_view resource,
                                   absl::AnyInvocable<void(absl::Status) &&> cb) {
   if (ack_.min_replicas > 0) {
     // Acknowledged: WAIT goes right behind the script (replica_ack.h).
-    absl::Status s = ValidateCommon(resource, token, timeout);
-    if (!s.ok()) return s;
-    s = ValidateTtl(ttl);
+    absl::Status s = ValidateCommandArgs(resource, token, ttl, timeout);
     if (!s.ok()) return s;
     return RunAcknowledged(
         ExtendScript(), *transport_, {keys_.LockKey(resource)},

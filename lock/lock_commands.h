@@ -36,30 +36,18 @@
 
 namespace dlock {
 
-// A release that deleted the key: did its notification go out?
-struct ReleaseNotice {
-  // False when the server refused the PUBLISH (an ACL user without channel
-  // permission); the key is deleted all the same.
-  bool published = true;
-  // The server's refusal when !published.
-  std::string publish_error;
-};
-
-// How the scripts' replies read (LockCommands and the Semaphore share them):
-// an acquire script's reply as the fence (>= 1), kAborted for nil (held),
-// its refusals (AcquireRefusalStatus) or an unexpected reply's status;
+// How the scripts' replies read (LockCommands, the Semaphore and the
+// ReadWriteLock share them): an acquire script's reply as the fence (>=
+// `min_fence`), kAborted `held` for nil (held), its refusals
+// (AcquireRefusalStatus) or an unexpected reply's status;
 absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_view resource,
-                                          const absl::StatusOr<Reply>& reply);
+                                          const absl::StatusOr<Reply>& reply,
+                                          int64_t min_fence = 1,
+                                          absl::string_view held =
+                                              "lock is held by another owner");
 // a release script's reply (1 deleted, 0 not owner, a string: deleted but
-// the PUBLISH was refused);
+// the PUBLISH was refused; ReleaseNotice and its report: lease_ops.h);
 absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(absl::StatusOr<Reply> reply);
-// Reports a release whose reply told whether its notification went out
-// (FinishRelease), with UnpublishedReleaseWarning when it did not: shared by
-// every policy whose release script publishes.
-void FinishNoticedRelease(const LeaseCore& core, absl::string_view policy,
-                          absl::string_view resource, absl::Time sent_at,
-                          const absl::StatusOr<ReleaseNotice>& notice,
-                          StatusCallback callback);
 // a 1/0 reply as OK / kFailedPrecondition "<what>: the lease no longer owns
 // the key". Transport failures pass through.
 absl::Status OwnedReplyStatus(absl::string_view what, const absl::StatusOr<Reply>& reply);
@@ -194,15 +182,13 @@ class LockCommands {
   template <typename F>  // void(absl::StatusOr<Reply>) &&
   absl::Status SendRelease(absl::string_view resource, absl::string_view token,
                            absl::Duration timeout, F on_reply) {
-    absl::Status s = ValidateReleaseArgs(resource, token, timeout);
+    absl::Status s = ValidateCommandArgs(resource, token, timeout);
     if (!s.ok()) return s;
     const ResourceKeys k(keys_.prefix, resource);
     const absl::string_view keys[] = {k.lock()};
     const absl::string_view args[] = {token, k.channel()};
     return ReleaseScript().Invoke(*transport_, keys, args, timeout, std::move(on_reply));
   }
-  static absl::Status ValidateReleaseArgs(absl::string_view resource,
-                                          absl::string_view token, absl::Duration timeout);
   absl::Status SendExtend(const Script& script, absl::string_view resource,
                           absl::string_view token, absl::Duration ttl,
                           absl::Duration timeout,

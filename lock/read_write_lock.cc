@@ -18,12 +18,10 @@ namespace dlock {
 
 struct ReadWriteLock::Core : LeaseCore {
   Core(EventLoop* loop, Transport* transport, const ReadWriteLockOptions& options)
-      : LeaseCore(loop, options.observer, options.command_timeout,
-                  options.drift_factor, options.drift_constant),
+      : LeaseCore(loop, options),
         transport(transport),
         commands(transport, KeyScheme{options.key_prefix}),
-        writer_intent_ttl(options.writer_intent_ttl),
-        restart_window(options.restart_window) {
+        writer_intent_ttl(options.writer_intent_ttl) {
     commands.set_replica_ack(options.replica_ack);
   }
 
@@ -33,47 +31,11 @@ struct ReadWriteLock::Core : LeaseCore {
   // The writer's release and extend: the plain lock's scripts.
   LockCommands commands;
   const absl::Duration writer_intent_ttl;
-  const absl::Duration restart_window;
 };
 
 namespace {
 
 using Core = ReadWriteLock::Core;
-
-// Maps a 1/0 script reply to OK / kFailedPrecondition; a string is a
-// release whose PUBLISH was refused (scripts.h (*)).
-absl::Status OwnedStatus(absl::string_view what, const absl::StatusOr<Reply>& reply,
-                         std::string* publish_error) {
-  if (!reply.ok()) return reply.status();
-  if (reply->is_string() && publish_error != nullptr) {
-    *publish_error = reply->str;
-    return absl::OkStatus();
-  }
-  if (reply->is_integer() && reply->integer == 1) return absl::OkStatus();
-  if (reply->is_integer() && reply->integer == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(what, ": the lease no longer owns the key"));
-  }
-  return UnexpectedReplyStatus(what, *reply);
-}
-
-// An acquire script's reply: the fence, kAborted (nil), a refusal, or an
-// unexpected reply. `min_fence`: 1 for a writer, 0 for a reader.
-absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys,
-                                          absl::string_view resource,
-                                          absl::StatusOr<Reply> reply,
-                                          int64_t min_fence) {
-  if (!reply.ok()) return reply.status();
-  std::optional<absl::Status> refusal = AcquireRefusalStatus(keys, resource, *reply);
-  if (refusal.has_value()) return *std::move(refusal);
-  if (reply->is_nil()) {
-    return absl::AbortedError(min_fence == 0
-                                  ? "a writer holds or waits for the lock"
-                                  : "the lock is held by a writer or readers");
-  }
-  if (reply->is_integer() && reply->integer >= min_fence) return reply->integer;
-  return UnexpectedReplyStatus("acquire", *reply);
-}
 
 // Sends the reader release script for `token`.
 absl::Status SendReadRelease(
@@ -85,10 +47,6 @@ absl::Status SendReadRelease(
       std::move(cb));
 }
 
-bool IsUnknownOutcome(const absl::Status& s) {
-  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
-}
-
 // Gives back what `token` may hold of `resource` (the writer's key or the
 // reader's entry), retried in the background while the key could still
 // exist: after an unknown outcome, a cancelled acquire, or a grant or extend
@@ -96,31 +54,28 @@ bool IsUnknownOutcome(const absl::Status& s) {
 void GiveUp(std::shared_ptr<Core> core, bool write, std::string resource, std::string token,
             absl::Time key_expiry) {
   Core* c = core.get();
-  RunCleanup(std::move(core), key_expiry,
-             [c, write, resource = std::move(resource), token = std::move(token)](
-                 absl::AnyInvocable<void(bool) &&> done) {
-               if (write) {
-                 return c->commands.Release(
-                     resource, token, c->command_timeout,
-                     [done = std::move(done)](absl::Status s) mutable {
-                       std::move(done)(IsUnknownOutcome(s));
-                     });
-               }
-               return SendReadRelease(
-                   *c, resource, token,
-                   [done = std::move(done)](absl::StatusOr<Reply> r) mutable {
-                     std::move(done)(!r.ok() && IsUnknownOutcome(r.status()));
-                   });
-             });
+  RunReleaseCleanup(std::move(core), key_expiry,
+                    [c, write, resource = std::move(resource),
+                     token = std::move(token)](auto done) {
+                      if (write) {
+                        return c->commands.Release(resource, token, c->command_timeout,
+                                                   std::move(done));
+                      }
+                      return SendReadRelease(*c, resource, token, std::move(done));
+                    });
 }
 
 // A shortfall of acknowledgements on an extend: the lease is given up.
-absl::Status AfterExtend(const std::shared_ptr<Core>& core, bool write, const Lease& lease,
-                         absl::Time key_expiry, absl::Status status) {
-  if (!IsReplicaShortfall(status)) return status;
-  GiveUp(core, write, lease.resource, lease.token, key_expiry);
-  return absl::UnavailableError(absl::StrCat(status.message(), "; the lease was released"));
-}
+struct AfterExtend {
+  absl::Status operator()(absl::Status status, const Lease& lease,
+                          absl::Time key_expiry) const {
+    return GiveUpOnShortfall(std::move(status), "the lease", [&] {
+      GiveUp(core, write, lease.resource, lease.token, key_expiry);
+    });
+  }
+  std::shared_ptr<Core> core;
+  bool write;
+};
 
 class RwAcquireOp : public SingleServerAcquire {
  public:
@@ -150,21 +105,32 @@ class ViewBase : public Lock, protected ReleaseNotifier {
   absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
                                         const AcquireOptions& options,
                                         LeaseCallback callback) override {
-    absl::Status s = ValidateResource(resource);
-    if (!s.ok()) return s;
-    s = core_->CheckTtl(options.ttl);
+    absl::Status s = core_->CheckAcquire(resource, options.ttl);
     if (!s.ok()) return s;
     s = ValidateReplicaAck(core_->commands.replica_ack());
     if (!s.ok()) return s;
-    if (core_->restart_window < absl::ZeroDuration() ||
-        core_->writer_intent_ttl < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(
-          "restart_window and writer_intent_ttl must be >= 0");
+    if (core_->writer_intent_ttl < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("writer_intent_ttl must be >= 0");
     }
-    auto op = std::make_shared<RwAcquireOp>(core_, write_, std::string(resource),
-                                            WholeMillis(options.ttl),
-                                            std::move(callback));
-    std::weak_ptr<Cancellable> weak = op;
+    return StartAcquire(std::make_shared<RwAcquireOp>(core_, write_, std::string(resource),
+                                                      WholeMillis(options.ttl),
+                                                      std::move(callback)),
+                        [&](std::shared_ptr<RwAcquireOp> op) { return Send(std::move(op)); });
+  }
+
+ protected:
+  std::string ReleaseChannel(absl::string_view resource) const override {
+    return core_->keys().ChannelKey(resource);
+  }
+  Transport* ReleaseSubscriber() const override { return core_->transport; }
+
+  std::shared_ptr<Core> core_;
+  const bool write_;
+
+ private:
+  // Sends `op`'s acquire script (the writer's or the reader's).
+  absl::Status Send(std::shared_ptr<RwAcquireOp> op) {
+    const absl::string_view resource = op->resource();
     const KeyScheme& keys = core_->keys();
     std::vector<std::string> args = {
         op->token(), absl::StrCat(TtlMillis(op->ttl())),
@@ -178,27 +144,18 @@ class ViewBase : public Lock, protected ReleaseNotifier {
     bool (*const granted)(const Reply&) =
         write_ ? +[](const Reply& r) { return r.is_integer() && r.integer >= 1; }
                : +[](const Reply& r) { return r.is_integer() && r.integer >= 0; };
-    s = RunAcknowledged(
+    return RunAcknowledged(
         script, *core_->transport,
         {keys.LockKey(resource), keys.FenceKey(resource), ReadersKey(keys, resource),
          WriterIntentKey(keys, resource), keys.DataSetKey(resource)},
         std::move(args), core_->command_timeout, core_->commands.replica_ack(), granted,
         [op, keys, write = write_](absl::StatusOr<Reply> reply) {
           op->OnReply(AcquireReplyFence(keys, op->resource(), std::move(reply),
-                                        write ? 1 : 0));
+                                        write ? 1 : 0,
+                                        write ? "the lock is held by a writer or readers"
+                                              : "a writer holds or waits for the lock"));
         });
-    if (!s.ok()) return s;
-    return AcquireHandle(weak);
   }
-
- protected:
-  std::string ReleaseChannel(absl::string_view resource) const override {
-    return core_->keys().ChannelKey(resource);
-  }
-  Transport* ReleaseSubscriber() const override { return core_->transport; }
-
-  std::shared_ptr<Core> core_;
-  const bool write_;
 };
 
 }  // namespace
@@ -208,45 +165,35 @@ class ReadWriteLock::ReaderView : public ViewBase {
   explicit ReaderView(std::shared_ptr<Core> core) : ViewBase(std::move(core), false) {}
 
   absl::Status Release(const Lease& lease, StatusCallback callback) override {
-    absl::Status s = ValidateResource(lease.resource);
+    absl::Status s = ValidateResourceToken(lease.resource, lease.token);
     if (!s.ok()) return s;
-    if (lease.token.empty()) return absl::InvalidArgumentError("token must not be empty");
-    const absl::Time sent_at = core_->loop->Now();
-    return SendReadRelease(
-        *core_, lease.resource, lease.token,
-        [core = core_, resource = lease.resource, sent_at,
-         callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
-          std::string publish_error;
-          absl::Status status = OwnedStatus("release", reply, &publish_error);
-          std::string warning;
-          if (!publish_error.empty()) warning = UnpublishedReleaseWarning(publish_error);
-          FinishRelease(*core, "read", resource, sent_at, std::move(status), warning,
-                        std::move(callback));
-        });
+    return ReleaseAndReport(core_, "read", lease, std::move(callback), [&](auto on_notice) {
+      return SendReadRelease(*core_, lease.resource, lease.token,
+                             [on_notice = std::move(on_notice)](
+                                 absl::StatusOr<Reply> reply) mutable {
+                               std::move(on_notice)(ReleaseReplyNotice(std::move(reply)));
+                             });
+    });
   }
 
   absl::Status Extend(const Lease& lease, absl::Duration ttl,
                       LeaseCallback callback) override {
-    absl::Status s = ValidateResource(lease.resource);
+    absl::Status s = core_->CheckExtend(lease, ttl);
     if (!s.ok()) return s;
-    if (lease.token.empty()) return absl::InvalidArgumentError("token must not be empty");
-    s = core_->CheckTtl(ttl);
-    if (!s.ok()) return s;
-    const absl::Duration whole = WholeMillis(ttl);
-    const absl::Time sent_at = core_->loop->Now();
-    return RunAcknowledged(
-        ReadExtendScript(), *core_->transport, {ReadersKey(core_->keys(), lease.resource)},
-        {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
-        core_->commands.replica_ack(),
-        [](const Reply& r) { return r.is_integer() && r.integer == 1; },
-        [core = core_, lease = Lease(lease), whole, sent_at,
-         callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
-          absl::Status status =
-              !reply.ok() ? AfterExtend(core, false, lease, sent_at + whole, reply.status())
-                          : OwnedStatus("extend", reply, nullptr);
-          FinishExtend(*core, "read", std::move(lease), whole, sent_at, std::move(status),
-                       std::move(callback));
-        });
+    return ExtendAndReport(
+        core_, "read", lease, ttl, std::move(callback),
+        [&](absl::Duration whole, auto on_status) {
+          return RunAcknowledged(
+              ReadExtendScript(), *core_->transport,
+              {ReadersKey(core_->keys(), lease.resource)},
+              {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
+              core_->commands.replica_ack(),
+              [](const Reply& r) { return r.is_integer() && r.integer == 1; },
+              [on_status = std::move(on_status)](absl::StatusOr<Reply> reply) mutable {
+                std::move(on_status)(OwnedReplyStatus("extend", reply));
+              });
+        },
+        AfterExtend{core_, false});
   }
 };
 
@@ -255,30 +202,23 @@ class ReadWriteLock::WriterView : public ViewBase {
   explicit WriterView(std::shared_ptr<Core> core) : ViewBase(std::move(core), true) {}
 
   absl::Status Release(const Lease& lease, StatusCallback callback) override {
-    const absl::Time sent_at = core_->loop->Now();
-    return core_->commands.ReleaseNotifying(
-        lease.resource, lease.token, core_->command_timeout,
-        [core = core_, resource = lease.resource, sent_at,
-         callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
-          FinishNoticedRelease(*core, "write", resource, sent_at, notice,
-                               std::move(callback));
-        });
+    return ReleaseAndReport(core_, "write", lease, std::move(callback), [&](auto on_notice) {
+      return core_->commands.ReleaseNotifying(lease.resource, lease.token,
+                                              core_->command_timeout, std::move(on_notice));
+    });
   }
 
   absl::Status Extend(const Lease& lease, absl::Duration ttl,
                       LeaseCallback callback) override {
-    absl::Status s = core_->CheckTtl(ttl);
+    absl::Status s = core_->CheckExtend(lease, ttl);
     if (!s.ok()) return s;
-    const absl::Duration whole = WholeMillis(ttl);
-    const absl::Time sent_at = core_->loop->Now();
-    return core_->commands.Extend(
-        lease.resource, lease.token, whole, core_->command_timeout,
-        [core = core_, lease = Lease(lease), whole, sent_at,
-         callback = std::move(callback)](absl::Status status) mutable {
-          status = AfterExtend(core, true, lease, sent_at + whole, std::move(status));
-          FinishExtend(*core, "write", std::move(lease), whole, sent_at,
-                       std::move(status), std::move(callback));
-        });
+    return ExtendAndReport(
+        core_, "write", lease, ttl, std::move(callback),
+        [&](absl::Duration whole, auto on_status) {
+          return core_->commands.Extend(lease.resource, lease.token, whole,
+                                        core_->command_timeout, std::move(on_status));
+        },
+        AfterExtend{core_, true});
   }
 };
 

@@ -92,6 +92,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/lock/keys.h"
+#include "dlock/lock/lease_options.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
@@ -101,21 +102,14 @@
 
 namespace dlock {
 
-struct ReadWriteLockOptions {
-  // Prefix of every key (KeyScheme). A writer excludes plain locks of the
-  // same prefix.
-  std::string key_prefix = "dlock:";
-  // Bound on each round trip (acquire, release, extend).
-  absl::Duration command_timeout = absl::Seconds(2);
+// LeaseOptions (lease_options.h: key prefix -- a writer excludes plain
+// locks of the same prefix --, command timeout, drift, restart window,
+// observer -- policy "read" or "write"), plus the writer's intent and
+// replica acknowledgement.
+struct ReadWriteLockOptions : LeaseOptions {
   // How long a failed write attempt keeps new readers out (see POLICY).
   // Whole ms; zero: never (reader preference). Must be >= 0.
   absl::Duration writer_intent_ttl = absl::Seconds(3);
-  // As SimpleLockOptions.
-  double drift_factor = kDefaultDriftFactor;
-  absl::Duration drift_constant = kDefaultDriftConstant;
-  absl::Duration restart_window = absl::ZeroDuration();
-  // Receives OnAcquire/OnRelease/OnExtend with policy "read" or "write".
-  LockObserver* observer = nullptr;
   // Replica acknowledgement (replica_ack.h; off by default), as
   // SimpleLockOptions::replica_ack: a read or write grant, and an extend,
   // counts only once `WAIT min_replicas timeout` confirmed it; too few

@@ -27,16 +27,7 @@ namespace {
 // exists (a writer is waiting: no writer starvation). It returns the fence
 // counter's current value (the last writer's fence; INCRBY 0 fails on a
 // counter that is not an integer).
-constexpr char kReadAcquire[] = DLOCK_DATA_SET_PRELUDE(5, 3) R"lua(
-local kind = redis.call('type', KEYS[1])['ok']
-if kind ~= 'none' then
-  local pttl = redis.call('pttl', KEYS[1])
-  if kind == 'string' and pttl >= 0 then
-    return false
-  end
-  return {'foreign', kind, pttl < 0 and -1 or 0}
-end
-if redis.call('exists', KEYS[4]) == 1 then
+constexpr char kReadAcquire[] = DLOCK_DATA_SET_PRELUDE(5, 3) "\n" DLOCK_LOCK_KEY_HELD R"lua(if redis.call('exists', KEYS[4]) == 1 then
   return false
 end
 )lua" DLOCK_TRIM_READERS(3) DLOCK_FENCE_BASE R"lua(
@@ -57,13 +48,7 @@ return redis.call('incrby', KEYS[2], 0)
 // attempt, which fails while this writer holds).
 constexpr char kWriteAcquire[] = DLOCK_DATA_SET_PRELUDE(5, 3) R"lua(
 local busy = false
-local kind = redis.call('type', KEYS[1])['ok']
-if kind ~= 'none' then
-  local pttl = redis.call('pttl', KEYS[1])
-  if kind ~= 'string' or pttl < 0 then
-    return {'foreign', kind, pttl < 0 and -1 or 0}
-  end
-  busy = true
+)lua" DLOCK_LOCK_KEY_CHECK R"lua(  busy = true
 else
 )lua" DLOCK_TRIM_READERS(3) R"lua(
   busy = live > 0
@@ -91,14 +76,7 @@ end
 redis.call('hdel', KEYS[1], ARGV[1])
 )lua" DLOCK_TRIM_READERS(1) R"lua(
 if live == 0 then
-  redis.call('del', KEYS[1])
-  local p = redis.pcall('publish', ARGV[2], 'released')
-  if type(p) == 'table' then
-    return tostring(p.err)
-  end
-end
-return 1
-)lua";
+)lua" DLOCK_DELETE_AND_PUBLISH_RELEASED;
 
 // Sets a live reader's expiry to now + ttl_ms and the hash's TTL to the
 // latest expiry left.

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dlock/lock/lease_ops.h"
@@ -14,12 +15,10 @@ namespace dlock {
 
 struct ReentrantLock::Core : LeaseCore {
   Core(EventLoop* loop, Transport* transport, const ReentrantLockOptions& options)
-      : LeaseCore(loop, options.observer, options.command_timeout,
-                  options.drift_factor, options.drift_constant),
+      : LeaseCore(loop, options),
         transport(transport),
         keys{options.key_prefix, transport != nullptr && transport->cluster()},
         client_id(options.client_id.empty() ? NewToken() : options.client_id),
-        restart_window(options.restart_window),
         replica_ack(options.replica_ack) {}
 
   std::string MarkerKey(absl::string_view resource, absl::string_view request) const {
@@ -29,45 +28,46 @@ struct ReentrantLock::Core : LeaseCore {
   Transport* const transport;
   const KeyScheme keys;
   const std::string client_id;
-  const absl::Duration restart_window;
   const ReplicaAckOptions replica_ack;
 };
 
 namespace {
 
-// Undoes exactly the acquisition `request` (if it ran and is not undone),
-// retried while its marker could still exist (RunCleanup).
-void UndoAcquisition(std::shared_ptr<ReentrantLock::Core> core, std::string resource,
-                     std::string owner, std::string request, absl::Time marker_expiry) {
+// Runs `script` in the background, retried while it fails and `expiry`
+// (when what it undoes expires by itself) is not reached (RunCleanup).
+void RunScriptCleanup(std::shared_ptr<ReentrantLock::Core> core, absl::Time expiry,
+                      const Script& script, std::vector<std::string> keys,
+                      std::vector<std::string> args) {
   // RunCleanup keeps `core` alive whenever this sender runs.
   ReentrantLock::Core* c = core.get();
-  RunCleanup(std::move(core), marker_expiry,
-             [c, resource = std::move(resource), owner = std::move(owner),
-              request = std::move(request)](absl::AnyInvocable<void(bool) &&> done) {
-               return ReentrantUndoScript().Run(
-                   *c->transport, {c->keys.LockKey(resource), c->MarkerKey(resource, request)},
-                   {owner, c->keys.ChannelKey(resource)}, c->command_timeout,
-                   [done = std::move(done)](absl::StatusOr<Reply> reply) mutable {
-                     std::move(done)(!reply.ok());
-                   });
+  RunCleanup(std::move(core), expiry,
+             [c, &script, keys = std::move(keys),
+              args = std::move(args)](absl::AnyInvocable<void(bool) &&> done) {
+               return script.Run(*c->transport, keys, args, c->command_timeout,
+                                 [done = std::move(done)](absl::StatusOr<Reply> reply) mutable {
+                                   std::move(done)(!reply.ok());
+                                 });
              });
 }
 
+// Undoes exactly the acquisition `request` (if it ran and is not undone),
+// retried while its marker could still exist.
+void UndoAcquisition(std::shared_ptr<ReentrantLock::Core> core, const std::string& resource,
+                     const std::string& owner, const std::string& request,
+                     absl::Time marker_expiry) {
+  const ReentrantLock::Core& c = *core;
+  RunScriptCleanup(std::move(core), marker_expiry, ReentrantUndoScript(),
+                   {c.keys.LockKey(resource), c.MarkerKey(resource, request)},
+                   {owner, c.keys.ChannelKey(resource)});
+}
+
 // Releases one hold of `owner` in the background, retried while the key
-// could still exist (RunCleanup): an extend whose acknowledgement fell short.
-void GiveUpHold(std::shared_ptr<ReentrantLock::Core> core, std::string resource,
-                std::string owner, absl::Time key_expiry) {
-  ReentrantLock::Core* c = core.get();
-  RunCleanup(std::move(core), key_expiry,
-             [c, resource = std::move(resource),
-              owner = std::move(owner)](absl::AnyInvocable<void(bool) &&> done) {
-               return ReentrantReleaseScript().Run(
-                   *c->transport, {c->keys.LockKey(resource)},
-                   {owner, c->keys.ChannelKey(resource)}, c->command_timeout,
-                   [done = std::move(done)](absl::StatusOr<Reply> reply) mutable {
-                     std::move(done)(!reply.ok());
-                   });
-             });
+// could still exist: an extend whose acknowledgement fell short.
+void GiveUpHold(std::shared_ptr<ReentrantLock::Core> core, const std::string& resource,
+                const std::string& owner, absl::Time key_expiry) {
+  const ReentrantLock::Core& c = *core;
+  RunScriptCleanup(std::move(core), key_expiry, ReentrantReleaseScript(),
+                   {c.keys.LockKey(resource)}, {owner, c.keys.ChannelKey(resource)});
 }
 
 class ReentrantAcquireOp : public SingleServerAcquire {
@@ -147,29 +147,20 @@ std::string ReentrantLock::OwnerId(absl::string_view task_id) const {
 absl::StatusOr<AcquireHandle> ReentrantLock::Acquire(absl::string_view resource,
                                                      const AcquireOptions& options,
                                                      LeaseCallback callback) {
-  absl::Status s = ValidateResource(resource);
+  absl::Status s = core_->CheckAcquire(resource, options.ttl);
   if (!s.ok()) return s;
-  s = core_->CheckTtl(options.ttl);
-  if (!s.ok()) return s;
-  if (core_->restart_window < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("restart_window must be >= 0");
-  }
   s = ValidateReplicaAck(core_->replica_ack);
   if (!s.ok()) return s;
-  auto op = std::make_shared<ReentrantAcquireOp>(core_, std::string(resource),
-                                                 OwnerId(options.task_id),
-                                                 WholeMillis(options.ttl),
-                                                 std::move(callback));
-  std::weak_ptr<Cancellable> weak = op;
-  s = op->Send(op);
-  if (!s.ok()) return s;
-  return AcquireHandle(weak);
+  return StartAcquire(std::make_shared<ReentrantAcquireOp>(core_, std::string(resource),
+                                                           OwnerId(options.task_id),
+                                                           WholeMillis(options.ttl),
+                                                           std::move(callback)),
+                      [](std::shared_ptr<ReentrantAcquireOp> op) { return op->Send(op); });
 }
 
 absl::Status ReentrantLock::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = ValidateResource(lease.resource);
+  absl::Status s = ValidateResourceToken(lease.resource, lease.token);
   if (!s.ok()) return s;
-  if (lease.token.empty()) return absl::InvalidArgumentError("lease has no owner");
   const absl::Time sent_at = core_->loop->Now();
   return ReentrantReleaseScript().Run(
       *core_->transport, {core_->keys.LockKey(lease.resource)},
@@ -198,38 +189,36 @@ absl::Status ReentrantLock::Release(const Lease& lease, StatusCallback callback)
 
 absl::Status ReentrantLock::Extend(const Lease& lease, absl::Duration ttl,
                                    LeaseCallback callback) {
-  absl::Status s = ValidateResource(lease.resource);
-  if (!s.ok()) return s;
-  if (lease.token.empty()) return absl::InvalidArgumentError("lease has no owner");
-  s = core_->CheckTtl(ttl);
+  absl::Status s = core_->CheckExtend(lease, ttl);
   if (!s.ok()) return s;
   s = ValidateReplicaAck(core_->replica_ack);
   if (!s.ok()) return s;
-  const absl::Duration whole = WholeMillis(ttl);
-  const absl::Time sent_at = core_->loop->Now();
-  return RunAcknowledged(
-      ReentrantExtendScript(), *core_->transport, {core_->keys.LockKey(lease.resource)},
-      {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
-      core_->replica_ack, [](const Reply& r) { return r.is_integer() && r.integer == 1; },
-      [core = core_, lease = Lease(lease), whole, sent_at,
-       callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
-        absl::Status status;
-        if (!reply.ok() && IsReplicaShortfall(reply.status())) {
-          // Give this hold up (one release), as an undone acquisition would.
-          GiveUpHold(core, lease.resource, lease.token, sent_at + whole);
-          status = absl::UnavailableError(
-              absl::StrCat(reply.status().message(), "; this hold was released"));
-        } else if (!reply.ok()) {
-          status = reply.status();
-        } else if (reply->is_integer() && reply->integer == 1) {
-          status = absl::OkStatus();
-        } else if (reply->is_integer() && reply->integer == 0) {
-          status = OwnerHoldsNothing();
-        } else {
-          status = UnexpectedReplyStatus("reentrant extend", *reply);
-        }
-        FinishExtend(*core, "reentrant", std::move(lease), whole, sent_at,
-                     std::move(status), std::move(callback));
+  return ExtendAndReport(
+      core_, "reentrant", lease, ttl, std::move(callback),
+      [&](absl::Duration whole, auto on_status) {
+        return RunAcknowledged(
+            ReentrantExtendScript(), *core_->transport, {core_->keys.LockKey(lease.resource)},
+            {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
+            core_->replica_ack, [](const Reply& r) { return r.is_integer() && r.integer == 1; },
+            [on_status = std::move(on_status)](absl::StatusOr<Reply> reply) mutable {
+              absl::Status status;
+              if (!reply.ok()) {
+                status = reply.status();
+              } else if (reply->is_integer() && reply->integer == 1) {
+                status = absl::OkStatus();
+              } else if (reply->is_integer() && reply->integer == 0) {
+                status = OwnerHoldsNothing();
+              } else {
+                status = UnexpectedReplyStatus("reentrant extend", *reply);
+              }
+              std::move(on_status)(std::move(status));
+            });
+      },
+      [core = core_](absl::Status status, const Lease& lease, absl::Time key_expiry) {
+        // Give this hold up (one release), as an undone acquisition would.
+        return GiveUpOnShortfall(std::move(status), "this hold", [&] {
+          GiveUpHold(core, lease.resource, lease.token, key_expiry);
+        });
       });
 }
 

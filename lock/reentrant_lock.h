@@ -55,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/lock/lease_options.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/replica_ack.h"
 #include "dlock/lock/keys.h"
@@ -67,28 +68,13 @@
 
 namespace dlock {
 
-struct ReentrantLockOptions {
-  // Prefix of every key (see KeyScheme).
-  std::string key_prefix = "dlock:";
+// LeaseOptions (lease_options.h: key prefix, command timeout, drift, restart
+// window, observer -- policy "reentrant"), plus the owner's identity and
+// replica acknowledgement.
+struct ReentrantLockOptions : LeaseOptions {
   // Identity of this client. Lock objects sharing it are one owner (per task
   // id). Empty: a fresh random id (NewToken()) for this object.
   std::string client_id;
-  // Bound on each round trip.
-  absl::Duration command_timeout = absl::Seconds(2);
-  // Drift allowance: ttl * drift_factor + drift_constant.
-  double drift_factor = kDefaultDriftFactor;
-  absl::Duration drift_constant = kDefaultDriftConstant;
-  // Receives OnAcquire / OnRelease / OnExtend (policy "reentrant").
-  // The restart rule for a single server (off by default): when > 0, a
-  // server whose data-set marker (KeyScheme::DataSetKey) began less than
-  // this long ago refuses every acquire with kUnavailable "data set began N
-  // ms ago ..." (IsYoungDataSet), so a server restarted without persistence
-  // grants nothing until every lease it may have lost has expired. Set it to
-  // at least the largest TTL any client of the resource uses. A brand-new
-  // server is then refused for this long after first contact, unless it is
-  // declared trusted (TrustDataSetCommand). Must be >= 0.
-  absl::Duration restart_window = absl::ZeroDuration();
-  LockObserver* observer = nullptr;
   // Replica acknowledgement of acquisitions and extends (replica_ack.h; off
   // by default). Too few acknowledgements: an acquisition is undone, an
   // extend gives up this hold (one release), and the callback gets

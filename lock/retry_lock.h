@@ -74,11 +74,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -87,11 +85,13 @@
 #include "dlock/lock/keys.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/observer.h"
-#include "dlock/lock/retry_backoff.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/transport.h"
 
 namespace dlock {
+
+class RetryAttempts;
+class RetryWakeups;
 
 struct RetryLockOptions {
   // DEPRECATED: read only by the deprecated constructor that takes a
@@ -152,52 +152,23 @@ class RetryLock : public Lock {
 
   // Observability for tests and tools.
   // Inner Acquire attempts made so far, over all waits.
-  int64_t attempts() const { return attempts_; }
+  int64_t attempts() const;
   // Acquires still waiting (not finished or cancelled).
-  size_t waiting() const { return waiters_.size(); }
+  size_t waiting() const;
   // Live release-channel subscriptions (one per resource being waited on).
   size_t subscriptions() const;
 
  private:
-  struct Waiter;
-  struct Group;
+  RetryLock(EventLoop* loop, Lock* inner, const ReleaseNotifier* notifier,
+            Transport* subscriber, RetryLockOptions options);
 
-  void StartAttempt(const std::shared_ptr<Waiter>& w);
-  void OnAttemptResult(const std::shared_ptr<Waiter>& w,
-                       absl::StatusOr<Lease> result);
-  void ScheduleBackoff(const std::shared_ptr<Waiter>& w,
-                       const absl::Status& last_error);
-  // The wait's deadline came: abandon any attempt in flight, finish.
-  void OnDeadline(const std::shared_ptr<Waiter>& w);
-  void FinishAtDeadline(const std::shared_ptr<Waiter>& w, bool in_flight);
-  static bool IsRetried(const absl::Status& error);
-  void EnsureSubscribed(const std::shared_ptr<Group>& g);
-  void OnSubscribed(const std::shared_ptr<Group>& g, absl::Status status);
-  void OnReleased(Group* g, absl::string_view message);
-  // Wakes the oldest waiter of `g` not already woken; false if none.
-  // `hand_off`: woken by a local Release rather than a notification.
-  bool Wake(Group* g, bool hand_off);
-  // wake_stagger > 0: (re)arms the oldest waiter's attempt after a
-  // jittered delay; an attempt in flight is marked to retry instead.
-  void StaggerWake(Group* g);
-  void Detach(Waiter* w);
-  void Finish(const std::shared_ptr<Waiter>& w, absl::StatusOr<Lease> result);
-  bool CancelWaiter(Waiter* w);
-  std::string ChannelOf(absl::string_view resource) const;
-
-  EventLoop* loop_;
-  Lock* inner_;
-  // Where releases are announced: `notifier_` when the wrapped lock has
-  // one, else `keys_` (deprecated constructor) with `subscriber_`.
-  const ReleaseNotifier* notifier_;
-  Transport* subscriber_;
-  RetryLockOptions options_;
-  LockObserver* observer_;
-  KeyScheme keys_;
-  RetryBackoff backoff_;
-  int64_t attempts_ = 0;
-  absl::flat_hash_map<Waiter*, std::shared_ptr<Waiter>> waiters_;
-  absl::flat_hash_map<std::string, std::shared_ptr<Group>> groups_;
+  EventLoop* const loop_;
+  Lock* const inner_;
+  const RetryLockOptions options_;
+  // The wake-ups (retry_lock_internal.h) and the attempt loop, which
+  // refers to them: destroyed in that order's reverse.
+  std::unique_ptr<RetryWakeups> wakeups_;
+  std::unique_ptr<RetryAttempts> attempts_;
 };
 
 }  // namespace dlock

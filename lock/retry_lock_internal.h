@@ -1,22 +1,43 @@
-// Internal to //lock:retry_lock: the per-resource group (FIFO of local
-// waiters, the release-channel subscription, hand-off tokens) and the
-// per-Acquire waiter state, shared by retry_lock.cc (the wait: attempts,
-// backoff, deadline, finish) and retry_lock_wake.cc (subscriptions, wake-ups,
-// the local hand-off on Release).
+// Internal to //lock:retry_lock. RetryLock (retry_lock.cc, the facade) is
+// built from two parts with one job each:
+//   - RetryAttempts (retry_attempts.cc): the attempt loop of each waiting
+//     Acquire -- attempts, the backoff-with-jitter schedule (RetryBackoff),
+//     the wait's deadline, finishing and cancelling;
+//   - RetryWakeups (retry_lock_wake.cc): the wake-ups -- the per-resource
+//     FIFO of local waiters, its release-channel subscription, the
+//     notification that wakes one waiter, and the local hand-off on Release.
+// RetryWaiter is one Acquire's state, RetryGroup one resource's; both are
+// plain data the two parts share. Not thread-safe: the loop's thread only.
 #ifndef DLOCK_LOCK_RETRY_LOCK_INTERNAL_H_
 #define DLOCK_LOCK_RETRY_LOCK_INTERNAL_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <list>
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dlock/lock/keys.h"
+#include "dlock/lock/lock.h"
+#include "dlock/lock/observer.h"
+#include "dlock/lock/retry_backoff.h"
 #include "dlock/lock/retry_lock.h"
+#include "dlock/transport/event_loop.h"
+#include "dlock/transport/transport.h"
 
 namespace dlock {
 
-struct RetryLock::Group {
+class RetryAttempts;
+struct RetryWaiter;
+
+// The local waiters of one resource and its release-channel subscription.
+struct RetryGroup {
   std::string resource;
   std::unique_ptr<Subscription> subscription;
   // Subscribe was called and on_ready has not run yet.
@@ -24,26 +45,25 @@ struct RetryLock::Group {
   // The server confirmed the subscription: releases from now on reach us.
   bool ready = false;
   // Waiters of this resource, oldest first.
-  std::list<Waiter*> fifo;
+  std::list<RetryWaiter*> fifo;
   // Tokens of releases made through this RetryLock that already woke a
   // local waiter (the hand-off in Release): their notifications must not
   // wake another.
   absl::flat_hash_set<std::string> handed_off;
 };
 
-namespace retry_lock_internal {
-// Bounds Group::handed_off (a notification that never comes -- lost on a
-// reconnect -- must not make it grow); past it, hand-offs are not recorded
+// Bounds RetryGroup::handed_off (a notification that never comes -- lost on
+// a reconnect -- must not make it grow); past it, hand-offs are not recorded
 // and their notifications wake one more waiter, as without hand-off.
-constexpr size_t kMaxHandedOff = 64;
-}  // namespace retry_lock_internal
+inline constexpr size_t kMaxHandedOff = 64;
 
-struct RetryLock::Waiter : public Cancellable {
+// One Acquire of a RetryLock: pending -> done (callback ran) or cancelled.
+struct RetryWaiter : public Cancellable {
   enum class State { kPending, kDone, kCancelled };
 
-  bool Cancel() override { return lock != nullptr && lock->CancelWaiter(this); }
+  bool Cancel() override;  // RetryAttempts::Cancel
 
-  RetryLock* lock = nullptr;  // null once detached
+  RetryAttempts* owner = nullptr;  // null once detached
   std::string resource;
   AcquireOptions options;  // wait = 0: what each attempt asks the inner lock
   absl::Time start;
@@ -67,8 +87,109 @@ struct RetryLock::Waiter : public Cancellable {
   bool notified = false;
   // Met contention before the subscription was ready: attempt once it is.
   bool pending_ready = false;
-  std::shared_ptr<Group> group;
-  std::list<Waiter*>::iterator pos;
+  std::shared_ptr<RetryGroup> group;
+  std::list<RetryWaiter*>::iterator pos;
+};
+
+// The wake-ups of a RetryLock's waiters (see retry_lock.h): one
+// subscription per resource being waited on, shared by its waiters and
+// dropped with the last of them; a notification wakes the oldest waiter
+// (after a jittered delay with wake_stagger); a Release through the
+// RetryLock wakes it at once (the local hand-off).
+class RetryWakeups {
+ public:
+  // Channels: `notifier`'s when not null, else keys.ChannelKey (the
+  // deprecated constructor), subscribed on `subscriber` (nullptr: no
+  // wake-ups, backoff timers only).
+  RetryWakeups(EventLoop* loop, const ReleaseNotifier* notifier, Transport* subscriber,
+               KeyScheme keys, absl::Duration wake_stagger);
+  ~RetryWakeups();
+
+  // Set once, before any waiter joins: who makes the attempts.
+  void set_attempts(RetryAttempts* attempts) { attempts_ = attempts; }
+  // Whether release notifications can be subscribed to at all.
+  bool enabled() const { return subscriber_ != nullptr; }
+
+  // Puts `w` at the back of its resource's FIFO (sets w->group, w->pos);
+  // returns how many older waiters of it wait (one-shot tries not counted).
+  size_t Join(RetryWaiter* w);
+  // Takes `w` out of its FIFO; the last one out drops the group and its
+  // subscription.
+  void Leave(RetryWaiter* w);
+  // Subscribes to `g`'s release channel unless done or under way.
+  void EnsureSubscribed(const std::shared_ptr<RetryGroup>& g);
+  // `inner`->Release, handing the resource to the oldest local waiter.
+  absl::Status Release(Lock* inner, const Lease& lease, StatusCallback callback);
+  // Live subscriptions.
+  size_t subscriptions() const;
+
+ private:
+  void OnSubscribed(const std::shared_ptr<RetryGroup>& g, absl::Status status);
+  void OnReleased(RetryGroup* g, absl::string_view message);
+  // Wakes the oldest waiter of `g` not already woken; false if none.
+  // `hand_off`: woken by a local Release rather than a notification.
+  bool Wake(RetryGroup* g, bool hand_off);
+  // wake_stagger > 0: (re)arms the oldest waiter's attempt after a
+  // jittered delay; an attempt in flight is marked to retry instead.
+  void StaggerWake(RetryGroup* g);
+  std::string ChannelOf(absl::string_view resource) const;
+
+  EventLoop* const loop_;
+  const ReleaseNotifier* const notifier_;
+  Transport* const subscriber_;
+  const KeyScheme keys_;
+  const absl::Duration wake_stagger_;
+  RetryAttempts* attempts_ = nullptr;
+  absl::flat_hash_map<std::string, std::shared_ptr<RetryGroup>> groups_;
+};
+
+// The attempt loop of a RetryLock's waiters (see retry_lock.h): each attempt
+// is one inner Acquire; a retried failure sleeps by the backoff schedule
+// (or until a wake-up); the wait ends with a lease, a non-retried error, or
+// kDeadlineExceeded at its deadline.
+class RetryAttempts {
+ public:
+  RetryAttempts(EventLoop* loop, Lock* inner, const RetryLockOptions& options,
+                RetryWakeups* wakeups);
+
+  // Registers `w` (its request fields set) and arms its deadline timer.
+  void Add(const std::shared_ptr<RetryWaiter>& w);
+  // The first attempt. Non-OK: the inner lock's rejection; the wait is over
+  // and its callback will never run.
+  absl::Status First(const std::shared_ptr<RetryWaiter>& w);
+  // An attempt now (a wake-up or the backoff timer); a rejection finishes
+  // the wait on a later turn.
+  void StartAttempt(const std::shared_ptr<RetryWaiter>& w);
+  // Sleeps until the next attempt by the backoff schedule (never past the
+  // deadline), reporting the AcquireWaitEvent for `last_error`.
+  void ScheduleBackoff(const std::shared_ptr<RetryWaiter>& w, const absl::Status& last_error);
+  // Ends `w` without its callback (RetryWaiter::Cancel); false if it ended.
+  bool Cancel(RetryWaiter* w);
+  void CancelAll();
+
+  // The owning pointer of a registered waiter.
+  std::shared_ptr<RetryWaiter> Get(RetryWaiter* w) { return waiters_[w]; }
+  RetryBackoff& backoff() { return backoff_; }
+  int64_t attempts() const { return attempts_; }
+  size_t waiting() const { return waiters_.size(); }
+
+ private:
+  // Sends one inner Acquire for `w`; returns the inner lock's rejection.
+  absl::Status Send(const std::shared_ptr<RetryWaiter>& w);
+  void OnAttemptResult(const std::shared_ptr<RetryWaiter>& w, absl::StatusOr<Lease> result);
+  // The wait's deadline came: abandon any attempt in flight, finish.
+  void OnDeadline(const std::shared_ptr<RetryWaiter>& w);
+  void FinishAtDeadline(const std::shared_ptr<RetryWaiter>& w, bool in_flight);
+  void Detach(RetryWaiter* w);
+  void Finish(const std::shared_ptr<RetryWaiter>& w, absl::StatusOr<Lease> result);
+
+  EventLoop* const loop_;
+  Lock* const inner_;
+  LockObserver* const observer_;
+  RetryBackoff backoff_;
+  RetryWakeups* const wakeups_;
+  int64_t attempts_ = 0;
+  absl::flat_hash_map<RetryWaiter*, std::shared_ptr<RetryWaiter>> waiters_;
 };
 
 }  // namespace dlock

@@ -48,6 +48,42 @@
   "  return {'exhausted', f}\n" \
   "end\n"
 
+// The lock key KEYS[1] (a string with a PX TTL when held), as `kind` (its
+// TYPE): anything but a string with a TTL is foreign data, refused with
+// {'foreign', type, -1 with no TTL else 0}.
+//   DLOCK_LOCK_KEY_HELD: a holder (a string with a TTL) makes the script
+//   return nil (false); the script goes on only when the key is free.
+//   DLOCK_LOCK_KEY_CHECK: opens `if kind ~= 'none' then`, leaving the held
+//   case (a string with a TTL) to the script, which closes the block.
+#define DLOCK_LOCK_KEY_CHECK \
+  "local kind = redis.call('type', KEYS[1])['ok']\n" \
+  "if kind ~= 'none' then\n" \
+  "  local pttl = redis.call('pttl', KEYS[1])\n" \
+  "  if kind ~= 'string' or pttl < 0 then\n" \
+  "    return {'foreign', kind, pttl < 0 and -1 or 0}\n" \
+  "  end\n"
+#define DLOCK_LOCK_KEY_HELD \
+  "local kind = redis.call('type', KEYS[1])['ok']\n" \
+  "if kind ~= 'none' then\n" \
+  "  local pttl = redis.call('pttl', KEYS[1])\n" \
+  "  if kind == 'string' and pttl >= 0 then\n" \
+  "    return false\n" \
+  "  end\n" \
+  "  return {'foreign', kind, pttl < 0 and -1 or 0}\n" \
+  "end\n"
+
+// Ends a release script's `if <the last hold is gone> then` block: deletes
+// KEYS[1], publishes "released" on ARGV[2] (pcall: a refused PUBLISH
+// returns its error text, the delete stands), and returns 1.
+#define DLOCK_DELETE_AND_PUBLISH_RELEASED \
+  "  redis.call('del', KEYS[1])\n" \
+  "  local p = redis.pcall('publish', ARGV[2], 'released')\n" \
+  "  if type(p) == 'table' then\n" \
+  "    return tostring(p.err)\n" \
+  "  end\n" \
+  "end\n" \
+  "return 1\n"
+
 // Defines `const Script& fn()` for the script `src` with the constant
 // `sha1`. Function-local statics: built on first use, never destroyed (no
 // static initialization or destruction order issues, usable from any

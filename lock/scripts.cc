@@ -11,16 +11,8 @@ namespace {
 // ({'foreign', type, -1 with no TTL else 0}); a string with a TTL is another holder (nil).
 // The INCR comes before the SET, so a fence key of the wrong type fails the
 // script before the lock key was written (Redis scripts do not roll back).
-constexpr char kAcquire[] = DLOCK_DATA_SET_PRELUDE(3, 3) R"lua(
-local kind = redis.call('type', KEYS[1])['ok']
-if kind ~= 'none' then
-  local pttl = redis.call('pttl', KEYS[1])
-  if kind == 'string' and pttl >= 0 then
-    return false
-  end
-  return {'foreign', kind, pttl < 0 and -1 or 0}
-end
-)lua" DLOCK_FENCE_BASE R"lua(
+constexpr char kAcquire[] = DLOCK_DATA_SET_PRELUDE(3, 3) "\n" DLOCK_LOCK_KEY_HELD
+    DLOCK_FENCE_BASE R"lua(
 local fence = redis.call('incr', KEYS[2])
 redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
 return fence
@@ -121,14 +113,7 @@ if type(n) ~= 'string' then
   return 0
 end
 if redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then
-  redis.call('del', KEYS[1])
-  local p = redis.pcall('publish', ARGV[2], 'released')
-  if type(p) == 'table' then
-    return tostring(p.err)
-  end
-end
-return 1
-)lua";
+)lua" DLOCK_DELETE_AND_PUBLISH_RELEASED;
 
 constexpr char kReentrantRelease[] = R"lua(
 local n = redis.pcall('hget', KEYS[1], ARGV[1])

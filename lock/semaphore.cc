@@ -14,12 +14,10 @@ namespace dlock {
 
 struct Semaphore::Core : LeaseCore {
   Core(EventLoop* loop, Transport* transport, const SemaphoreOptions& options)
-      : LeaseCore(loop, options.observer, options.command_timeout,
-                  options.drift_factor, options.drift_constant),
+      : LeaseCore(loop, options),
         transport(transport),
         keys{options.key_prefix, transport != nullptr && transport->cluster()},
-        permits(options.permits),
-        restart_window(options.restart_window) {}
+        permits(options.permits) {}
 
   // SemaphoreReleaseScript for `token`: its reply as for a lock's release.
   absl::Status SendRelease(absl::string_view resource, absl::string_view token,
@@ -35,7 +33,6 @@ struct Semaphore::Core : LeaseCore {
   Transport* const transport;
   const KeyScheme keys;
   const int64_t permits;
-  const absl::Duration restart_window;
 };
 
 namespace {
@@ -48,16 +45,10 @@ void CleanupPermit(std::shared_ptr<Semaphore::Core> core, std::string resource,
                    std::string token, absl::Time expiry) {
   // RunCleanup keeps `core` alive whenever this sender runs.
   Semaphore::Core* c = core.get();
-  RunCleanup(std::move(core), expiry,
-             [c, resource = std::move(resource), token = std::move(token)](
-                 absl::AnyInvocable<void(bool) &&> done) {
-               return c->SendRelease(
-                   resource, token,
-                   [done = std::move(done)](absl::StatusOr<ReleaseNotice> notice) mutable {
-                     std::move(done)(absl::IsUnavailable(notice.status()) ||
-                                     absl::IsDeadlineExceeded(notice.status()));
-                   });
-             });
+  RunReleaseCleanup(std::move(core), expiry,
+                    [c, resource = std::move(resource), token = std::move(token)](auto done) {
+                      return c->SendRelease(resource, token, std::move(done));
+                    });
 }
 
 class SemaphoreAcquireOp : public SingleServerAcquire {
@@ -102,13 +93,6 @@ absl::Status ValidatePermits(int64_t permits) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateLease(const Lease& lease) {
-  absl::Status s = ValidateResource(lease.resource);
-  if (!s.ok()) return s;
-  if (lease.token.empty()) return absl::InvalidArgumentError("lease has no token");
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 Semaphore::Semaphore(EventLoop* loop, Transport* transport, SemaphoreOptions options)
@@ -131,53 +115,38 @@ absl::StatusOr<AcquireHandle> Semaphore::Acquire(absl::string_view resource,
                                                  LeaseCallback callback) {
   absl::Status s = ValidatePermits(core_->permits);
   if (!s.ok()) return s;
-  s = ValidateResource(resource);
+  s = core_->CheckAcquire(resource, options.ttl);
   if (!s.ok()) return s;
-  s = core_->CheckTtl(options.ttl);
-  if (!s.ok()) return s;
-  if (core_->restart_window < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("restart_window must be >= 0");
-  }
   if (core_->command_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("command_timeout must be positive");
   }
-  auto op = std::make_shared<SemaphoreAcquireOp>(core_, std::string(resource),
-                                                 WholeMillis(options.ttl),
-                                                 std::move(callback));
-  std::weak_ptr<Cancellable> weak = op;
-  s = op->Send(op);
-  if (!s.ok()) return s;
-  return AcquireHandle(weak);
+  return StartAcquire(std::make_shared<SemaphoreAcquireOp>(core_, std::string(resource),
+                                                           WholeMillis(options.ttl),
+                                                           std::move(callback)),
+                      [](std::shared_ptr<SemaphoreAcquireOp> op) { return op->Send(op); });
 }
 
 absl::Status Semaphore::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = ValidateLease(lease);
+  absl::Status s = ValidateResourceToken(lease.resource, lease.token);
   if (!s.ok()) return s;
-  const absl::Time sent_at = core_->loop->Now();
-  return core_->SendRelease(
-      lease.resource, lease.token,
-      [core = core_, resource = lease.resource, sent_at,
-       callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
-        FinishNoticedRelease(*core, kPolicy, resource, sent_at, notice,
-                             std::move(callback));
-      });
+  return ReleaseAndReport(core_, kPolicy, lease, std::move(callback), [&](auto on_notice) {
+    return core_->SendRelease(lease.resource, lease.token, std::move(on_notice));
+  });
 }
 
 absl::Status Semaphore::Extend(const Lease& lease, absl::Duration ttl,
                                LeaseCallback callback) {
-  absl::Status s = ValidateLease(lease);
+  absl::Status s = core_->CheckExtend(lease, ttl);
   if (!s.ok()) return s;
-  s = core_->CheckTtl(ttl);
-  if (!s.ok()) return s;
-  const absl::Duration whole = WholeMillis(ttl);
-  const absl::Time sent_at = core_->loop->Now();
-  return SemaphoreExtendScript().Run(
-      *core_->transport, {core_->keys.LockKey(lease.resource)},
-      {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
-      [core = core_, lease = Lease(lease), whole, sent_at,
-       callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
-        FinishExtend(*core, kPolicy, std::move(lease), whole, sent_at,
-                     OwnedReplyStatus("extend", reply), std::move(callback));
+  return ExtendAndReport(
+      core_, kPolicy, lease, ttl, std::move(callback),
+      [&](absl::Duration whole, auto on_status) {
+        return SemaphoreExtendScript().Run(
+            *core_->transport, {core_->keys.LockKey(lease.resource)},
+            {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
+            [on_status = std::move(on_status)](absl::StatusOr<Reply> reply) mutable {
+              std::move(on_status)(OwnedReplyStatus("extend", reply));
+            });
       });
 }
 

@@ -73,6 +73,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/lock/keys.h"
+#include "dlock/lock/lease_options.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
@@ -84,22 +85,13 @@ namespace dlock {
 // The largest `permits` accepted.
 inline constexpr int64_t kMaxPermits = 1000000;
 
-struct SemaphoreOptions {
+// LeaseOptions (lease_options.h: key prefix -- all users of a semaphore
+// need the same one --, command timeout, drift, restart window -- no permit
+// from a young data set --, observer -- policy "semaphore"), plus the
+// number of permits.
+struct SemaphoreOptions : LeaseOptions {
   // How many permits of a resource may be held at once: [1, kMaxPermits].
   int64_t permits = 1;
-  // Prefix of every key (see KeyScheme); all users of a semaphore need the
-  // same prefix.
-  std::string key_prefix = "dlock:";
-  // Bound on each round trip (acquire, release, extend).
-  absl::Duration command_timeout = absl::Seconds(2);
-  // Drift allowance subtracted from each permit's local deadline.
-  double drift_factor = kDefaultDriftFactor;
-  absl::Duration drift_constant = kDefaultDriftConstant;
-  // The restart rule, as SimpleLockOptions::restart_window: a server whose
-  // data set began less than this long ago grants no permit. >= 0.
-  absl::Duration restart_window = absl::ZeroDuration();
-  // Receives OnAcquire / OnRelease / OnExtend (policy "semaphore").
-  LockObserver* observer = nullptr;
 };
 
 class Semaphore : public Lock, private ReleaseNotifier {

@@ -64,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/lock/lease_options.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/observer.h"
@@ -72,28 +73,9 @@
 
 namespace dlock {
 
-struct SimpleLockOptions {
-  // Prefix of every key (see KeyScheme). Locks that must exclude each other
-  // need the same prefix.
-  std::string key_prefix = "dlock:";
-  // Bound on each round trip to the server (acquire, release, extend).
-  absl::Duration command_timeout = absl::Seconds(2);
-  // Drift allowance subtracted from the lease deadline:
-  // ttl * drift_factor + drift_constant (Redlock's 1% + 2 ms).
-  double drift_factor = kDefaultDriftFactor;
-  absl::Duration drift_constant = kDefaultDriftConstant;
-  // Receives OnAcquire / OnRelease / OnExtend (policy "simple"). nullptr:
-  // none. Must outlive this object's operations.
-  // The restart rule for a single server (off by default): when > 0, a
-  // server whose data-set marker (KeyScheme::DataSetKey) began less than
-  // this long ago refuses every acquire with kUnavailable "data set began N
-  // ms ago ..." (IsYoungDataSet), so a server restarted without persistence
-  // grants nothing until every lease it may have lost has expired. Set it to
-  // at least the largest TTL any client of the resource uses. A brand-new
-  // server is then refused for this long after first contact, unless it is
-  // declared trusted (TrustDataSetCommand). Must be >= 0.
-  absl::Duration restart_window = absl::ZeroDuration();
-  LockObserver* observer = nullptr;
+// LeaseOptions (lease_options.h: key prefix, command timeout, drift, restart
+// window, observer -- policy "simple"), plus replica acknowledgement.
+struct SimpleLockOptions : LeaseOptions {
   // Replica acknowledgement (replica_ack.h; off by default): a grant or an
   // extend counts only once `WAIT min_replicas timeout` confirmed it. Too
   // few acknowledgements: the key is released (in the background) and the

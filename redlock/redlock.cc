@@ -94,10 +94,7 @@ absl::Status ValidateLeaseTtl(const Core& core, absl::Duration ttl) {
 }
 
 absl::Status ValidateLease(const Lease& lease) {
-  absl::Status s = ValidateResource(lease.resource);
-  if (!s.ok()) return s;
-  if (lease.token.empty()) return absl::InvalidArgumentError("lease has no token");
-  return absl::OkStatus();
+  return ValidateResourceToken(lease.resource, lease.token);
 }
 
 }  // namespace
