@@ -129,6 +129,11 @@ absl::StatusOr<LockGuard> BlockingClient::Lock(absl::string_view resource,
 absl::StatusOr<LockGuard> BlockingClient::Semaphore(absl::string_view resource,
                                                     int64_t permits, absl::Duration ttl,
                                                     absl::Duration wait) {
+  if (options_.min_replicas > 0) {
+    return absl::InvalidArgumentError(
+        "BlockingClient::Semaphore: semaphores do not wait for replicas (min_replicas "
+        "must be 0)");
+  }
   absl::StatusOr<BlockingLock*> facade = locks_->Permits(permits);
   if (!facade.ok()) return facade.status();
   return (*facade)->Lock(resource, ttl, wait);

@@ -155,7 +155,9 @@ struct BlockingClientOptions {
   // several URLs): a grant or extend (watchdog renewals included) counts only
   // after `WAIT min_replicas replica_ack_timeout` confirmed it; too few: the
   // key is released and the call fails with kUnavailable
-  // (IsReplicaShortfall, dlock/lock/replica_ack.h). 0: off.
+  // (IsReplicaShortfall, dlock/lock/replica_ack.h). 0: off. Covers Lock,
+  // ReadLock/WriteLock and MultiLock; with `fair` it is kInvalidArgument and
+  // Semaphore() refuses it (kInvalidArgument): their scripts do not wait.
   int min_replicas = 0;
   absl::Duration replica_ack_timeout = absl::Milliseconds(500);
 
@@ -237,7 +239,8 @@ class BlockingClient {
   // token, fence, ttl), renewed while held with `auto_renew`; ~LockGuard
   // gives it back. kDeadlineExceeded (kAborted with wait 0): all permits
   // held; kInvalidArgument: `permits` outside [1, kMaxPermits], a bad
-  // resource or ttl, or a client of several servers (a semaphore needs one).
+  // resource or ttl, a client of several servers (a semaphore needs one),
+  // or min_replicas set (semaphores do not wait for replicas).
   absl::StatusOr<LockGuard> Semaphore(absl::string_view resource, int64_t permits,
                                       absl::Duration ttl, absl::Duration wait);
 

@@ -400,5 +400,28 @@ TEST_F(BlockingClientFakeTest, OptionsThatNeedOneServerAreRefusedWhenCreateMakes
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST_F(BlockingClientFakeTest, ReplicaAcknowledgementIsRefusedWhereItIsNotImplemented) {
+  // The fair queue and the semaphore do not wait for replicas: asking for
+  // min_replicas there is an error, never a grant believed replicated.
+  auto one_server = [&](EventLoop* loop)
+      -> absl::StatusOr<std::vector<std::unique_ptr<Transport>>> {
+    std::vector<std::unique_ptr<Transport>> ts;
+    ts.push_back(std::make_unique<FakeTransport>(loop, server_.get()));
+    return ts;
+  };
+  BlockingClientOptions fair;
+  fair.fair = true;
+  fair.min_replicas = 1;
+  EXPECT_THAT(BlockingClient::Create(&thread_, one_server, fair).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  BlockingClientOptions acked;
+  acked.min_replicas = 1;
+  auto client = BlockingClient::Create(&thread_, one_server, acked);
+  ASSERT_THAT(client.status(), IsOk());
+  EXPECT_THAT((*client)->Semaphore("pool", 2, absl::Seconds(10), absl::ZeroDuration()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(server_->Execute({"EXISTS", "dlock:{pool}:lock"}).integer, 0);
+}
+
 }  // namespace
 }  // namespace dlock

@@ -38,6 +38,11 @@ absl::Status CheckClientOptions(const BlockingClientOptions& options, size_t ser
         "single server (RedLock's servers are "
         "independent, not replicas)");
   }
+  if (options.min_replicas > 0 && options.fair) {
+    return absl::InvalidArgumentError(
+        "BlockingClient: min_replicas cannot be combined with fair (the fair queue does "
+        "not wait for replicas)");
+  }
   ReplicaAckOptions ack;
   ack.min_replicas = options.min_replicas;
   ack.timeout = options.replica_ack_timeout;

@@ -188,6 +188,11 @@ int Main(int argc, char** argv) {
                         "--min-replicas needs one --redis (RedLock's servers are "
                         "independent, not replicas)");
     }
+    if (run.min_replicas > 0 && (run.fair || run.permits > 0)) {
+      return UsageError(program,
+                        "--min-replicas cannot be combined with --fair or --permits (the "
+                        "fair queue and the semaphore do not wait for replicas)");
+    }
     if (absl::Status s = CheckDuration("min_replicas_timeout", run.min_replicas_timeout,
                                        false);
         !s.ok()) {

@@ -23,7 +23,17 @@ FairLock::Core::Core(EventLoop* loop, Transport* transport,
     : LeaseCore(loop, options),
       commands(transport, KeyScheme{options.key_prefix}),
       queue_ttl(WholeMillis(options.queue_ttl)),
+      replica_ack_requested(options.replica_ack.min_replicas != 0),
       instance_id(NewToken()) {}
+
+namespace {
+absl::Status RefuseReplicaAck() {
+  return absl::InvalidArgumentError(
+      "FairLock does not support replica acknowledgement (replica_ack.min_replicas "
+      "must be 0); use SimpleLock or the read-write lock's writer for acknowledged "
+      "grants");
+}
+}  // namespace
 
 void FairLock::Core::EnsureSubscribed(const std::shared_ptr<Core>& core) {
   if (core->closed || core->subscription != nullptr || core->subscribing) return;
@@ -111,6 +121,7 @@ const std::string& FairLock::instance_id() const { return core_->instance_id; }
 absl::StatusOr<AcquireHandle> FairLock::Acquire(absl::string_view resource,
                                                 const AcquireOptions& options,
                                                 LeaseCallback callback) {
+  if (core_->replica_ack_requested) return RefuseReplicaAck();
   absl::Status s = core_->CheckAcquire(resource, options.ttl);
   if (!s.ok()) return s;
   if (options.wait < absl::ZeroDuration()) {
@@ -158,6 +169,7 @@ absl::Status FairLock::Release(const Lease& lease, StatusCallback callback) {
 
 absl::Status FairLock::Extend(const Lease& lease, absl::Duration ttl,
                               LeaseCallback callback) {
+  if (core_->replica_ack_requested) return RefuseReplicaAck();
   absl::Status s = core_->CheckExtend(lease, ttl);
   if (!s.ok()) return s;
   return ExtendAndReport(core_, "fair", lease, ttl, std::move(callback),

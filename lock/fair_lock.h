@@ -110,6 +110,8 @@ class FairLock : public Lock {
 
   // See above. Returns kInvalidArgument for a bad resource, ttl
   // (ValidateLeaseTtl), negative wait or (with a wait) queue_ttl < 30 ms,
+  // replica_ack.min_replicas != 0 (not supported by the fair scripts; also
+  // from Extend),
   // or the transport's rejection of the first attempt; the callback then
   // never runs.
   absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,

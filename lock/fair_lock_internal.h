@@ -40,6 +40,10 @@ struct FairLock::Core : LeaseCore {
 
   FairCommands commands;
   const absl::Duration queue_ttl;
+  // FairLockOptions inherits SimpleLockOptions::replica_ack, which the fair
+  // scripts do not implement: a request for it is refused (kInvalidArgument
+  // from Acquire and Extend) rather than silently ignored.
+  const bool replica_ack_requested;
   const std::string instance_id;
   int64_t attempts = 0;
   // Pending waits by waiter id (what keeps them alive between attempts);

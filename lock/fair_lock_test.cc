@@ -102,6 +102,28 @@ TEST_F(FairLockTest, ScriptSha1ConstantsMatchTheirSources) {
   }
 }
 
+TEST_F(FairLockTest, ReplicaAcknowledgementIsRefusedNotIgnored) {
+  // FairLockOptions inherits replica_ack from SimpleLockOptions; the fair
+  // scripts do not implement it, so asking for it is an error, not a grant
+  // the caller believes replicated.
+  Client& plain = NewClient();
+  Lease lease = Hold(plain, "r");
+  FairLockOptions o;
+  o.replica_ack.min_replicas = 1;
+  Client acked(&loop_, &server_, o);
+  bool ran = false;
+  auto cb = [&](absl::StatusOr<Lease>) { ran = true; };
+  EXPECT_THAT(acked.lock.Acquire("r", Opts(absl::ZeroDuration()), cb).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(acked.lock.Acquire("r", Opts(absl::Seconds(5)), cb).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(acked.lock.Extend(lease, absl::Seconds(30), cb),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(server_.Execute({"EXISTS", "dlock:{r}:queue"}).integer, 0);
+}
+
 TEST_F(FairLockTest, TryGrantsAFreeLockAndRefusesAHeldOneWithoutQueueing) {
   Client& a = NewClient();
   Client& b = NewClient();

@@ -410,6 +410,8 @@ TEST_F(DlockCliTest, BadUrlsAndDurationsAreUsageErrors) {
       {{"run", "--fair", "--redis", "redis://a:1", "--redis", "redis://b:1", "r", "--",
         "true"},
        "--fair"},
+      {{"run", "--fair", "--min-replicas", "1", "r", "--", "true"}, "--min-replicas"},
+      {{"run", "--permits", "2", "--min-replicas", "1", "r", "--", "true"}, "--min-replicas"},
       {{"run", "r"}, "command after '--'"},
       {{"frobnicate"}, "unknown subcommand"},
       {{"--bogus", "check"}, "unknown flag"},
