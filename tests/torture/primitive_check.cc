@@ -104,10 +104,15 @@ struct Interval {
 };
 
 std::string Describe(const Attempt& a) {
+  const char* role = a.reader ? "reader" : "holder";
+  if (a.grant_ns < 0) {
+    return absl::StrFormat("worker %d.%d #%d (%s, asked %.3f ms, %s %.3f)", a.worker,
+                           a.incarnation, a.seq, role, a.ask_ns / 1e6,
+                           a.failed ? "failed" : "ended", a.end_ns / 1e6);
+  }
   return absl::StrFormat("worker %d.%d #%d (%s, granted %.3f ms, ended %.3f, valid to %.3f%s)",
-                         a.worker, a.incarnation, a.seq, a.reader ? "reader" : "excl/permit",
-                         a.grant_ns / 1e6, a.end_ns / 1e6, a.valid_until_ns / 1e6,
-                         a.lost ? ", lost" : "");
+                         a.worker, a.incarnation, a.seq, role, a.grant_ns / 1e6,
+                         a.end_ns / 1e6, a.valid_until_ns / 1e6, a.lost ? ", lost" : "");
 }
 
 // Sweeps one resource's intervals: the grants that entered a forbidden

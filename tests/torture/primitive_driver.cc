@@ -277,11 +277,11 @@ std::vector<PrimitiveSpec> PrimitiveScenarios(absl::Duration total) {
 
 std::string FormatPrimitiveTable(const std::vector<PrimitiveResult>& results) {
   std::string out =
-      "| scenario | holder pauses / waiter pauses / kills / restarts | acquires | grants "
+      "| scenario | seconds | holder pauses / waiter pauses / kills / restarts | acquires | grants "
       "| leases lost (watchdog) | raw overlaps (excused by validity) | violations "
       "| most valid holders | fair: queued waits / overtakes (excused) / FIFO violations "
       "| multi: failures / subset left / release unknown |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n";
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : results) {
     const PrimitiveReport& p = r.report;
     const std::string fair =
@@ -293,8 +293,9 @@ std::string FormatPrimitiveTable(const std::vector<PrimitiveResult>& results) {
                                   ? absl::StrFormat("%d / %d / %d", p.failures, p.subset_left,
                                                     p.subset_unknown)
                                   : "-";
-    absl::StrAppendFormat(&out, "| %s | %d / %d / %d / %d | %d | %d | %d | %d | %d | %d%s | %s | %s |\n",
-                          r.spec.name, r.holder_pauses, r.waiter_pauses, r.kills, r.restarts,
+    absl::StrAppendFormat(&out,
+                          "| %s | %.1f | %d / %d / %d / %d | %d | %d | %d | %d | %d | %d%s | %s | %s |\n",
+                          r.spec.name, r.seconds, r.holder_pauses, r.waiter_pauses, r.kills, r.restarts,
                           p.attempts, p.grants, p.lost, p.raw_conflicts, p.violations,
                           p.max_valid_holders,
                           r.spec.kind == "semaphore" ? absl::StrCat(" of ", r.spec.permits) : "",
