@@ -51,6 +51,7 @@
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/semaphore.h"
 #include "dlock/lock/simple_lock.h"
+#include "dlock/tests/torture/worker_processes.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 #include "dlock/watchdog/watchdog.h"
@@ -75,23 +76,18 @@ constexpr int kMaxSlots = 512;
 
 int64_t Ns(absl::Time t) { return absl::ToInt64Nanoseconds(t - absl::UnixEpoch()); }
 
-void WriteAll(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = write(fd, s.data() + off, s.size() - off);
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
-}
 
 // Sees every sub-lease a MultiLock is granted and every release it makes,
-// so a failed acquire can be checked for a strict subset left behind.
+// so a failed acquire can be checked for a strict subset left behind. The
+// record is shared with the callbacks: a MultiLock cancelled at shutdown
+// releases in the background, and those releases may answer after this
+// object is gone.
 class RecordingLock : public Lock {
  public:
   enum class State { kHeld, kReleasing, kReleased, kUnknown };
   explicit RecordingLock(Lock* inner) : inner_(inner) {}
 
-  void Reset() { subs_.clear(); }
+  void Reset() { subs_->clear(); }
   // Granted and not (definitively or at all) released yet / release
   // outcome unknown.
   int Left() const { return Count(State::kHeld) + Count(State::kReleasing); }
@@ -101,18 +97,18 @@ class RecordingLock : public Lock {
                                         const AcquireOptions& options,
                                         LeaseCallback callback) override {
     return inner_->Acquire(resource, options,
-                           [this, cb = std::move(callback)](absl::StatusOr<Lease> l) mutable {
-                             if (l.ok()) subs_[l->token] = State::kHeld;
+                           [subs = subs_, cb = std::move(callback)](absl::StatusOr<Lease> l) mutable {
+                             if (l.ok()) (*subs)[l->token] = State::kHeld;
                              std::move(cb)(std::move(l));
                            });
   }
   absl::Status Release(const Lease& lease, StatusCallback callback) override {
-    auto it = subs_.find(lease.token);
-    if (it != subs_.end()) it->second = State::kReleasing;
-    return inner_->Release(lease, [this, token = lease.token,
+    auto it = subs_->find(lease.token);
+    if (it != subs_->end()) it->second = State::kReleasing;
+    return inner_->Release(lease, [subs = subs_, token = lease.token,
                                    cb = std::move(callback)](absl::Status s) mutable {
-      auto it = subs_.find(token);
-      if (it != subs_.end()) {
+      auto it = subs->find(token);
+      if (it != subs->end()) {
         const bool unknown = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
         it->second = unknown ? State::kUnknown : State::kReleased;
       }
@@ -126,11 +122,12 @@ class RecordingLock : public Lock {
  private:
   int Count(State s) const {
     int n = 0;
-    for (const auto& [token, state] : subs_) n += state == s;
+    for (const auto& [token, state] : *subs_) n += state == s;
     return n;
   }
   Lock* inner_;
-  std::map<std::string, State> subs_;
+  std::shared_ptr<std::map<std::string, State>> subs_ =
+      std::make_shared<std::map<std::string, State>>();
 };
 
 // Logs the first "queued" of each FairLock wait.
@@ -188,7 +185,7 @@ class Holder {
 
  private:
   int64_t Now() const { return Ns(c_.loop->Now()); }
-  void Log(const std::string& line) { WriteAll(c_.log_fd, line + "\n"); }
+  void Log(const std::string& line) { torture::WriteAll(c_.log_fd, line + "\n"); }
   void Phase(int32_t p) { c_.phase->store(p); }
 
   void Finish() {
@@ -407,7 +404,7 @@ int Main(int argc, char** argv) {
   auto* sig = new uv_signal_t;
   uv_signal_init(&uv, sig);
   std::function<void()> teardown = [&] {
-    WriteAll(log_fd, "done\n");
+    torture::WriteAll(log_fd, "done\n");
     observer.on_queued = nullptr;
     holder.reset();
     watchdog.reset();

@@ -27,6 +27,15 @@ int64_t MonotonicNanos() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+void WriteAll(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = write(fd, s.data() + off, s.size() - off);
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
 std::string TempRoot() {
   const char* t = std::getenv("TEST_TMPDIR");
   std::string base = t != nullptr && *t ? t : "/tmp";

@@ -1,5 +1,6 @@
 // This header defines the process plumbing the torture drivers share
-// (torture_driver.cc, primitive_driver.cc): a scratch directory, the shared
+// (torture_driver.cc, primitive_driver.cc) and their workers: a scratch
+// directory, log writes, the shared
 // page the workers publish their phase in, fork/exec of a worker with its
 // stderr in a file, stopping it, and waiting for a SIGSTOP to land.
 //
@@ -26,6 +27,9 @@ namespace dlock {
 namespace torture {
 
 int64_t MonotonicNanos();
+
+// Writes all of `s` to `fd` (a worker's O_APPEND log); gives up on an error.
+void WriteAll(int fd, const std::string& s);
 
 // A fresh directory under $TEST_TMPDIR (else /tmp); "" when it cannot be
 // made.
