@@ -26,6 +26,7 @@ const char* NemesisName(Nemesis n) {
     case Nemesis::kPauseHolder: return "SIGSTOP holder";
     case Nemesis::kPauseWaiter: return "SIGSTOP waiter";
     case Nemesis::kKillHolder: return "kill -9 holder";
+    case Nemesis::kKillWaiter: return "kill -9 waiter";
     case Nemesis::kRestartServer: return "kill -9 + restart server";
   }
   return "?";
@@ -191,8 +192,9 @@ absl::StatusOr<PrimitiveResult> RunPrimitiveScenario(const PrimitiveSpec& spec,
         faults.push_back(f);
         break;
       }
-      case Nemesis::kKillHolder: {
-        const int i = find_in(kHolding);
+      case Nemesis::kKillHolder:
+      case Nemesis::kKillWaiter: {
+        const int i = find_in(n == Nemesis::kKillHolder ? kHolding : kWaiting);
         if (i < 0) break;
         Incarnation& inc = slots[i].back();
         FaultWindow f;
@@ -203,7 +205,7 @@ absl::StatusOr<PrimitiveResult> RunPrimitiveScenario(const PrimitiveSpec& spec,
         KillWorker(&inc.process);
         inc.died_ns = f.end_ns = MonotonicNanos();
         faults.push_back(f);
-        ++result.kills;
+        ++(n == Nemesis::kKillHolder ? result.holder_kills : result.waiter_kills);
         nemesis_error = spawn(i);
         break;
       }
@@ -257,10 +259,10 @@ std::vector<PrimitiveSpec> PrimitiveScenarios(absl::Duration total) {
     all.kind = kind;
     all.workers = std::string(kind) == "rw" ? 5 : 4;
     all.readers = 3;
-    all.name = absl::StrCat(kind, ", pauses + kill -9 holders + server restarts (AOF)");
+    all.name = absl::StrCat(kind, ", pauses + kill -9 + server restarts (AOF)");
     all.persistence = true;
-    all.faults = {Nemesis::kPauseHolder, Nemesis::kKillHolder, Nemesis::kPauseWaiter,
-                  Nemesis::kRestartServer};
+    all.faults = {Nemesis::kPauseHolder, Nemesis::kRestartServer, Nemesis::kKillHolder,
+                  Nemesis::kPauseWaiter, Nemesis::kKillWaiter};
     v.push_back(all);
     PrimitiveSpec window = all;
     window.name = absl::StrCat(kind, ", server restarts, no persistence, restart window 1 s");
@@ -277,11 +279,12 @@ std::vector<PrimitiveSpec> PrimitiveScenarios(absl::Duration total) {
 
 std::string FormatPrimitiveTable(const std::vector<PrimitiveResult>& results) {
   std::string out =
-      "| scenario | seconds | holder pauses / waiter pauses / kills / restarts | acquires | grants "
+      "| scenario | seconds | pauses (holder / waiter) | kills (holder / waiter) | restarts "
+      "| acquires | grants "
       "| leases lost (watchdog) | raw overlaps (excused by validity) | violations "
       "| most valid holders | fair: queued waits / overtakes (excused) / FIFO violations "
       "| multi: failures / subset left / release unknown |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : results) {
     const PrimitiveReport& p = r.report;
     const std::string fair =
@@ -293,13 +296,12 @@ std::string FormatPrimitiveTable(const std::vector<PrimitiveResult>& results) {
                                   ? absl::StrFormat("%d / %d / %d", p.failures, p.subset_left,
                                                     p.subset_unknown)
                                   : "-";
-    absl::StrAppendFormat(&out,
-                          "| %s | %.1f | %d / %d / %d / %d | %d | %d | %d | %d | %d | %d%s | %s | %s |\n",
-                          r.spec.name, r.seconds, r.holder_pauses, r.waiter_pauses, r.kills, r.restarts,
-                          p.attempts, p.grants, p.lost, p.raw_conflicts, p.violations,
-                          p.max_valid_holders,
-                          r.spec.kind == "semaphore" ? absl::StrCat(" of ", r.spec.permits) : "",
-                          fair, multi);
+    absl::StrAppendFormat(
+        &out, "| %s | %.1f | %d / %d | %d / %d | %d | %d | %d | %d | %d | %d | %d%s | %s | %s |\n",
+        r.spec.name, r.seconds, r.holder_pauses, r.waiter_pauses, r.holder_kills, r.waiter_kills,
+        r.restarts, p.attempts, p.grants, p.lost, p.raw_conflicts, p.violations,
+        p.max_valid_holders,
+        r.spec.kind == "semaphore" ? absl::StrCat(" of ", r.spec.permits) : "", fair, multi);
   }
   return out;
 }

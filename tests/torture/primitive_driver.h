@@ -29,6 +29,8 @@ enum class Nemesis {
   kPauseHolder,  // SIGSTOP a worker holding, for pause_for, then SIGCONT
   kPauseWaiter,  // the same for a worker waiting in Acquire
   kKillHolder,   // kill -9 a worker holding; a fresh process takes its slot
+  kKillWaiter,   // the same for a worker waiting (FairLock: its queue entry
+                 // stays behind until it expires)
   kRestartServer,  // kill -9 the lock server and restart it at once
 };
 const char* NemesisName(Nemesis n);
@@ -61,7 +63,8 @@ struct PrimitiveResult {
   PrimitiveReport report;
   int64_t holder_pauses = 0;   // pauses that caught a worker holding
   int64_t waiter_pauses = 0;   // ... waiting
-  int64_t kills = 0;
+  int64_t holder_kills = 0;
+  int64_t waiter_kills = 0;
   int64_t restarts = 0;
   double seconds = 0;
 };
