@@ -335,11 +335,6 @@ int Main(int argc, char** argv) {
   to.port = absl::GetFlag(FLAGS_lock_port);
   to.reconnect_backoff_min = absl::Milliseconds(20);
   to.reconnect_backoff_max = absl::Milliseconds(200);
-  // A loopback connect answers in microseconds. Bounded short because a
-  // Close() right after a server restart left the loop running until the
-  // connect timeout (a uv timer still armed: 4.3 s of the default 5 s at
-  // every SIGTERM that met a reconnect), which only slowed the run down.
-  to.connect_timeout = absl::Milliseconds(500);
   auto transport = HiredisTransport::Create(&uv, to);
   if (!transport.ok()) {
     std::fprintf(stderr, "%s\n", transport.status().ToString().c_str());
