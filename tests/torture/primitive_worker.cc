@@ -45,6 +45,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "dlock/lock/fair_lock.h"
+#include "dlock/lock/lock.h"
 #include "dlock/lock/multi_lock.h"
 #include "dlock/lock/observer.h"
 #include "dlock/lock/read_write_lock.h"
