@@ -219,6 +219,12 @@ dlock_library(torture_client TESTONLY
   HDRS tests/torture/torture_client.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
+dlock_library(primitive_check TESTONLY
+  BAZEL //tests/torture:primitive_check
+  SRCS tests/torture/primitive_check.cc
+  HDRS tests/torture/primitive_check.h
+  PUBLIC_DEPS PkgConfig::dlock_absl)
+
 # ---- Unit tests CTest runs (GoogleTest + the fake; no redis-server) --------
 
 dlock_test(reply_test BAZEL //transport:reply_test
@@ -341,6 +347,8 @@ dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
   DEPS dlock::torture_client dlock::lock dlock::redlock dlock::fake)
 dlock_test(semaphore_torture_test BAZEL //tests/torture:semaphore_torture_test
   SRCS tests/torture/semaphore_torture_test.cc DEPS dlock::lock dlock::watchdog dlock::fake)
+dlock_test(primitive_check_test BAZEL //tests/torture:primitive_check_test
+  SRCS tests/torture/primitive_check_test.cc DEPS dlock::primitive_check)
 
 # ---- Bazel targets CMake does not build ------------------------------------
 
@@ -366,4 +374,6 @@ dlock_bazel_only(//testing:sentinel_deployment //tests/sentinel:sentinel_failove
   REASON "Sentinel: real redis-server --sentinel processes; the scripted-connection unit test runs under Bazel")
 dlock_bazel_only(//tests/torture:torture_driver //tests/torture:torture_worker
   //tests/torture:torture_main //tests/torture:torture_test
+  //tests/torture:worker_processes //tests/torture:primitive_driver
+  //tests/torture:primitive_worker //tests/torture:primitive_torture_test
   REASON "the torture run: redis-servers and Bazel runfiles")

@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/sentinel_deployment.h"
+#include "dlock/tests/torture/worker_processes.h"
 
 namespace dlock {
 namespace torture {
@@ -51,103 +52,6 @@ using testing::RedisServer;
 using testing::RedisServerOptions;
 
 constexpr int kMaxWorkers = 64;
-
-std::string TempRoot() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  std::string base = t != nullptr && *t ? t : "/tmp";
-  std::string tmpl = base + "/torture.XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (mkdtemp(buf.data()) == nullptr) return "";
-  return buf.data();
-}
-
-std::string ReadTail(const std::string& path, size_t max = 1500) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  return s.size() > max ? s.substr(s.size() - max) : s;
-}
-
-// Shared page of "inside the critical section" flags, one per worker.
-struct SharedFlags {
-  std::atomic<int32_t>* slots = nullptr;
-  ~SharedFlags() {
-    if (slots != nullptr) munmap(slots, 4096);
-  }
-  absl::Status Create(const std::string& path) {
-    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return absl::InternalError(absl::StrCat("open ", path, ": ", strerror(errno)));
-    if (ftruncate(fd, 4096) != 0) {
-      close(fd);
-      return absl::InternalError("ftruncate");
-    }
-    void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return absl::InternalError("mmap");
-    slots = static_cast<std::atomic<int32_t>*>(p);
-    return absl::OkStatus();
-  }
-};
-
-struct Worker {
-  pid_t pid = -1;
-  std::string log;
-  std::string err;
-  int status = 0;
-  bool exited = false;
-};
-
-absl::Status Spawn(const std::string& path, const std::vector<std::string>& args,
-                   const std::string& err_path, Worker* w) {
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(path.c_str()));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (err_fd < 0) return absl::InternalError("open worker stderr");
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(err_fd);
-    return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
-  }
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    dup2(err_fd, 2);
-    execv(path.c_str(), argv.data());
-    _exit(127);
-  }
-  close(err_fd);
-  w->pid = pid;
-  w->err = err_path;
-  return absl::OkStatus();
-}
-
-// SIGCONT, SIGTERM, wait up to 10 s, then SIGKILL.
-void StopWorker(Worker* w) {
-  if (w->pid <= 0 || w->exited) return;
-  kill(w->pid, SIGCONT);
-  kill(w->pid, SIGTERM);
-  absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < give_up) {
-    int st;
-    pid_t r = waitpid(w->pid, &st, WNOHANG);
-    if (r == w->pid) {
-      if (WIFEXITED(st) || WIFSIGNALED(st)) {
-        w->status = st;
-        w->exited = true;
-        return;
-      }
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  kill(w->pid, SIGKILL);
-  waitpid(w->pid, &w->status, 0);
-  w->exited = true;
-}
 
 absl::Status ParseLog(const std::string& path, int worker, std::vector<CsRecord>* out,
                       int64_t* acquire_errors) {
@@ -177,19 +81,6 @@ int64_t ToInt(const Reply& r) {
   if (r.is_string()) return std::strtoll(r.str.c_str(), nullptr, 10);
   if (r.is_integer()) return r.integer;
   return 0;
-}
-
-// Waits until worker `w` (our child) has stopped after a SIGSTOP. If it
-// exited instead, records its status (so a crash is reported, not lost).
-bool WaitStopped(Worker* w) {
-  int st;
-  pid_t r = waitpid(w->pid, &st, WUNTRACED);
-  if (r == w->pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
-    w->status = st;
-    w->exited = true;
-    return false;
-  }
-  return r == w->pid && WIFSTOPPED(st);
 }
 
 }  // namespace
@@ -232,7 +123,7 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
   for (auto& s : servers) ports.push_back(absl::StrCat(s->port()));
   // "rw": at least one writer, whatever the worker count.
   const int readers = std::min(spec.readers, spec.workers - 1);
-  std::vector<Worker> workers(spec.workers);
+  std::vector<WorkerProcess> workers(spec.workers);
   for (int i = 0; i < spec.workers; ++i) {
     workers[i].log = absl::StrCat(dir, "/worker", i, ".log");
     std::vector<std::string> args = {
@@ -255,7 +146,7 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
         absl::StrCat("--log=", workers[i].log),
         absl::StrCat("--shm=", shm),
     };
-    if (absl::Status s = Spawn(worker_path, args, absl::StrCat(dir, "/worker", i, ".err"),
+    if (absl::Status s = SpawnWorker(worker_path, args, absl::StrCat(dir, "/worker", i, ".err"),
                                &workers[i]);
         !s.ok()) {
       for (auto& w : workers) StopWorker(&w);
@@ -364,7 +255,7 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
 
   std::vector<CsRecord> records;
   for (int i = 0; i < spec.workers; ++i) {
-    const Worker& w = workers[i];
+    const WorkerProcess& w = workers[i];
     if (!WIFEXITED(w.status) || WEXITSTATUS(w.status) != 0) {
       return absl::InternalError(absl::StrCat("worker ", i, " ended with status ", w.status,
                                               ": ", ReadTail(w.err)));

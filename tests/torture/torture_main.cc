@@ -3,6 +3,9 @@
 // one result line per scenario as it finishes and then a markdown table.
 //
 //   torture_main --minutes 10 --worker <path to torture_worker>
+//   torture_main --primitives --minutes 4 --primitive_worker <path>
+//     issue 16's primitives under faults (primitive_driver.h); exits 1 on
+//     any invariant violation.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,19 +13,60 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/time.h"
+#include "dlock/tests/torture/primitive_driver.h"
 #include "dlock/tests/torture/torture_driver.h"
 
 ABSL_FLAG(double, minutes, 5, "total duration, spread over the scenarios");
 ABSL_FLAG(std::string, worker, "tests/torture/torture_worker", "torture_worker binary");
 ABSL_FLAG(int, workers, 3, "worker processes per scenario");
 ABSL_FLAG(std::string, only, "", "run only scenarios whose name contains this");
+ABSL_FLAG(bool, primitives, false,
+          "run issue 16's primitives (read-write lock, semaphore, fair lock, multi-lock; "
+          "primitive_driver.h) under pauses, kills and restarts instead of the standard "
+          "scenarios");
+ABSL_FLAG(std::string, primitive_worker, "tests/torture/primitive_worker",
+          "primitive_worker binary (--primitives)");
 ABSL_FLAG(bool, sentinel, false,
           "run the Sentinel failover scenarios (SentinelScenarios) instead of the "
           "standard ones");
 
+namespace {
+
+// --primitives: every primitive scenario; fails when a run breaks an
+// invariant (the table shows which).
+int RunPrimitives(absl::Duration total) {
+  std::vector<dlock::torture::PrimitiveResult> results;
+  int failures = 0;
+  for (auto spec : dlock::torture::PrimitiveScenarios(total)) {
+    if (!absl::GetFlag(FLAGS_only).empty() &&
+        spec.name.find(absl::GetFlag(FLAGS_only)) == std::string::npos) {
+      continue;
+    }
+    std::fprintf(stderr, "torture: %s for %.0f s\n", spec.name.c_str(),
+                 absl::ToDoubleSeconds(spec.duration));
+    auto r = dlock::torture::RunPrimitiveScenario(spec, absl::GetFlag(FLAGS_primitive_worker));
+    if (!r.ok()) {
+      std::fprintf(stderr, "torture: %s failed: %s\n", spec.name.c_str(),
+                   r.status().ToString().c_str());
+      ++failures;
+      continue;
+    }
+    for (const std::string& e : r->report.examples) {
+      std::fprintf(stderr, "torture: %s: VIOLATION %s\n", spec.name.c_str(), e.c_str());
+    }
+    if (r->report.total_violations() > 0) ++failures;
+    results.push_back(*r);
+  }
+  std::printf("%s", dlock::torture::FormatPrimitiveTable(results).c_str());
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const absl::Duration total = absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60);
+  if (absl::GetFlag(FLAGS_primitives)) return RunPrimitives(total);
   std::vector<dlock::torture::ScenarioSpec> specs =
       absl::GetFlag(FLAGS_sentinel) ? dlock::torture::SentinelScenarios(total)
                                     : dlock::torture::StandardScenarios(total);

@@ -35,6 +35,7 @@
 #include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
 #include "dlock/tests/torture/torture_client.h"
+#include "dlock/tests/torture/worker_processes.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/transport/uv/uv_transport.h"
@@ -60,25 +61,6 @@ ABSL_FLAG(std::string, primitive, "",
 ABSL_FLAG(int, permits, 2, "--primitive=semaphore: permits");
 ABSL_FLAG(std::string, log, "", "record file (appended)");
 ABSL_FLAG(std::string, shm, "", "shared page of in-critical-section flags");
-
-namespace {
-
-int64_t MonotonicNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-void WriteAll(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = write(fd, s.data() + off, s.size() - off);
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -215,12 +197,13 @@ int main(int argc, char** argv) {
   co.hold = absl::Milliseconds(absl::GetFlag(FLAGS_hold_ms));
   co.check_deadline = absl::GetFlag(FLAGS_check_deadline);
   auto client = std::make_unique<dlock::torture::TortureClient>(
-      loop.get(), lock, store->get(), co, MonotonicNanos,
+      loop.get(), lock, store->get(), co, dlock::torture::MonotonicNanos,
       [log_fd, written = &slots[dlock::torture::kWrittenSlotBase + id]](
           const dlock::torture::CsRecord& r) {
         if (r.outcome == dlock::torture::CsOutcome::kWritten) written->fetch_add(1);
-        WriteAll(log_fd, absl::StrFormat("cs %d %d %d %d\n", r.fence, r.start_ns, r.end_ns,
-                                         static_cast<int>(r.outcome)));
+        dlock::torture::WriteAll(
+            log_fd, absl::StrFormat("cs %d %d %d %d\n", r.fence, r.start_ns, r.end_ns,
+                                    static_cast<int>(r.outcome)));
       },
       [slot = &slots[id]](dlock::torture::TortureClient::Phase p) {
         slot->store(static_cast<int32_t>(p));
@@ -238,7 +221,8 @@ int main(int argc, char** argv) {
   ctx.client = client.get();
   ctx.loop = loop.get();
   ctx.teardown = [&] {
-    WriteAll(log_fd, absl::StrFormat("done %d %d\n", client->acquired(), client->acquire_errors()));
+    dlock::torture::WriteAll(
+        log_fd, absl::StrFormat("done %d %d\n", client->acquired(), client->acquire_errors()));
     client.reset();
     retry.reset();
     simple.reset();

@@ -58,11 +58,17 @@ TimerId UvEventLoop::RunAfter(absl::Duration delay,
 bool UvEventLoop::Cancel(TimerId id) {
   auto it = deadline_of_.find(id);
   if (it == deadline_of_.end()) return false;
+  const bool was_earliest = queue_.begin()->first == Key(it->second, id);
   auto node = queue_.extract(Key(it->second, id));
   deadline_of_.erase(it);
   // Destroy the callback before returning, as the contract promises; it may
   // itself own objects that call Cancel, so the map is already consistent.
   node = {};
+  // The uv timer was armed for the cancelled deadline: re-arm it for the
+  // next one, or stop it, so a cancelled timer does not keep the loop alive
+  // until its old deadline (e.g. a closed transport's connect timeout).
+  // While RunDue is running it re-arms at the end.
+  if (was_earliest && destroyed_ == nullptr) Arm();
   return true;
 }
 

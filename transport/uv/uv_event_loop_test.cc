@@ -1,5 +1,7 @@
 #include "dlock/transport/uv/uv_event_loop.h"
 
+#include <uv.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +81,26 @@ TEST_F(UvEventLoopTest, CancelDestroysTheCallbackAndItNeverRuns) {
   EXPECT_FALSE(events_->Cancel(id));
   ASSERT_TRUE(loop_.RunUntil([&] { return other; }));
   EXPECT_FALSE(ran);
+}
+
+TEST_F(UvEventLoopTest, CancellingTheLastTimerLetsTheLoopEndAtOnce) {
+  TimerId id = events_->RunAfter(absl::Hours(1), [] {});
+  EXPECT_NE(uv_loop_alive(loop_.get()), 0);
+  EXPECT_TRUE(events_->Cancel(id));
+  // Nothing is due any more: the uv timer no longer keeps the loop alive
+  // until the cancelled deadline.
+  EXPECT_EQ(uv_loop_alive(loop_.get()), 0);
+}
+
+TEST_F(UvEventLoopTest, CancellingTheEarliestTimerKeepsTheLaterOneArmed) {
+  bool later = false;
+  TimerId id = events_->RunAfter(absl::Hours(1), [] {});
+  events_->RunAfter(absl::Milliseconds(5), [&] { later = true; });
+  EXPECT_TRUE(events_->Cancel(id));
+  TimerId early = events_->RunAfter(absl::Milliseconds(1), [] {});
+  EXPECT_TRUE(events_->Cancel(early));
+  ASSERT_TRUE(loop_.RunUntil([&] { return later; }));
+  EXPECT_EQ(uv_loop_alive(loop_.get()), 0);
 }
 
 TEST_F(UvEventLoopTest, CancelAfterRunOrOfUnknownIdReturnsFalse) {
