@@ -7,6 +7,8 @@
 // handler). What scripts see of the server, the `redis` table and the
 // redis.call bridge, is its `LuaCallBridge` (fake_redis_lua_bridge.h).
 // SCRIPT FLUSH and a server restart replace the engine with a fresh one.
+// Its C functions follow the bridge's rule on lua_error() and C++ frames
+// (fake_redis_lua_bridge.h).
 //
 // Not thread-safe (like FakeRedis).
 #ifndef DLOCK_TRANSPORT_FAKE_FAKE_REDIS_LUA_H_
