@@ -80,16 +80,23 @@ dlock_library(fake INSTALL
   BAZEL //transport/fake:manual_event_loop //transport/fake:fake_redis
         //transport/fake:fake_transport //transport/fake:fake_cluster
   SRCS transport/fake/manual_event_loop.cc transport/fake/fake_redis.cc
+       transport/fake/fake_redis_commands.cc transport/fake/fake_redis_internal.cc
+       transport/fake/fake_redis_keyspace.cc transport/fake/fake_redis_session.cc
        transport/fake/fake_redis_strings.cc transport/fake/fake_redis_hashes.cc
        transport/fake/fake_redis_pubsub.cc
-       transport/fake/fake_redis_pubsub_scripting.cc transport/fake/fake_redis_server.cc
-       transport/fake/fake_redis_replication.cc
-       transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_reply.cc
+       transport/fake/fake_redis_scripting.cc transport/fake/fake_redis_server.cc
+       transport/fake/fake_redis_lua.cc transport/fake/fake_redis_lua_bridge.cc
+       transport/fake/fake_redis_lua_reply.cc
        transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc transport/fake/fake_cluster.cc
        transport/fake/fake_command_queue.cc transport/fake/fake_fault_plan.cc
        transport/fake/fake_subscriptions.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
+       transport/fake/fake_redis_commands.h transport/fake/fake_redis_keyspace.h
+       transport/fake/fake_redis_session.h transport/fake/fake_redis_strings.h
+       transport/fake/fake_redis_hashes.h transport/fake/fake_redis_zsets.h
+       transport/fake/fake_redis_scripting.h transport/fake/fake_redis_server.h
        transport/fake/fake_redis_internal.h transport/fake/fake_redis_lua.h
+       transport/fake/fake_redis_lua_bridge.h
        transport/fake/fake_redis_pubsub.h
        transport/fake/fake_transport.h transport/fake/fake_cluster.h
        transport/fake/fake_command_queue.h transport/fake/fake_fault_plan.h

@@ -12,7 +12,7 @@
 //   hashes    HSET HGET HDEL HEXISTS HINCRBY HLEN HGETALL
 //   zsets     ZADD(NX XX GT LT CH INCR) ZINCRBY ZREM ZCARD ZSCORE ZRANK
 //             ZRANGE(BYSCORE REV LIMIT WITHSCORES) ZRANGEBYSCORE
-//             ZREMRANGEBYSCORE ZREMRANGEBYRANK ZPOPMIN (fake_redis_zsets.cc;
+//             ZREMRANGEBYSCORE ZREMRANGEBYRANK ZPOPMIN (fake_redis_zsets.h;
 //             scores printed with %.17g like Redis 7.0, no BYLEX)
 //   pub/sub   PUBLISH SUBSCRIBE UNSUBSCRIBE (see `Session`)
 //   scripting EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH
@@ -58,6 +58,7 @@
 #ifndef DLOCK_TRANSPORT_FAKE_FAKE_REDIS_H_
 #define DLOCK_TRANSPORT_FAKE_FAKE_REDIS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -72,13 +73,24 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/transport/event_loop.h"
+#include "dlock/transport/fake/fake_redis_session.h"
 #include "dlock/transport/reply.h"
 
 namespace dlock {
 
-class FakeRedisLua;  // The embedded Lua engine (fake_redis.cc).
+// FakeRedis's components (internal; see the headers named).
 namespace fake_redis_internal {
-class PubSubHub;  // Sessions and channels (fake_redis_pubsub.h).
+class ServerClock;        // fake_redis_keyspace.h
+class Keyspace;           // fake_redis_keyspace.h
+class CommandLog;         // fake_redis_commands.h
+class CommandTable;       // fake_redis_commands.h
+class PubSubHub;          // fake_redis_pubsub.h
+class StringCommands;     // fake_redis_strings.h
+class HashCommands;       // fake_redis_hashes.h
+class ZSetCommands;       // fake_redis_zsets.h
+class PubSubCommands;     // fake_redis_pubsub.h
+class ScriptingCommands;  // fake_redis_scripting.h
+class ServerCommands;     // fake_redis_server.h
 }  // namespace fake_redis_internal
 
 class FakeRedis {
@@ -97,52 +109,9 @@ class FakeRedis {
     size_t max_log_entries = 1000000;
   };
 
-  // One client connection's server-side state: its pub/sub subscriptions.
-  // Get one from `NewSession()`; destroy it before the server.
-  class Session {
-   public:
-    ~Session();
-    Session(const Session&) = delete;
-    Session& operator=(const Session&) = delete;
-
-    // Runs one command as this client and returns every reply the server
-    // sends for it: exactly one, except SUBSCRIBE/UNSUBSCRIBE, which answer
-    // once per channel, like Redis. While subscribed, only (UN)SUBSCRIBE
-    // and PING are accepted (RESP2 rules). Execution is synchronous.
-    std::vector<Reply> Command(std::vector<std::string> argv);
-
-    // Called for each message published on a channel this session is
-    // subscribed to, synchronously inside PUBLISH (also inside a script), so
-    // it must not call back into the server (FakeTransport's handler only
-    // schedules the delivery). Without a handler, messages are queued for
-    // `TakeMessages()`.
-    void SetMessageHandler(
-        std::function<void(const std::string& channel, const std::string& message)> handler);
-    // Queued messages as Redis pushes them: ["message", channel, payload].
-    std::vector<Reply> TakeMessages();
-
-    // Called once when the server restarts (the connection is dropped; the
-    // session has lost its subscriptions by then).
-    void SetRestartHandler(std::function<void()> handler);
-
-    // Subscribes without going through the protocol (no replies).
-    void SubscribeDirect(const std::string& channel);
-    void UnsubscribeDirect(const std::string& channel);
-    size_t subscription_count() const { return channels_.size(); }
-    uint64_t id() const { return id_; }
-
-   private:
-    friend class FakeRedis;
-    friend class fake_redis_internal::PubSubHub;
-    Session(FakeRedis* server, uint64_t id) : server_(server), id_(id) {}
-
-    FakeRedis* server_;
-    uint64_t id_;
-    std::set<std::string> channels_;
-    std::function<void(const std::string&, const std::string&)> on_message_;
-    std::function<void()> on_restart_;
-    std::vector<Reply> queued_;
-  };
+  // One client connection (fake_redis_session.h). Get one from
+  // `NewSession()`; destroy it before the server.
+  using Session = FakeRedisSession;
 
   // One executed command, for tests that check what reached the server.
   struct LogEntry {
@@ -190,15 +159,15 @@ class FakeRedis {
   // Restart() (like a user defined in the config). Not modelled:
   // FakeTransport::Subscribe subscribes its session directly and is not
   // refused (a real server refuses the pub/sub connection's SUBSCRIBE).
-  void DenyChannels(bool deny) { channels_denied_ = deny; }
+  void DenyChannels(bool deny);
 
   // Replication as `WAIT numreplicas timeout` sees it
-  // (fake_redis_replication.cc): the fake has no replicas, it pretends
+  // (fake_redis_server.h): the fake has no replicas, it pretends
   // `n` replicas acknowledge every write at once (0 by default), so WAIT
   // answers min(n, ...) = n without waiting. ROLE answers as a master with
   // no replicas listed.
-  void SetAcknowledgingReplicas(int n) { acknowledging_replicas_ = n; }
-  bool channels_denied() const { return channels_denied_; }
+  void SetAcknowledgingReplicas(int n);
+  bool channels_denied() const;
 
   // ---- Inspection (no side effects besides expiring due keys) -------------
 
@@ -216,7 +185,7 @@ class FakeRedis {
   // SHA-1s (lower-case hex) of the cached scripts, sorted.
   std::vector<std::string> CachedScripts() const;
 
-  const std::string& run_id() const { return run_id_; }
+  const std::string& run_id() const;
   int restart_count() const { return restart_count_; }
   // The server clock, Unix milliseconds.
   int64_t NowMs() const;
@@ -226,157 +195,32 @@ class FakeRedis {
   // Every command executed since construction or `ClearLog()`, in order,
   // including the redis.call/pcall commands of scripts (after their EVAL);
   // bounded by `Options::max_log_entries`.
-  const std::vector<LogEntry>& log() const { return log_; }
-  void ClearLog() { log_.clear(); }
+  const std::vector<LogEntry>& log() const;
+  void ClearLog();
   // How many logged commands are named `command` (case-insensitive).
   int64_t CountInLog(absl::string_view command) const;
 
   EventLoop* loop() const { return loop_; }
 
  private:
-  friend class FakeRedisLua;
-
-  struct Value {
-    enum class Kind { kString, kHash, kZSet };
-    Kind kind = Kind::kString;
-    std::string str;
-    std::vector<std::pair<std::string, std::string>> hash;
-    // A sorted set: each member's score, and the (score, member) order.
-    std::map<std::string, double> zscore;
-    std::set<std::pair<double, std::string>> zorder;
-    int64_t expire_ms = -1;  // absolute server time; -1: none
-  };
-
-  // Per-call context: who runs the command and from where.
-  struct CallContext {
-    Session* session = nullptr;   // null for Execute() and scripts' callers
-    uint64_t session_id = 0;
-    bool from_script = false;
-    bool script_read_only = false;  // "#!lua flags=no-writes"
-    std::vector<Reply>* extra = nullptr;  // SUBSCRIBE's further replies
-  };
-
-  struct CommandSpec;
-  using Handler = Reply (FakeRedis::*)(CallContext&, const std::vector<std::string>&);
-  struct CommandSpec {
-    const char* name;  // lower case full name, e.g. "script|load"
-    int arity;         // Redis arity: n exact, -n at least n
-    uint32_t flags;
-    Handler handler;
-    const std::vector<CommandSpec>* subcommands;  // SCRIPT's, else null
-  };
-  enum : uint32_t {
-    kWrite = 1u << 0,
-    kNoScript = 1u << 1,
-    kPubSubContext = 1u << 2,  // allowed while subscribed
-    kMayReplicate = 1u << 3,   // refused in "no-writes" scripts, like writes
-  };
-
-  // Redis's math.random generator (rand48), state shared by all scripts.
-  static constexpr uint64_t kRand48Initial = 0x1234ABCD330Eull;
-  int32_t Lrand48();
-  void Srand48(int32_t seed);
-
-  static const std::vector<CommandSpec>& Commands();
-  static const CommandSpec* Lookup(const std::vector<std::string>& argv,
-                                   bool* is_container_miss);
-
-  // Runs a command from a client (full processCommand checks) or from a
-  // script (scriptCall checks, errors in script wording via `script_error`).
-  std::vector<Reply> Dispatch(CallContext& ctx, std::vector<std::string> argv);
-  // For scripts: returns the reply, or sets *script_error (no '-').
-  Reply CallFromScript(CallContext& ctx, const std::vector<std::string>& argv,
-                       std::string* script_error);
-  void Log(const CallContext& ctx, const std::vector<std::string>& argv);
-
-  // Keyspace.
-  Value* Find(absl::string_view key);  // expires lazily; null if missing
-  bool Delete(absl::string_view key);
-  void ExpireAllDue();
-
-
-  // Command handlers.
-  Reply CmdGet(CallContext&, const std::vector<std::string>&);
-  Reply CmdSet(CallContext&, const std::vector<std::string>&);
-  Reply CmdSetNx(CallContext&, const std::vector<std::string>&);
-  Reply CmdGetDel(CallContext&, const std::vector<std::string>&);
-  Reply CmdDel(CallContext&, const std::vector<std::string>&);
-  Reply CmdExists(CallContext&, const std::vector<std::string>&);
-  Reply CmdType(CallContext&, const std::vector<std::string>&);
-  Reply CmdEcho(CallContext&, const std::vector<std::string>&);
-  Reply CmdIncr(CallContext&, const std::vector<std::string>&);
-  Reply CmdDecr(CallContext&, const std::vector<std::string>&);
-  Reply CmdIncrBy(CallContext&, const std::vector<std::string>&);
-  Reply CmdDecrBy(CallContext&, const std::vector<std::string>&);
-  Reply CmdPExpire(CallContext&, const std::vector<std::string>&);
-  Reply CmdExpire(CallContext&, const std::vector<std::string>&);
-  Reply CmdPTtl(CallContext&, const std::vector<std::string>&);
-  Reply CmdTtl(CallContext&, const std::vector<std::string>&);
-  Reply CmdPersist(CallContext&, const std::vector<std::string>&);
-  Reply CmdHSet(CallContext&, const std::vector<std::string>&);
-  Reply CmdHGet(CallContext&, const std::vector<std::string>&);
-  Reply CmdHDel(CallContext&, const std::vector<std::string>&);
-  Reply CmdHExists(CallContext&, const std::vector<std::string>&);
-  Reply CmdHIncrBy(CallContext&, const std::vector<std::string>&);
-  Reply CmdHLen(CallContext&, const std::vector<std::string>&);
-  Reply CmdHGetAll(CallContext&, const std::vector<std::string>&);
-  // Sorted sets (fake_redis_zsets.cc).
-  Reply CmdZAdd(CallContext&, const std::vector<std::string>&);
-  Reply CmdZIncrBy(CallContext&, const std::vector<std::string>&);
-  Reply CmdZRem(CallContext&, const std::vector<std::string>&);
-  Reply CmdZCard(CallContext&, const std::vector<std::string>&);
-  Reply CmdZScore(CallContext&, const std::vector<std::string>&);
-  Reply CmdZRank(CallContext&, const std::vector<std::string>&);
-  Reply CmdZRange(CallContext&, const std::vector<std::string>&);
-  Reply CmdZRangeByScore(CallContext&, const std::vector<std::string>&);
-  Reply CmdZRemRangeByScore(CallContext&, const std::vector<std::string>&);
-  Reply CmdZRemRangeByRank(CallContext&, const std::vector<std::string>&);
-  Reply CmdZPopMin(CallContext&, const std::vector<std::string>&);
-  Reply ZAddGeneric(const std::vector<std::string>& argv, bool incr);
-  Reply ZRangeGeneric(const std::vector<std::string>& argv, bool by_score_command);
-  Reply ZRemRangeGeneric(const std::vector<std::string>& argv, bool by_score);
-  Reply CmdPublish(CallContext&, const std::vector<std::string>&);
-  Reply CmdSubscribe(CallContext&, const std::vector<std::string>&);
-  Reply CmdUnsubscribe(CallContext&, const std::vector<std::string>&);
-  Reply CmdEval(CallContext&, const std::vector<std::string>&);
-  Reply CmdEvalSha(CallContext&, const std::vector<std::string>&);
-  Reply CmdScript(CallContext&, const std::vector<std::string>&);
-  Reply CmdScriptLoad(CallContext&, const std::vector<std::string>&);
-  Reply CmdScriptExists(CallContext&, const std::vector<std::string>&);
-  Reply CmdScriptFlush(CallContext&, const std::vector<std::string>&);
-  Reply CmdPing(CallContext&, const std::vector<std::string>&);
-  Reply CmdTime(CallContext&, const std::vector<std::string>&);
-  Reply CmdInfo(CallContext&, const std::vector<std::string>&);
-  Reply CmdWait(CallContext&, const std::vector<std::string>&);
-  Reply CmdRole(CallContext&, const std::vector<std::string>&);
-  Reply CmdDbSize(CallContext&, const std::vector<std::string>&);
-  Reply CmdFlushAll(CallContext&, const std::vector<std::string>&);
-
-  Reply IncrDecr(const std::string& key, int64_t by);
-  Reply ExpireGeneric(const std::vector<std::string>& argv, bool seconds);
-  Reply TtlGeneric(const std::string& key, bool ms);
-  Reply EvalGeneric(CallContext& ctx, const std::vector<std::string>& argv, bool evalsha);
-
-  void NewRunId();
-
+  // The components, each with one job; declared in the order they are
+  // built (each one's dependencies before it).
   EventLoop* loop_;
-  Options options_;
-  absl::Time loop_origin_;
-  absl::Duration jump_ = absl::ZeroDuration();
-
-  absl::flat_hash_map<std::string, Value> db_;
+  std::unique_ptr<fake_redis_internal::ServerClock> clock_;
+  std::unique_ptr<fake_redis_internal::CommandLog> log_;
+  std::unique_ptr<fake_redis_internal::Keyspace> keyspace_;
+  // The dispatch table every command family registers in.
+  std::unique_ptr<fake_redis_internal::CommandTable> commands_;
   // Sessions and their subscriptions.
   std::unique_ptr<fake_redis_internal::PubSubHub> pubsub_;
-
-  std::unique_ptr<FakeRedisLua> lua_;
-  uint64_t rand48_state_;
-
-  std::string run_id_;
-  uint64_t run_id_counter_ = 0;
+  // The command families.
+  std::unique_ptr<fake_redis_internal::StringCommands> strings_;
+  std::unique_ptr<fake_redis_internal::HashCommands> hashes_;
+  std::unique_ptr<fake_redis_internal::ZSetCommands> zsets_;
+  std::unique_ptr<fake_redis_internal::PubSubCommands> pubsub_commands_;
+  std::unique_ptr<fake_redis_internal::ScriptingCommands> scripting_;
+  std::unique_ptr<fake_redis_internal::ServerCommands> server_;
   int restart_count_ = 0;
-  bool channels_denied_ = false;
-  int acknowledging_replicas_ = 0;
-  std::vector<LogEntry> log_;
 };
 
 }  // namespace dlock

@@ -1,22 +1,16 @@
-// FakeRedis commands: hashes (pure move from fake_redis.cc).
-#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/fake_redis_hashes.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dlock/transport/fake/fake_redis_internal.h"
 
 namespace dlock {
-
-using fake_redis_internal::ArityError;
-using fake_redis_internal::NotInteger;
-using fake_redis_internal::ParseInt64;
-using fake_redis_internal::WrongType;
-
-// ---------------------------------------------------------------------------
-// Hashes (fields kept in insertion order, like a listpack).
-
+namespace fake_redis_internal {
 namespace {
 
 using HashFields = std::vector<std::pair<std::string, std::string>>;
@@ -27,15 +21,22 @@ HashFields::iterator FindField(HashFields& h, const std::string& field) {
 
 }  // namespace
 
-Reply FakeRedis::CmdHSet(CallContext&, const std::vector<std::string>& argv) {
+void HashCommands::Register(CommandTable* table) {
+  using H = HashCommands;
+  table->Add("hset", -4, kWrite, this, &H::HSet);
+  table->Add("hget", 3, 0, this, &H::HGet);
+  table->Add("hdel", -3, kWrite, this, &H::HDel);
+  table->Add("hexists", 3, 0, this, &H::HExists);
+  table->Add("hincrby", 4, kWrite, this, &H::HIncrBy);
+  table->Add("hlen", 2, 0, this, &H::HLen);
+  table->Add("hgetall", 2, 0, this, &H::HGetAll);
+}
+
+Reply HashCommands::HSet(const Args& argv) {
   if (argv.size() % 2 == 1) return ArityError("hset");
-  Value* v = Find(argv[1]);
-  if (v != nullptr && v->kind != Value::Kind::kHash) return WrongType();
-  if (v == nullptr) {
-    v = &db_[argv[1]];
-    *v = Value();
-    v->kind = Value::Kind::kHash;
-  }
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kHash, &v)) return WrongType();
+  if (v == nullptr) v = keyspace_->Create(argv[1], Value::Kind::kHash);
   int64_t created = 0;
   for (size_t i = 2; i + 1 < argv.size(); i += 2) {
     auto it = FindField(v->hash, argv[i]);
@@ -49,19 +50,19 @@ Reply FakeRedis::CmdHSet(CallContext&, const std::vector<std::string>& argv) {
   return Reply::Integer(created);
 }
 
-Reply FakeRedis::CmdHGet(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply HashCommands::HGet(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kHash, &v)) return WrongType();
   if (v == nullptr) return Reply::Nil();
-  if (v->kind != Value::Kind::kHash) return WrongType();
   auto it = FindField(v->hash, argv[2]);
   if (it == v->hash.end()) return Reply::Nil();
   return Reply::String(it->second);
 }
 
-Reply FakeRedis::CmdHDel(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply HashCommands::HDel(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kHash, &v)) return WrongType();
   if (v == nullptr) return Reply::Integer(0);
-  if (v->kind != Value::Kind::kHash) return WrongType();
   int64_t deleted = 0;
   for (size_t i = 2; i < argv.size(); ++i) {
     auto it = FindField(v->hash, argv[i]);
@@ -69,25 +70,25 @@ Reply FakeRedis::CmdHDel(CallContext&, const std::vector<std::string>& argv) {
     v->hash.erase(it);
     ++deleted;
     if (v->hash.empty()) {
-      db_.erase(db_.find(argv[1]));
+      keyspace_->Delete(argv[1]);
       break;
     }
   }
   return Reply::Integer(deleted);
 }
 
-Reply FakeRedis::CmdHExists(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply HashCommands::HExists(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kHash, &v)) return WrongType();
   if (v == nullptr) return Reply::Integer(0);
-  if (v->kind != Value::Kind::kHash) return WrongType();
   return Reply::Integer(FindField(v->hash, argv[2]) != v->hash.end() ? 1 : 0);
 }
 
-Reply FakeRedis::CmdHIncrBy(CallContext&, const std::vector<std::string>& argv) {
+Reply HashCommands::HIncrBy(const Args& argv) {
   int64_t by;
   if (!ParseInt64(argv[3], &by)) return NotInteger();
-  Value* v = Find(argv[1]);
-  if (v != nullptr && v->kind != Value::Kind::kHash) return WrongType();
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kHash, &v)) return WrongType();
   int64_t value = 0;
   HashFields::iterator it;
   if (v != nullptr && (it = FindField(v->hash, argv[2])) != v->hash.end()) {
@@ -97,11 +98,7 @@ Reply FakeRedis::CmdHIncrBy(CallContext&, const std::vector<std::string>& argv) 
   if (__builtin_add_overflow(value, by, &result)) {
     return Reply::Error("ERR increment or decrement would overflow");
   }
-  if (v == nullptr) {
-    v = &db_[argv[1]];
-    *v = Value();
-    v->kind = Value::Kind::kHash;
-  }
+  if (v == nullptr) v = keyspace_->Create(argv[1], Value::Kind::kHash);
   it = FindField(v->hash, argv[2]);
   if (it == v->hash.end()) {
     v->hash.emplace_back(argv[2], absl::StrCat(result));
@@ -111,17 +108,17 @@ Reply FakeRedis::CmdHIncrBy(CallContext&, const std::vector<std::string>& argv) 
   return Reply::Integer(result);
 }
 
-Reply FakeRedis::CmdHLen(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply HashCommands::HLen(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kHash, &v)) return WrongType();
   if (v == nullptr) return Reply::Integer(0);
-  if (v->kind != Value::Kind::kHash) return WrongType();
   return Reply::Integer(static_cast<int64_t>(v->hash.size()));
 }
 
-Reply FakeRedis::CmdHGetAll(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply HashCommands::HGetAll(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kHash, &v)) return WrongType();
   if (v == nullptr) return Reply::Array({});
-  if (v->kind != Value::Kind::kHash) return WrongType();
   std::vector<Reply> out;
   out.reserve(v->hash.size() * 2);
   for (const auto& [f, val] : v->hash) {
@@ -131,4 +128,5 @@ Reply FakeRedis::CmdHGetAll(CallContext&, const std::vector<std::string>& argv) 
   return Reply::Array(std::move(out));
 }
 
+}  // namespace fake_redis_internal
 }  // namespace dlock

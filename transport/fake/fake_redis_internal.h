@@ -1,6 +1,6 @@
 // Internal to //transport/fake: helpers shared by the files that implement
-// FakeRedis (fake_redis.cc, the command groups in fake_redis_*.cc). Not a
-// public API.
+// FakeRedis (the command families in fake_redis_*.cc and the Lua engine):
+// Redis's argument parsing and its shared error replies. Not a public API.
 #ifndef DLOCK_TRANSPORT_FAKE_FAKE_REDIS_INTERNAL_H_
 #define DLOCK_TRANSPORT_FAKE_FAKE_REDIS_INTERNAL_H_
 
@@ -23,7 +23,9 @@ bool Is(const std::string& arg, absl::string_view word);
 // Redis's string2ll: no spaces, no '+', no leading zeros, at most 20 bytes.
 bool ParseInt64(absl::string_view s, int64_t* out);
 
-// FormatErrorReply (Redis's addReplyErrorFormat).
+// Redis's addReplyErrorFormat: trims CR/LF at both ends, turns inner ones
+// into spaces, and prefixes "ERR " unless the text starts with '-' (which
+// is dropped).
 Reply FormatError(std::string s);
 
 // Replies Redis shares (shared.* objects).

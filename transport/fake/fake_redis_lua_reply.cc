@@ -1,7 +1,7 @@
-// The Lua<->Redis reply conversion rules of FakeRedis's scripting (pure move
-// from fake_redis_lua.cc): error tables, Redis reply -> Lua value, Lua value
-// -> Redis reply, and the error reply of a failed script run.
-#include "dlock/transport/fake/fake_redis_lua.h"
+// The Lua<->Redis reply conversion rules of FakeRedis's scripting: error
+// tables, Redis reply -> Lua value, Lua value -> Redis reply, and the error
+// reply of a failed script run (declared in fake_redis_lua_bridge.h).
+#include "dlock/transport/fake/fake_redis_lua_bridge.h"
 
 #include <climits>
 #include <cmath>
@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/transport/fake/fake_redis_internal.h"
+
 extern "C" {
 #include <lua5.1/lauxlib.h>
 #include <lua5.1/lua.h>
@@ -21,17 +23,7 @@ extern "C" {
 
 namespace dlock {
 
-Reply FormatErrorReply(std::string s) {
-  size_t b = 0, e = s.size();
-  while (b < e && (s[b] == '\r' || s[b] == '\n')) ++b;
-  while (e > b && (s[e - 1] == '\r' || s[e - 1] == '\n')) --e;
-  s = s.substr(b, e - b);
-  for (char& c : s) {
-    if (c == '\r' || c == '\n') c = ' ';
-  }
-  if (!s.empty() && s[0] == '-') return Reply::Error(s.substr(1));
-  return Reply::Error(absl::StrCat("ERR ", s));
-}
+using fake_redis_internal::FormatError;
 
 namespace fake_redis_lua_internal {
 
@@ -178,7 +170,7 @@ Reply LuaToReply(lua_State* L, int depth) {
       if (lua_type(L, -1) == LUA_TSTRING) {
         std::string msg = absl::StrCat("-", lua_tostring(L, -1));
         lua_pop(L, 2);
-        return FormatErrorReply(std::move(msg));
+        return FormatError(std::move(msg));
       }
       lua_pop(L, 1);
 
@@ -288,7 +280,7 @@ Reply ErrorToReply(lua_State* L, const std::string& sha) {
   if (!lua_istable(L, -1)) {
     std::string msg = lua_isstring(L, -1) ? lua_tostring(L, -1) : "execution failure";
     lua_pop(L, 1);
-    return FormatErrorReply(
+    return FormatError(
         absl::StrCat("Error running script ", sha, ", ", msg.substr(0, 100), "\n"));
   }
   const char* fields[] = {"err", "source", "line"};

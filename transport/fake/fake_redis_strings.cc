@@ -1,35 +1,45 @@
-// FakeRedis commands: strings, keys and expiry (pure move from fake_redis.cc).
-#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/fake_redis_strings.h"
 
-#include <algorithm>
 #include <climits>
 
 #include "absl/strings/str_cat.h"
 #include "dlock/transport/fake/fake_redis_internal.h"
 
 namespace dlock {
+namespace fake_redis_internal {
 
-using fake_redis_internal::CStr;
-using fake_redis_internal::ExpireTimeError;
-using fake_redis_internal::FormatError;
-using fake_redis_internal::Is;
-using fake_redis_internal::NotInteger;
-using fake_redis_internal::Ok;
-using fake_redis_internal::ParseInt64;
-using fake_redis_internal::SyntaxError;
-using fake_redis_internal::WrongType;
+void StringCommands::Register(CommandTable* table) {
+  using S = StringCommands;
+  table->Add("get", 2, 0, this, &S::Get);
+  table->Add("set", -3, kWrite, this, &S::Set);
+  table->Add("setnx", 3, kWrite, this, &S::SetNx);
+  table->Add("getdel", 2, kWrite, this, &S::GetDel);
+  table->Add("del", -2, kWrite, this, &S::Del);
+  table->Add("exists", -2, 0, this, &S::Exists);
+  table->Add("type", 2, 0, this, &S::Type);
+  table->Add("echo", 2, 0, this, &S::Echo);
+  table->Add("incr", 2, kWrite, this, &S::Incr);
+  table->Add("decr", 2, kWrite, this, &S::Decr);
+  table->Add("incrby", 3, kWrite, this, &S::IncrBy);
+  table->Add("decrby", 3, kWrite, this, &S::DecrBy);
+  table->Add("pexpire", -3, kWrite, this, &S::PExpire);
+  table->Add("expire", -3, kWrite, this, &S::Expire);
+  table->Add("pttl", 2, 0, this, &S::PTtl);
+  table->Add("ttl", 2, 0, this, &S::Ttl);
+  table->Add("persist", 2, kWrite, this, &S::Persist);
+}
 
 // ---------------------------------------------------------------------------
 // Strings.
 
-Reply FakeRedis::CmdGet(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply StringCommands::Get(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kString, &v)) return WrongType();
   if (v == nullptr) return Reply::Nil();
-  if (v->kind != Value::Kind::kString) return WrongType();
   return Reply::String(v->str);
 }
 
-Reply FakeRedis::CmdSet(CallContext&, const std::vector<std::string>& argv) {
+Reply StringCommands::Set(const Args& argv) {
   enum : int {
     NX = 1, XX = 2, EX = 4, PX = 8, KEEPTTL = 16, GET = 32, EXAT = 64, PXAT = 128
   };
@@ -74,13 +84,13 @@ Reply FakeRedis::CmdSet(CallContext&, const std::vector<std::string>& argv) {
     if (seconds) ms *= 1000;
     if (flags & (EX | PX)) {
       int64_t sum;
-      if (__builtin_add_overflow(ms, NowMs(), &sum)) return ExpireTimeError("set");
+      if (__builtin_add_overflow(ms, keyspace_->NowMs(), &sum)) return ExpireTimeError("set");
       ms = sum;
     }
     if (ms <= 0) return ExpireTimeError("set");
   }
   Reply get_reply;
-  Value* old = Find(argv[1]);
+  Value* old = keyspace_->Find(argv[1]);
   if (flags & GET) {
     if (old != nullptr) {
       if (old->kind != Value::Kind::kString) return WrongType();
@@ -92,46 +102,42 @@ Reply FakeRedis::CmdSet(CallContext&, const std::vector<std::string>& argv) {
     return (flags & GET) ? get_reply : Reply::Nil();
   }
   const int64_t keep = (found && (flags & KEEPTTL)) ? old->expire_ms : -1;
-  Value& v = db_[argv[1]];
-  v = Value();
-  v.kind = Value::Kind::kString;
-  v.str = argv[2];
-  v.expire_ms = keep;
-  if (expire != nullptr) v.expire_ms = ms;
+  Value* v = keyspace_->Create(argv[1], Value::Kind::kString);
+  v->str = argv[2];
+  v->expire_ms = keep;
+  if (expire != nullptr) v->expire_ms = ms;
   return (flags & GET) ? get_reply : Ok();
 }
 
-Reply FakeRedis::CmdSetNx(CallContext&, const std::vector<std::string>& argv) {
-  if (Find(argv[1]) != nullptr) return Reply::Integer(0);
-  Value& v = db_[argv[1]];
-  v = Value();
-  v.str = argv[2];
+Reply StringCommands::SetNx(const Args& argv) {
+  if (keyspace_->Find(argv[1]) != nullptr) return Reply::Integer(0);
+  keyspace_->Create(argv[1], Value::Kind::kString)->str = argv[2];
   return Reply::Integer(1);
 }
 
-Reply FakeRedis::CmdGetDel(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply StringCommands::GetDel(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kString, &v)) return WrongType();
   if (v == nullptr) return Reply::Nil();
-  if (v->kind != Value::Kind::kString) return WrongType();
   Reply r = Reply::String(v->str);
-  db_.erase(db_.find(argv[1]));
+  keyspace_->Delete(argv[1]);
   return r;
 }
 
-Reply FakeRedis::CmdDel(CallContext&, const std::vector<std::string>& argv) {
+Reply StringCommands::Del(const Args& argv) {
   int64_t n = 0;
-  for (size_t i = 1; i < argv.size(); ++i) n += Delete(argv[i]) ? 1 : 0;
+  for (size_t i = 1; i < argv.size(); ++i) n += keyspace_->Delete(argv[i]) ? 1 : 0;
   return Reply::Integer(n);
 }
 
-Reply FakeRedis::CmdExists(CallContext&, const std::vector<std::string>& argv) {
+Reply StringCommands::Exists(const Args& argv) {
   int64_t n = 0;
-  for (size_t i = 1; i < argv.size(); ++i) n += Find(argv[i]) != nullptr ? 1 : 0;
+  for (size_t i = 1; i < argv.size(); ++i) n += keyspace_->Find(argv[i]) != nullptr ? 1 : 0;
   return Reply::Integer(n);
 }
 
-Reply FakeRedis::CmdType(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply StringCommands::Type(const Args& argv) {
+  Value* v = keyspace_->Find(argv[1]);
   if (v == nullptr) return Reply::Status("none");
   switch (v->kind) {
     case Value::Kind::kString: return Reply::Status("string");
@@ -141,44 +147,29 @@ Reply FakeRedis::CmdType(CallContext&, const std::vector<std::string>& argv) {
   return Reply::Status("none");
 }
 
-Reply FakeRedis::CmdEcho(CallContext&, const std::vector<std::string>& argv) {
-  return Reply::String(argv[1]);
-}
+Reply StringCommands::Echo(const Args& argv) { return Reply::String(argv[1]); }
 
-Reply FakeRedis::IncrDecr(const std::string& key, int64_t by) {
-  Value* v = Find(key);
+Reply StringCommands::IncrDecr(const std::string& key, int64_t by) {
+  Value* v;
+  if (!keyspace_->Lookup(key, Value::Kind::kString, &v)) return WrongType();
   int64_t value = 0;
-  if (v != nullptr) {
-    if (v->kind != Value::Kind::kString) return WrongType();
-    if (!ParseInt64(v->str, &value)) return NotInteger();
-  }
+  if (v != nullptr && !ParseInt64(v->str, &value)) return NotInteger();
   int64_t result;
   if (__builtin_add_overflow(value, by, &result)) {
     return Reply::Error("ERR increment or decrement would overflow");
   }
-  if (v == nullptr) {
-    v = &db_[key];
-    *v = Value();
-  }
+  if (v == nullptr) v = keyspace_->Create(key, Value::Kind::kString);
   v->str = absl::StrCat(result);  // the TTL is kept, as in Redis
   return Reply::Integer(result);
 }
 
-Reply FakeRedis::CmdIncr(CallContext&, const std::vector<std::string>& argv) {
-  return IncrDecr(argv[1], 1);
-}
-
-Reply FakeRedis::CmdDecr(CallContext&, const std::vector<std::string>& argv) {
-  return IncrDecr(argv[1], -1);
-}
-
-Reply FakeRedis::CmdIncrBy(CallContext&, const std::vector<std::string>& argv) {
+Reply StringCommands::IncrBy(const Args& argv) {
   int64_t by;
   if (!ParseInt64(argv[2], &by)) return NotInteger();
   return IncrDecr(argv[1], by);
 }
 
-Reply FakeRedis::CmdDecrBy(CallContext&, const std::vector<std::string>& argv) {
+Reply StringCommands::DecrBy(const Args& argv) {
   int64_t by;
   if (!ParseInt64(argv[2], &by)) return NotInteger();
   if (by == LLONG_MIN) return Reply::Error("ERR decrement would overflow");
@@ -188,7 +179,7 @@ Reply FakeRedis::CmdDecrBy(CallContext&, const std::vector<std::string>& argv) {
 // ---------------------------------------------------------------------------
 // Expiry.
 
-Reply FakeRedis::ExpireGeneric(const std::vector<std::string>& argv, bool seconds) {
+Reply StringCommands::ExpireGeneric(const Args& argv, bool seconds) {
   const char* name = seconds ? "expire" : "pexpire";
   bool nx = false, xx = false, gt = false, lt = false;
   for (size_t j = 3; j < argv.size(); ++j) {
@@ -215,11 +206,11 @@ Reply FakeRedis::ExpireGeneric(const std::vector<std::string>& argv, bool second
     if (when > LLONG_MAX / 1000 || when < LLONG_MIN / 1000) return ExpireTimeError(name);
     when *= 1000;
   }
-  const int64_t now = NowMs();
+  const int64_t now = keyspace_->NowMs();
   if (when > LLONG_MAX - now) return ExpireTimeError(name);
   when += now;
 
-  Value* v = Find(argv[1]);
+  Value* v = keyspace_->Find(argv[1]);
   if (v == nullptr) return Reply::Integer(0);
   const int64_t current = v->expire_ms;
   if (nx && current != -1) return Reply::Integer(0);
@@ -227,42 +218,25 @@ Reply FakeRedis::ExpireGeneric(const std::vector<std::string>& argv, bool second
   if (gt && (when <= current || current == -1)) return Reply::Integer(0);
   if (lt && current != -1 && when >= current) return Reply::Integer(0);
   if (when <= now) {
-    db_.erase(db_.find(argv[1]));
+    keyspace_->Delete(argv[1]);
     return Reply::Integer(1);
   }
   v->expire_ms = when;
   return Reply::Integer(1);
 }
 
-Reply FakeRedis::CmdPExpire(CallContext&, const std::vector<std::string>& argv) {
-  return ExpireGeneric(argv, false);
-}
-
-Reply FakeRedis::CmdExpire(CallContext&, const std::vector<std::string>& argv) {
-  return ExpireGeneric(argv, true);
-}
-
-Reply FakeRedis::TtlGeneric(const std::string& key, bool ms) {
-  Value* v = Find(key);
-  if (v == nullptr) return Reply::Integer(-2);
-  if (v->expire_ms == -1) return Reply::Integer(-1);
-  int64_t ttl = std::max<int64_t>(0, v->expire_ms - NowMs());
+Reply StringCommands::TtlGeneric(const std::string& key, bool ms) {
+  const int64_t ttl = keyspace_->PTtl(key);
+  if (ttl < 0) return Reply::Integer(ttl);
   return Reply::Integer(ms ? ttl : (ttl + 500) / 1000);
 }
 
-Reply FakeRedis::CmdPTtl(CallContext&, const std::vector<std::string>& argv) {
-  return TtlGeneric(argv[1], true);
-}
-
-Reply FakeRedis::CmdTtl(CallContext&, const std::vector<std::string>& argv) {
-  return TtlGeneric(argv[1], false);
-}
-
-Reply FakeRedis::CmdPersist(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply StringCommands::Persist(const Args& argv) {
+  Value* v = keyspace_->Find(argv[1]);
   if (v == nullptr || v->expire_ms == -1) return Reply::Integer(0);
   v->expire_ms = -1;
   return Reply::Integer(1);
 }
 
+}  // namespace fake_redis_internal
 }  // namespace dlock

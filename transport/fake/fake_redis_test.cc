@@ -1,5 +1,6 @@
 #include "dlock/transport/fake/fake_redis.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -522,6 +523,27 @@ TEST_F(FakeRedisTest, RestartLosesDataScriptsAndSubscriptionsAndChangesRunId) {
   EXPECT_THAT(server_.CachedScripts(), IsEmpty());
   EXPECT_EQ(Run({"PUBLISH", "c", "m"}), I(0));
   EXPECT_EQ(session->subscription_count(), 0u);
+}
+
+TEST_F(FakeRedisTest, RestartStartsMathRandomOverLikeAFreshServer) {
+  const std::vector<std::string> random = {"EVAL", "return tostring(math.random())", "0"};
+  EXPECT_EQ(Run(random), S("0.39646477363839"));  // a fresh redis-server's first
+  server_.Restart();
+  EXPECT_EQ(Run(random), S("0.39646477363839"));
+  EXPECT_EQ(Run(random), S("0.84048536971234"));
+}
+
+TEST(FakeRedisSessionTest, SessionOutlivingItsServerIsDetached) {
+  ManualEventLoop loop;
+  auto server = std::make_unique<FakeRedis>(&loop);
+  std::unique_ptr<FakeRedis::Session> session = server->NewSession();
+  session->Command({"SUBSCRIBE", "c"});
+  server.reset();
+  EXPECT_EQ(session->Command({"PING"}),
+            std::vector<Reply>{E("ERR FakeRedis: the server was destroyed")});
+  session->SubscribeDirect("d");  // no server: nothing happens
+  EXPECT_EQ(session->subscription_count(), 1u);
+  session.reset();  // does not touch the destroyed server
 }
 
 TEST_F(FakeRedisTest, JumpClockForwardExpiresAndBackwardExtends) {

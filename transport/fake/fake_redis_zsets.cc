@@ -6,6 +6,8 @@
 // of <= 64 bytes) does; a skiplist-encoded one would keep -0. Not
 // implemented: BYLEX and the lex commands, ZUNION/ZINTER/ZDIFF, the
 // blocking pops, ZRANGESTORE, ZREVRANK/ZPOPMAX and friends.
+#include "dlock/transport/fake/fake_redis_zsets.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cctype>
@@ -13,21 +15,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <set>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "dlock/transport/fake/fake_redis.h"
+#include <string>
+#include <vector>
+
 #include "dlock/transport/fake/fake_redis_internal.h"
 
 namespace dlock {
-
-using fake_redis_internal::FormatError;
-using fake_redis_internal::Is;
-using fake_redis_internal::NotInteger;
-using fake_redis_internal::ParseInt64;
-using fake_redis_internal::SyntaxError;
-using fake_redis_internal::WrongType;
-
+namespace fake_redis_internal {
 namespace {
 
 // Redis's string2d (util.c): the whole string must be a strtod number, no
@@ -94,9 +91,112 @@ bool SanitizeRank(int64_t len, int64_t* start, int64_t* end) {
   return true;
 }
 
+// A ZRANGE or ZRANGEBYSCORE request, parsed.
+struct ZRangeRequest {
+  bool withscores = false, rev = false, by_score = false;
+  int64_t offset = 0, limit = -1;  // LIMIT
+  ScoreRange range;                // by_score
+  int64_t start = 0, end = 0;      // by rank
+};
+
+// zrangeGenericCommand's parsing: ZRANGE key start stop [BYSCORE] [REV]
+// [LIMIT o c] [WITHSCORES], or ZRANGEBYSCORE key min max [WITHSCORES]
+// [LIMIT o c]. Returns false with *error set to Redis's reply.
+bool ParseZRange(const Args& argv, bool by_score_command, ZRangeRequest* req, Reply* error) {
+  req->by_score = by_score_command;
+  bool by_lex = false;
+  for (size_t j = 4; j < argv.size(); ++j) {
+    const size_t left = argv.size() - j - 1;
+    if (Is(argv[j], "withscores")) {
+      req->withscores = true;
+    } else if (Is(argv[j], "limit") && left >= 2) {
+      if (!ParseInt64(argv[j + 1], &req->offset) || !ParseInt64(argv[j + 2], &req->limit)) {
+        *error = NotInteger();
+        return false;
+      }
+      j += 2;
+    } else if (!by_score_command && !req->rev && Is(argv[j], "rev")) {
+      req->rev = true;
+    } else if (!by_score_command && !req->by_score && !by_lex && Is(argv[j], "bylex")) {
+      by_lex = true;
+    } else if (!by_score_command && !req->by_score && !by_lex && Is(argv[j], "byscore")) {
+      req->by_score = true;
+    } else {
+      *error = SyntaxError();
+      return false;
+    }
+  }
+  if (req->limit != -1 && !req->by_score && !by_lex) {
+    *error = FormatError(
+        "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
+  } else if (req->withscores && by_lex) {
+    *error = FormatError("syntax error, WITHSCORES not supported in combination with BYLEX");
+  } else if (by_lex) {
+    *error = FormatError("BYLEX is not supported by FakeRedis");
+  } else if (req->by_score) {
+    // REV takes the range as max, min.
+    const std::string& min = req->rev ? argv[3] : argv[2];
+    const std::string& max = req->rev ? argv[2] : argv[3];
+    if (ParseScoreRange(min, max, &req->range)) return true;
+    *error = RangeNotFloat();
+  } else {
+    if (ParseInt64(argv[2], &req->start) && ParseInt64(argv[3], &req->end)) return true;
+    *error = NotInteger();
+  }
+  return false;
+}
+
+using Entry = std::pair<double, std::string>;
+
+// The entries of a sorted set a ZRANGE request selects, in reply order.
+std::vector<const Entry*> SelectRange(const std::set<Entry>& zorder, ZRangeRequest req) {
+  std::vector<const Entry*> picked;
+  if (req.by_score) {
+    std::vector<const Entry*> in_range;
+    auto visit = [&](const Entry& e) {
+      if (req.range.Contains(e.first)) in_range.push_back(&e);
+    };
+    if (req.rev) {
+      for (auto it = zorder.rbegin(); it != zorder.rend(); ++it) visit(*it);
+    } else {
+      for (const auto& e : zorder) visit(e);
+    }
+    // LIMIT: a negative offset skips everything, a negative count means all.
+    if (req.offset >= 0) {
+      for (size_t i = static_cast<size_t>(std::min<int64_t>(req.offset, in_range.size()));
+           i < in_range.size() &&
+           (req.limit < 0 || static_cast<int64_t>(picked.size()) < req.limit);
+           ++i) {
+        picked.push_back(in_range[i]);
+      }
+    }
+  } else if (SanitizeRank(static_cast<int64_t>(zorder.size()), &req.start, &req.end)) {
+    std::vector<const Entry*> all;
+    for (const auto& e : zorder) all.push_back(&e);
+    if (req.rev) std::reverse(all.begin(), all.end());
+    for (int64_t i = req.start; i <= req.end; ++i) picked.push_back(all[i]);
+  }
+  return picked;
+}
+
 }  // namespace
 
-Reply FakeRedis::ZAddGeneric(const std::vector<std::string>& argv, bool incr) {
+void ZSetCommands::Register(CommandTable* table) {
+  using Z = ZSetCommands;
+  table->Add("zadd", -4, kWrite, this, &Z::ZAdd);
+  table->Add("zincrby", 4, kWrite, this, &Z::ZIncrBy);
+  table->Add("zrem", -3, kWrite, this, &Z::ZRem);
+  table->Add("zcard", 2, 0, this, &Z::ZCard);
+  table->Add("zscore", 3, 0, this, &Z::ZScore);
+  table->Add("zrank", 3, 0, this, &Z::ZRank);
+  table->Add("zrange", -4, 0, this, &Z::ZRange);
+  table->Add("zrangebyscore", -4, 0, this, &Z::ZRangeByScore);
+  table->Add("zremrangebyscore", 4, kWrite, this, &Z::ZRemRangeByScore);
+  table->Add("zremrangebyrank", 4, kWrite, this, &Z::ZRemRangeByRank);
+  table->Add("zpopmin", -2, kWrite, this, &Z::ZPopMin);
+}
+
+Reply ZSetCommands::ZAddGeneric(const Args& argv, bool incr) {
   bool nx = false, xx = false, gt = false, lt = false, ch = false;
   size_t idx = 2;
   for (; idx < argv.size(); ++idx) {
@@ -133,15 +233,13 @@ Reply FakeRedis::ZAddGeneric(const std::vector<std::string>& argv, bool incr) {
   for (size_t j = 0; j < pairs; ++j) {
     if (!ParseScore(argv[idx + 2 * j], &scores[j])) return NotFloat();
   }
-  Value* v = Find(argv[1]);
-  if (v != nullptr && v->kind != Value::Kind::kZSet) return WrongType();
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kZSet, &v)) return WrongType();
   int64_t added = 0, updated = 0, processed = 0;
   double last = 0;
   if (v == nullptr) {
     if (xx) return incr ? Reply::Nil() : Reply::Integer(0);
-    v = &db_[argv[1]];
-    *v = Value();
-    v->kind = Value::Kind::kZSet;
+    v = keyspace_->Create(argv[1], Value::Kind::kZSet);
   }
   for (size_t j = 0; j < pairs; ++j) {
     double score = scores[j];
@@ -177,18 +275,10 @@ Reply FakeRedis::ZAddGeneric(const std::vector<std::string>& argv, bool incr) {
   return Reply::Integer(ch ? added + updated : added);
 }
 
-Reply FakeRedis::CmdZAdd(CallContext&, const std::vector<std::string>& argv) {
-  return ZAddGeneric(argv, /*incr=*/false);
-}
-
-Reply FakeRedis::CmdZIncrBy(CallContext&, const std::vector<std::string>& argv) {
-  return ZAddGeneric(argv, /*incr=*/true);
-}
-
-Reply FakeRedis::CmdZRem(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply ZSetCommands::ZRem(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kZSet, &v)) return WrongType();
   if (v == nullptr) return Reply::Integer(0);
-  if (v->kind != Value::Kind::kZSet) return WrongType();
   int64_t deleted = 0;
   for (size_t i = 2; i < argv.size(); ++i) {
     auto it = v->zscore.find(argv[i]);
@@ -197,33 +287,33 @@ Reply FakeRedis::CmdZRem(CallContext&, const std::vector<std::string>& argv) {
     v->zscore.erase(it);
     ++deleted;
     if (v->zscore.empty()) {
-      db_.erase(db_.find(argv[1]));
+      keyspace_->Delete(argv[1]);
       break;
     }
   }
   return Reply::Integer(deleted);
 }
 
-Reply FakeRedis::CmdZCard(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply ZSetCommands::ZCard(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kZSet, &v)) return WrongType();
   if (v == nullptr) return Reply::Integer(0);
-  if (v->kind != Value::Kind::kZSet) return WrongType();
   return Reply::Integer(static_cast<int64_t>(v->zscore.size()));
 }
 
-Reply FakeRedis::CmdZScore(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply ZSetCommands::ZScore(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kZSet, &v)) return WrongType();
   if (v == nullptr) return Reply::Nil();
-  if (v->kind != Value::Kind::kZSet) return WrongType();
   auto it = v->zscore.find(argv[2]);
   if (it == v->zscore.end()) return Reply::Nil();
   return Score(it->second);
 }
 
-Reply FakeRedis::CmdZRank(CallContext&, const std::vector<std::string>& argv) {
-  Value* v = Find(argv[1]);
+Reply ZSetCommands::ZRank(const Args& argv) {
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kZSet, &v)) return WrongType();
   if (v == nullptr) return Reply::Nil();
-  if (v->kind != Value::Kind::kZSet) return WrongType();
   auto it = v->zscore.find(argv[2]);
   if (it == v->zscore.end()) return Reply::Nil();
   auto pos = v->zorder.find({it->second, it->first});
@@ -232,94 +322,22 @@ Reply FakeRedis::CmdZRank(CallContext&, const std::vector<std::string>& argv) {
 
 // zrangeGenericCommand: ZRANGE key start stop [BYSCORE] [REV] [LIMIT o c]
 // [WITHSCORES], and ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT o c].
-Reply FakeRedis::ZRangeGeneric(const std::vector<std::string>& argv, bool by_score_command) {
-  bool withscores = false, rev = false, by_score = by_score_command;
-  bool by_lex = false;
-  int64_t offset = 0, limit = -1;
-  for (size_t j = 4; j < argv.size(); ++j) {
-    const size_t left = argv.size() - j - 1;
-    if (Is(argv[j], "withscores")) {
-      withscores = true;
-    } else if (Is(argv[j], "limit") && left >= 2) {
-      if (!ParseInt64(argv[j + 1], &offset) || !ParseInt64(argv[j + 2], &limit)) {
-        return NotInteger();
-      }
-      j += 2;
-    } else if (!by_score_command && !rev && Is(argv[j], "rev")) {
-      rev = true;
-    } else if (!by_score_command && !by_score && !by_lex && Is(argv[j], "bylex")) {
-      by_lex = true;
-    } else if (!by_score_command && !by_score && !by_lex && Is(argv[j], "byscore")) {
-      by_score = true;
-    } else {
-      return SyntaxError();
-    }
-  }
-  if (limit != -1 && !by_score && !by_lex) {
-    return FormatError(
-        "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
-  }
-  if (withscores && by_lex) {
-    return FormatError("syntax error, WITHSCORES not supported in combination with BYLEX");
-  }
-  if (by_lex) return FormatError("BYLEX is not supported by FakeRedis");
-  ScoreRange range;
-  int64_t start = 0, end = 0;
-  if (by_score) {
-    // REV takes the range as max, min.
-    const std::string& min = rev ? argv[3] : argv[2];
-    const std::string& max = rev ? argv[2] : argv[3];
-    if (!ParseScoreRange(min, max, &range)) return RangeNotFloat();
-  } else if (!ParseInt64(argv[2], &start) || !ParseInt64(argv[3], &end)) {
-    return NotInteger();
-  }
-  Value* v = Find(argv[1]);
+Reply ZSetCommands::ZRangeGeneric(const Args& argv, bool by_score_command) {
+  ZRangeRequest req;
+  Reply error;
+  if (!ParseZRange(argv, by_score_command, &req, &error)) return error;
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kZSet, &v)) return WrongType();
   if (v == nullptr) return Reply::Array({});
-  if (v->kind != Value::Kind::kZSet) return WrongType();
-
-  std::vector<const std::pair<double, std::string>*> picked;
-  const int64_t len = static_cast<int64_t>(v->zorder.size());
-  if (by_score) {
-    std::vector<const std::pair<double, std::string>*> in_range;
-    auto visit = [&](const std::pair<double, std::string>& e) {
-      if (range.Contains(e.first)) in_range.push_back(&e);
-    };
-    if (rev) {
-      for (auto it = v->zorder.rbegin(); it != v->zorder.rend(); ++it) visit(*it);
-    } else {
-      for (const auto& e : v->zorder) visit(e);
-    }
-    // LIMIT: a negative offset skips everything, a negative count means all.
-    if (offset >= 0) {
-      for (size_t i = static_cast<size_t>(std::min<int64_t>(offset, in_range.size()));
-           i < in_range.size() && (limit < 0 || static_cast<int64_t>(picked.size()) < limit);
-           ++i) {
-        picked.push_back(in_range[i]);
-      }
-    }
-  } else if (SanitizeRank(len, &start, &end)) {
-    std::vector<const std::pair<double, std::string>*> all;
-    for (const auto& e : v->zorder) all.push_back(&e);
-    if (rev) std::reverse(all.begin(), all.end());
-    for (int64_t i = start; i <= end; ++i) picked.push_back(all[i]);
-  }
   std::vector<Reply> out;
-  for (const auto* e : picked) {
+  for (const Entry* e : SelectRange(v->zorder, req)) {
     out.push_back(Reply::String(e->second));
-    if (withscores) out.push_back(Score(e->first));
+    if (req.withscores) out.push_back(Score(e->first));
   }
   return Reply::Array(std::move(out));
 }
 
-Reply FakeRedis::CmdZRange(CallContext&, const std::vector<std::string>& argv) {
-  return ZRangeGeneric(argv, /*by_score_command=*/false);
-}
-
-Reply FakeRedis::CmdZRangeByScore(CallContext&, const std::vector<std::string>& argv) {
-  return ZRangeGeneric(argv, /*by_score_command=*/true);
-}
-
-Reply FakeRedis::ZRemRangeGeneric(const std::vector<std::string>& argv, bool by_score) {
+Reply ZSetCommands::ZRemRangeGeneric(const Args& argv, bool by_score) {
   ScoreRange range;
   int64_t start = 0, end = 0;
   if (by_score) {
@@ -327,9 +345,9 @@ Reply FakeRedis::ZRemRangeGeneric(const std::vector<std::string>& argv, bool by_
   } else if (!ParseInt64(argv[2], &start) || !ParseInt64(argv[3], &end)) {
     return NotInteger();
   }
-  Value* v = Find(argv[1]);
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kZSet, &v)) return WrongType();
   if (v == nullptr) return Reply::Integer(0);
-  if (v->kind != Value::Kind::kZSet) return WrongType();
   if (!by_score && !SanitizeRank(static_cast<int64_t>(v->zorder.size()), &start, &end)) {
     return Reply::Integer(0);
   }
@@ -344,27 +362,19 @@ Reply FakeRedis::ZRemRangeGeneric(const std::vector<std::string>& argv, bool by_
       ++it;
     }
   }
-  if (v->zorder.empty()) db_.erase(db_.find(argv[1]));
+  if (v->zorder.empty()) keyspace_->Delete(argv[1]);
   return Reply::Integer(deleted);
 }
 
-Reply FakeRedis::CmdZRemRangeByScore(CallContext&, const std::vector<std::string>& argv) {
-  return ZRemRangeGeneric(argv, /*by_score=*/true);
-}
-
-Reply FakeRedis::CmdZRemRangeByRank(CallContext&, const std::vector<std::string>& argv) {
-  return ZRemRangeGeneric(argv, /*by_score=*/false);
-}
-
-Reply FakeRedis::CmdZPopMin(CallContext&, const std::vector<std::string>& argv) {
+Reply ZSetCommands::ZPopMin(const Args& argv) {
   if (argv.size() > 3) return SyntaxError();
   int64_t count = 1;
   if (argv.size() == 3 && (!ParseInt64(argv[2], &count) || count < 0)) {
     return FormatError("value is out of range, must be positive");
   }
-  Value* v = Find(argv[1]);
+  Value* v;
+  if (!keyspace_->Lookup(argv[1], Value::Kind::kZSet, &v)) return WrongType();
   if (v == nullptr) return Reply::Array({});
-  if (v->kind != Value::Kind::kZSet) return WrongType();
   std::vector<Reply> out;
   for (int64_t i = 0; i < count && !v->zorder.empty(); ++i) {
     auto it = v->zorder.begin();
@@ -373,8 +383,9 @@ Reply FakeRedis::CmdZPopMin(CallContext&, const std::vector<std::string>& argv) 
     v->zscore.erase(it->second);
     v->zorder.erase(it);
   }
-  if (v->zorder.empty()) db_.erase(db_.find(argv[1]));
+  if (v->zorder.empty()) keyspace_->Delete(argv[1]);
   return Reply::Array(std::move(out));
 }
 
+}  // namespace fake_redis_internal
 }  // namespace dlock
