@@ -31,20 +31,23 @@ dlock_library(uv INSTALL
         //transport/uv:sentinel_transport
         //transport/uv:command_deadlines //transport/uv:deferred_queue
         //transport/uv:subscriber_set //transport/uv:reconnect_backoff
-        //transport/uv:host_lookup
+        //transport/uv:host_lookup //transport/uv:connection_options
+        //transport/uv:reconnecting_transport
         //transport/uv:cluster_transport //transport/uv:cluster_uv
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/command_deadlines.cc transport/uv/subscriber_set.cc
        transport/uv/reconnect_backoff.cc transport/uv/host_lookup.cc
-       transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
-       transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
-       transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_transport_internal.h
-       transport/uv/hiredis_uv_glue.h
+       transport/uv/uv_loop_thread.cc transport/uv/connection_options.cc
+       transport/uv/command_ledger.cc transport/uv/pubsub_channels.cc
+       transport/uv/reconnecting_connection.cc
+       transport/uv/reconnecting_transport.cc transport/uv/hiredis_transport.cc
+       transport/uv/hiredis_link.cc transport/uv/hiredis_link.h
+       transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_uv_glue.h
        transport/uv/redis_url.cc transport/uv/tls_transport.cc
        transport/uv/tls_connection.cc transport/uv/tls_session.cc
+       transport/uv/tls_transport_internal.h
        transport/uv/tls_errors.cc transport/uv/tls_errors.h
        transport/uv/tls_stream.cc transport/uv/tls_stream.h
-       transport/uv/tls_transport_internal.h
        transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc
        transport/uv/cluster_transport.cc transport/uv/cluster_uv.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
@@ -54,7 +57,10 @@ dlock_library(uv INSTALL
        transport/uv/sentinel_transport.h
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
        transport/uv/subscriber_set.h transport/uv/reconnect_backoff.h
-       transport/uv/host_lookup.h
+       transport/uv/host_lookup.h transport/uv/connection_options.h
+       transport/uv/command_ledger.h transport/uv/pubsub_channels.h
+       transport/uv/reconnecting_connection.h
+       transport/uv/reconnecting_transport.h transport/uv/redis_link.h
        transport/uv/cluster_transport.h transport/uv/cluster_uv.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv
   PRIVATE_DEPS PkgConfig::dlock_hiredis PkgConfig::dlock_ssl)
