@@ -44,8 +44,7 @@ dlock_library(uv INSTALL
        transport/uv/hiredis_link.cc transport/uv/hiredis_link.h
        transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_uv_glue.h
        transport/uv/redis_url.cc transport/uv/tls_transport.cc
-       transport/uv/tls_connection.cc transport/uv/tls_session.cc
-       transport/uv/tls_transport_internal.h
+       transport/uv/tls_link.cc transport/uv/tls_link.h
        transport/uv/tls_errors.cc transport/uv/tls_errors.h
        transport/uv/tls_stream.cc transport/uv/tls_stream.h
        transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc

@@ -79,8 +79,8 @@
 // destroyed inside any of its own callbacks. Subscription handles may
 // outlive the transport (then destroying them does nothing).
 //
-// Everything above is ReconnectingTransport's (reconnecting_transport.h);
-// HiredisTransport adds hiredis's async context as the byte stream of each
+// Everything above is ReconnectingTransport's (reconnecting_transport.h),
+// which TlsTransport shares; HiredisTransport adds hiredis's async context as the byte stream of each
 // connection (hiredis_link.h).
 //
 // Not thread-safe: call only on the thread running the loop (from other
