@@ -226,6 +226,9 @@ dlock_test(deferred_queue_test BAZEL //transport/uv:deferred_queue_test
   SRCS transport/uv/deferred_queue_test.cc DEPS dlock::uv dlock::fake)
 dlock_test(reconnect_backoff_test BAZEL //transport/uv:reconnect_backoff_test
   SRCS transport/uv/reconnect_backoff_test.cc DEPS dlock::uv)
+dlock_test(reconnecting_transport_test BAZEL //transport/uv:reconnecting_transport_test
+  SRCS transport/uv/reconnecting_transport_test.cc
+  DEPS dlock::uv dlock::uv_test_loop dlock::status_matchers)
 dlock_test(host_lookup_test BAZEL //transport/uv:host_lookup_test
   SRCS transport/uv/host_lookup_test.cc DEPS dlock::uv)
 dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
