@@ -31,22 +31,24 @@ dlock_library(uv INSTALL
         //transport/uv:sentinel_transport //transport/uv:sentinel_parts
         //transport/uv:command_deadlines //transport/uv:deferred_queue
         //transport/uv:reconnect_backoff
-        //transport/uv:host_lookup
+        //transport/uv:host_lookup //transport/uv:connection_options
+        //transport/uv:reconnecting_transport
         //transport/uv:subscription_relay //transport/uv:held_commands
         //transport/uv:cluster_transport //transport/uv:cluster_uv
         //transport/uv:cluster_parts
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/command_deadlines.cc
        transport/uv/reconnect_backoff.cc transport/uv/host_lookup.cc
-       transport/uv/uv_loop_thread.cc transport/uv/hiredis_transport.cc
-       transport/uv/hiredis_connection.cc transport/uv/hiredis_pubsub.cc
-       transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_transport_internal.h
-       transport/uv/hiredis_uv_glue.h
+       transport/uv/uv_loop_thread.cc transport/uv/connection_options.cc
+       transport/uv/command_ledger.cc transport/uv/pubsub_channels.cc
+       transport/uv/reconnecting_connection.cc
+       transport/uv/reconnecting_transport.cc transport/uv/hiredis_transport.cc
+       transport/uv/hiredis_link.cc transport/uv/hiredis_link.h
+       transport/uv/hiredis_uv_glue.cc transport/uv/hiredis_uv_glue.h
        transport/uv/redis_url.cc transport/uv/tls_transport.cc
-       transport/uv/tls_connection.cc transport/uv/tls_session.cc
+       transport/uv/tls_link.cc transport/uv/tls_link.h
        transport/uv/tls_errors.cc transport/uv/tls_errors.h
        transport/uv/tls_stream.cc transport/uv/tls_stream.h
-       transport/uv/tls_transport_internal.h
        transport/uv/uv_transport.cc transport/uv/sentinel_transport.cc
        transport/uv/subscription_relay.cc
        transport/uv/sentinel_discovery.cc transport/uv/sentinel_master.cc
@@ -66,7 +68,10 @@ dlock_library(uv INSTALL
        transport/uv/sentinel_waiters.h
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
        transport/uv/reconnect_backoff.h
-       transport/uv/host_lookup.h
+       transport/uv/host_lookup.h transport/uv/connection_options.h
+       transport/uv/command_ledger.h transport/uv/pubsub_channels.h
+       transport/uv/reconnecting_connection.h
+       transport/uv/reconnecting_transport.h transport/uv/redis_link.h
        transport/uv/subscription_relay.h transport/uv/held_commands.h
        transport/uv/cluster_transport.h transport/uv/cluster_uv.h
        transport/uv/cluster_nodes.h transport/uv/cluster_options.h
@@ -264,6 +269,9 @@ dlock_test(subscription_relay_test BAZEL //transport/uv:subscription_relay_test
   SRCS transport/uv/subscription_relay_test.cc DEPS dlock::uv)
 dlock_test(reconnect_backoff_test BAZEL //transport/uv:reconnect_backoff_test
   SRCS transport/uv/reconnect_backoff_test.cc DEPS dlock::uv)
+dlock_test(reconnecting_transport_test BAZEL //transport/uv:reconnecting_transport_test
+  SRCS transport/uv/reconnecting_transport_test.cc
+  DEPS dlock::uv dlock::uv_test_loop dlock::status_matchers)
 dlock_test(host_lookup_test BAZEL //transport/uv:host_lookup_test
   SRCS transport/uv/host_lookup_test.cc DEPS dlock::uv)
 dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test

@@ -1,6 +1,6 @@
-// Internal to //transport/uv:hiredis_transport: `CommandDeadlines`, the
-// per-command deadlines of HiredisTransport. hiredis 0.14 has no command
-// timeouts, so the transport keeps its own: an intrusive list of commands
+// Internal to //transport/uv: `CommandDeadlines`, the per-command deadlines
+// of CommandLedger (HiredisTransport and TlsTransport). hiredis 0.14 has no
+// command timeouts, so the transport keeps its own: an intrusive list of commands
 // sorted by deadline behind ONE libuv timer armed at the earliest. Commands
 // almost always share one timeout, so inserting from the tail is O(1), and
 // a command costs no allocation here.

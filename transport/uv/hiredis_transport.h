@@ -79,82 +79,27 @@
 // destroyed inside any of its own callbacks. Subscription handles may
 // outlive the transport (then destroying them does nothing).
 //
+// Everything above is ReconnectingTransport's (reconnecting_transport.h),
+// which TlsTransport shares; HiredisTransport adds hiredis's async context as the byte stream of each
+// connection (hiredis_link.h).
+//
 // Not thread-safe: call only on the thread running the loop (from other
 // threads, go through a LoopThread, see uv_loop_thread.h).
 #ifndef DLOCK_TRANSPORT_UV_HIREDIS_TRANSPORT_H_
 #define DLOCK_TRANSPORT_UV_HIREDIS_TRANSPORT_H_
 
-#include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/functional/any_invocable.h"
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
-#include "absl/types/span.h"
-#include "dlock/transport/subscriber_set.h"
-#include "dlock/transport/transport.h"
-#include "dlock/transport/uv/command_deadlines.h"
-#include "dlock/transport/uv/deferred_queue.h"
-#include "dlock/transport/uv/reconnect_backoff.h"
-#include "dlock/transport/uv/uv_event_loop.h"
+#include "dlock/transport/uv/connection_options.h"
+#include "dlock/transport/uv/reconnecting_transport.h"
 
 struct uv_loop_s;
-struct uv_timer_s;
 
 namespace dlock {
 
-struct HiredisTransportOptions {
-  // TCP endpoint: a host name or an IPv4/IPv6 literal, and a port. A name
-  // is resolved on every attempt (uv_getaddrinfo); its first IPv4 address
-  // is used, else its first address.
-  std::string host = "127.0.0.1";
-  int port = 6379;
-  // When non-empty, connect to this unix socket instead of host:port.
-  std::string unix_socket;
-
-  // When non-empty, `AUTH password` (or `AUTH username password` when
-  // `username` is non-empty: a Redis 6+ ACL user) runs first on every
-  // connection. A username without a password is an invalid option.
-  std::string username;
-  std::string password;
-
-  // When not 0, `SELECT db` runs on every command connection.
-  int db = 0;
-
-  // Bound on one connection attempt (resolve, connect, AUTH, SELECT).
-  absl::Duration connect_timeout = absl::Seconds(5);
-
-  // Reconnect backoff after failed attempts (see the header comment).
-  absl::Duration reconnect_backoff_min = absl::Milliseconds(100);
-  absl::Duration reconnect_backoff_max = absl::Seconds(5);
-  // Fraction of the backoff that is randomized, in [0, 1].
-  double reconnect_jitter = 0.5;
-};
-
-// Checks the connection options shared by HiredisTransport and TlsTransport
-// (address, credentials, db, timeouts, backoff): kInvalidArgument naming the
-// first bad field. Both transports' Create call it.
-absl::Status ValidateConnectionOptions(const HiredisTransportOptions& options);
-
-// Checks one Send's arguments the same way for HiredisTransport and
-// TlsTransport: a non-empty command that does not change the connection's
-// protocol (SUBSCRIBE & co., MONITOR: use Subscribe), a positive timeout, a
-// callback. kInvalidArgument naming what is wrong.
-absl::Status ValidateSendArguments(size_t argc, absl::string_view command,
-                                   absl::Duration timeout, bool has_callback);
-inline absl::Status ValidateSendArguments(const std::vector<std::string>& argv,
-                                          absl::Duration timeout, bool has_callback) {
-  return ValidateSendArguments(argv.size(),
-                               argv.empty() ? absl::string_view() : argv[0],
-                               timeout, has_callback);
-}
-
-class HiredisTransport : public Transport {
+class HiredisTransport : public ReconnectingTransport {
  public:
   // Validates `options` (kInvalidArgument: empty host, port outside
   // 1..65535, username without password, db < 0, non-positive timeouts,
@@ -163,159 +108,14 @@ class HiredisTransport : public Transport {
   static absl::StatusOr<std::unique_ptr<HiredisTransport>> Create(
       uv_loop_s* loop, HiredisTransportOptions options);
 
-  HiredisTransport(const HiredisTransport&) = delete;
-  HiredisTransport& operator=(const HiredisTransport&) = delete;
   // Runs Close().
   ~HiredisTransport() override;
 
-  // See Transport::Send and the table above.
-  absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
-                    ReplyCallback callback) override;
-  // See Transport::SendArgv: formats the views straight into hiredis's
-  // output buffer when connected (copies them only while waiting).
-  absl::Status SendArgv(absl::Span<const absl::string_view> argv,
-                        absl::Duration timeout, ReplyCallback callback) override;
-
-  // See Transport::Subscribe and the pub/sub paragraph above. Returns
-  // kInvalidArgument for a null on_message, kCancelled after Close().
-  absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
-      std::string channel, MessageCallback on_message,
-      absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
-
-  // See Transport::connection_epoch: counts the command connections that
-  // became ready (1 for the first); 0 while none is ready or after Close().
-  uint64_t connection_epoch() const override;
-
-  // Learns when the command connection is up. `callback` runs once, on the
-  // loop, never inside this call: OK when the connection is ready (on the
-  // next turn if it already is), or the failure of the current attempt
-  // (kUnavailable), or kCancelled by Close(). In the backoff state it starts
-  // an attempt at once instead of waiting out the delay. Returns kCancelled
-  // after Close() (the callback then never runs).
-  absl::Status Connect(absl::AnyInvocable<void(absl::Status) &&> callback) override;
-
-  // Fails everything pending with kCancelled and disconnects (see above).
-  // Idempotent.
-  void Close() override;
-
-  // True while the command connection is ready.
-  bool connected() const override;
-  // The failure of the last connection attempt or lost connection (OK if
-  // none yet).
-  absl::Status last_error() const;
-  // Commands sent and not yet answered or timed out (tests, metrics).
-  size_t pending_commands() const override;
-
-  // The transport's clock and timers (the same monotonic clock as any
-  // UvEventLoop).
-  EventLoop& event_loop() { return timers_; }
-
  private:
-  struct Request;
-  struct Link;
-  struct Conn;
-  struct Channel;
-  // A FIFO of owned Requests linked through Request::next (no allocation
-  // per entry). Defined in hiredis_transport_internal.h.
-  class RequestQueue {
-   public:
-    RequestQueue() = default;
-    RequestQueue(const RequestQueue&) = delete;
-    RequestQueue& operator=(const RequestQueue&) = delete;
-    ~RequestQueue();
-    bool empty() const { return head_ == nullptr; }
-    void push_back(std::unique_ptr<Request> r);
-    std::unique_ptr<Request> pop_front();
-    void swap(RequestQueue& other);
-
-   private:
-    Request* head_ = nullptr;
-    Request* tail_ = nullptr;
-  };
-  // One deferred delivery (on a later loop turn, by a zero-delay timer): a
-  // command's failure, a subscriber's on_ready, or anything else (`fn`,
-  // told whether it is being cancelled by Close). Replies do not come
-  // through here (see `ready_`).
-  struct Event {
-    std::unique_ptr<Request> request;
-    uint64_t ready_for = 0;
-    absl::Status ready_status;
-    absl::AnyInvocable<void(bool cancelled) &&> fn;
-  };
-
-  HiredisTransport(uv_loop_s* loop, HiredisTransportOptions options);
-
-  // Connection management (hiredis_connection.cc).
-  void StartAttempt(Conn& conn);
-  void ConnectResolved(Conn& conn, const std::string& ip);
-  void ScheduleAttempt(Conn& conn, absl::Duration delay);
-  void Teardown(Conn& conn, const absl::Status& why);
-  void AttemptFailed(Conn& conn, absl::Status why);
-  void ConnectionLost(Conn& conn, absl::Status why);
-  void OnTcpConnected(Link* link);
-  void OnReady(Conn& conn);
-  void OnDisconnected(Link* link, absl::Status why);
-  std::string Endpoint() const;
-
-  // Commands (hiredis_transport.cc).
-  // Send and SendArgv: `owned` (may be null) holds the same argv as
-  // `argv`, to be moved instead of copied while waiting for a connection.
-  absl::Status Submit(absl::Span<const absl::string_view> argv,
-                      std::vector<std::string>* owned, absl::Duration timeout,
-                      ReplyCallback callback);
-  void Issue(Link* link, std::unique_ptr<Request> request,
-             absl::Span<const absl::string_view> argv);
-  void Issue(Link* link, std::unique_ptr<Request> request,
-             const std::vector<std::string>& argv);
-  // hiredis's reply callback: a reply is parked in `ready_` and delivered
-  // by DeliverReplies right after hiredis's read returns.
-  void OnReply(Link* link, void* reply);
-  // The glue's after_io hook (outside every hiredis callback).
-  static void AfterIo(void* self);
-  void DeliverReplies();
-  // A command's deadline passed (see `deadlines_`).
-  void OnDeadline(Request* request);
-
-  // Failures and notifications go through `events_`, delivered on a later
-  // loop turn, outside any hiredis callback.
-  static Event FnEvent(absl::AnyInvocable<void(bool cancelled) &&> fn);
-  void Complete(std::unique_ptr<Request> request, absl::StatusOr<Reply> result);
-  // Delivers one event of `events_` (on a later loop turn).
-  void Deliver(Event&& event);
-
-  // Pub/sub (hiredis_pubsub.cc).
-  void OnPubSubMessage(Link* link, void* reply);
-  void SendSubscribe(const std::string& channel, bool subscribe);
-  void Unsubscribe(uint64_t subscriber_id);
-  void FailPendingReady(const absl::Status& why);
-  void FireReady(uint64_t subscriber_id, absl::Status status);
-
-  uv_loop_s* const loop_;
-  const HiredisTransportOptions options_;
-  UvEventLoop timers_;
-  std::unique_ptr<Conn> cmd_;
-  std::unique_ptr<Conn> sub_;
-  bool closed_ = false;
-  // Commands waiting for the command connection (state connecting).
-  RequestQueue waiting_;
-  // Answered commands, delivered by DeliverReplies in the same loop turn.
-  RequestQueue ready_;
-  // Deferred failures and notifications (see Event).
-  DeferredQueue<Event> events_;
-  // Per-command deadlines: one libuv timer for all (command_deadlines.h).
-  CommandDeadlines deadlines_;
-  // Set while a loop delivering user callbacks runs; the destructor sets
-  // *gone_ so that loop stops touching members.
-  bool* gone_ = nullptr;
-  std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
-  size_t pending_ = 0;
-  // How many times the command connection became ready.
-  uint64_t cmd_epoch_ = 0;
-  absl::flat_hash_map<std::string, std::unique_ptr<Channel>> channels_;
-  // Who subscribed with which callbacks (subscriber_set.h).
-  SubscriberSet subscribers_{[this](uint64_t id) { Unsubscribe(id); }};
-  ReconnectBackoff backoff_{options_.reconnect_backoff_min, options_.reconnect_backoff_max,
-                            options_.reconnect_jitter};
+  HiredisTransport(uv_loop_s* loop, const HiredisTransportOptions& options)
+      : ReconnectingTransport(loop, options, /*ping_on_setup=*/false) {}
+  absl::StatusOr<std::unique_ptr<RedisLink>> OpenLink(const std::string& address,
+                                                      LinkEvents* events) override;
 };
 
 }  // namespace dlock

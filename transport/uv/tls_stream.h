@@ -3,7 +3,7 @@
 // Ciphertext read from the socket goes in (FeedCipher), replies come out
 // (Decrypt, NextReply); commands go in (Encrypt) and the ciphertext to write
 // to the socket comes out (TakeCipher). It does no I/O and keeps no timers:
-// TlsTransport moves the bytes (tls_session.cc). Failures come back as
+// TlsLink moves the bytes (tls_link.cc). Failures come back as
 // kUnavailable named by NameTlsFailure (tls_errors.h).
 //
 // Thread-compatible.

@@ -1,0 +1,271 @@
+// ReconnectingConnection and its LinkSession: see reconnecting_connection.h.
+#include "dlock/transport/uv/reconnecting_connection.h"
+
+#include <uv.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+
+namespace dlock {
+
+// ---------------------------------------------------------------------------
+// LinkSession: one link's wire.
+
+void LinkSession::Attach(std::unique_ptr<RedisLink> link) {
+  link_ = std::move(link);
+  handshake_left_ = 0;
+  handshake_failed_ = false;
+}
+
+void LinkSession::OnLinkOpen() {
+  const HiredisTransportOptions& o = *p_->options;
+  std::vector<std::vector<std::string>> handshake;
+  if (!o.password.empty()) {
+    if (o.username.empty()) {
+      handshake.push_back({"AUTH", o.password});
+    } else {
+      handshake.push_back({"AUTH", o.username, o.password});
+    }
+  }
+  if (!p_->pubsub && o.db != 0) handshake.push_back({"SELECT", absl::StrCat(o.db)});
+  if (p_->ping_on_setup) handshake.push_back({"PING"});
+  if (handshake.empty()) {
+    conn_->OnReady();
+    return;
+  }
+  handshake_left_ = static_cast<int>(handshake.size());
+  for (const std::vector<std::string>& argv : handshake) {
+    auto r = std::make_unique<CommandRequest>();
+    r->internal = true;
+    r->internal_name = argv[0] == "AUTH" ? "AUTH" : argv[0] == "SELECT" ? "SELECT" : "PING";
+    absl::InlinedVector<absl::string_view, 3> views(argv.begin(), argv.end());
+    Issue(std::move(r), views);
+  }
+}
+
+void LinkSession::Issue(std::unique_ptr<CommandRequest> request,
+                        absl::Span<const absl::string_view> argv) {
+  if (link_ == nullptr || !link_->Write(argv)) {
+    // Only when the link is already going away.
+    if (!request->internal) {
+      p_->ledger->Complete(std::move(request), absl::UnavailableError(absl::StrCat(
+                                                   *p_->endpoint, ": connection closing")));
+    }
+    return;
+  }
+  fifo_.push_back(std::move(request));
+}
+
+bool LinkSession::WritePush(absl::Span<const absl::string_view> argv) {
+  return link_ != nullptr && link_->Write(argv);
+}
+
+void LinkSession::OnLinkReply(Reply reply) {
+  std::unique_ptr<CommandRequest> r = fifo_.pop_front();
+  if (r == nullptr) {
+    if (p_->pubsub) {
+      p_->owner->OnPush(std::move(reply));
+    } else {
+      conn_->LinkLost(absl::InternalError(
+          absl::StrCat(*p_->endpoint, " sent a reply nobody asked for")));
+    }
+    return;
+  }
+  if (!r->internal) {
+    // Delivered once the read has returned (AfterLinkIo).
+    p_->ledger->Answer(std::move(r), std::move(reply));
+    return;
+  }
+  if (handshake_failed_) return;
+  if (reply.is_error()) {
+    handshake_failed_ = true;
+    conn_->HandshakeRefused(absl::UnavailableError(absl::StrCat(
+        *p_->endpoint, ": ", r->internal_name, " failed: ", reply.str)));
+    return;
+  }
+  if (--handshake_left_ == 0) conn_->OnReady();
+}
+
+void LinkSession::OnLinkLost(absl::Status why) { conn_->LinkLost(std::move(why)); }
+
+void LinkSession::Drop(const absl::Status& why) {
+  link_.reset();  // never calls back (redis_link.h)
+  RequestQueue fifo;
+  fifo.swap(fifo_);
+  while (!fifo.empty()) {
+    std::unique_ptr<CommandRequest> r = fifo.pop_front();
+    if (!r->internal) p_->ledger->Complete(std::move(r), why);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// ReconnectingConnection: attempts, backoff, reconnects.
+
+ReconnectingConnection::~ReconnectingConnection() {
+  Close(absl::CancelledError("transport closed"));
+}
+
+void ReconnectingConnection::ForThisAttempt(absl::Duration delay, TimerId* id,
+                                            absl::AnyInvocable<void()> fn) {
+  const uint64_t serial = serial_;
+  *id = p_.timers->RunAfter(delay, [this, serial, id, fn = std::move(fn)]() mutable {
+    *id = 0;
+    if (attempt_on_ && serial == serial_) fn();
+  });
+}
+
+void ReconnectingConnection::ScheduleAttempt(absl::Duration delay) {
+  if (attempt_timer_ != 0) p_.timers->Cancel(attempt_timer_);
+  attempt_timer_ = p_.timers->RunAfter(delay, [this] {
+    attempt_timer_ = 0;
+    StartAttempt();
+  });
+}
+
+void ReconnectingConnection::StartAttempt() {
+  if (closed_) return;
+  if (attempt_timer_ != 0) {
+    p_.timers->Cancel(attempt_timer_);
+    attempt_timer_ = 0;
+  }
+  if (attempt_on_) return;  // an attempt is already under way
+  state_ = State::kConnecting;
+  attempt_on_ = true;
+  ++serial_;
+  const absl::Duration limit = p_.options->connect_timeout;
+  ForThisAttempt(limit, &connect_timer_, [this, limit] {
+    if (state_ != State::kConnecting) return;
+    const RedisLink* link = session_.link();
+    absl::Status why = absl::UnavailableError(
+        link != nullptr ? link->TimeoutMessage(limit)
+                        : absl::StrCat(*p_.endpoint, ": connect timed out after ",
+                                       absl::FormatDuration(limit)));
+    Teardown(why);
+    AttemptFailed(why);
+  });
+  const HiredisTransportOptions& o = *p_.options;
+  if (!o.unix_socket.empty() || IsIpLiteral(o.host)) {
+    Open(o.host);
+    return;
+  }
+  // Resolve without blocking the loop.
+  auto fail = [this](int status) {
+    absl::Status why = absl::UnavailableError(
+        absl::StrCat(*p_.endpoint, ": cannot resolve host: ",
+                     status != 0 ? uv_strerror(status) : "no address"));
+    Teardown(why);
+    AttemptFailed(why);
+  };
+  const int rc = HostLookup::Start(
+      p_.loop, o.host,
+      [this, fail](int status, std::string ip) {
+        lookup_.reset();
+        if (status != 0 || ip.empty()) {
+          fail(status);
+        } else {
+          Open(ip);
+        }
+      },
+      &lookup_);
+  if (rc != 0) fail(rc);
+}
+
+void ReconnectingConnection::Open(const std::string& address) {
+  absl::StatusOr<std::unique_ptr<RedisLink>> link =
+      p_.owner->OpenLink(address, session_.events());
+  if (!link.ok()) {
+    const absl::Status why = link.status();
+    Teardown(why);
+    AttemptFailed(why);
+    return;
+  }
+  session_.Attach(*std::move(link));
+}
+
+void ReconnectingConnection::HandshakeRefused(absl::Status why) {
+  ForThisAttempt(absl::ZeroDuration(), &fail_timer_, [this, why] {
+    Teardown(why);
+    AttemptFailed(why);
+  });
+}
+
+void ReconnectingConnection::LinkLost(absl::Status why) {
+  const bool was_ready = state_ == State::kReady;
+  Teardown(why);
+  if (was_ready) {
+    ConnectionLost(std::move(why));
+  } else {
+    AttemptFailed(std::move(why));
+  }
+}
+
+void ReconnectingConnection::Teardown(const absl::Status& why) {
+  attempt_on_ = false;
+  lookup_.reset();  // abandons a lookup under way
+  session_.Drop(why);
+}
+
+void ReconnectingConnection::AttemptFailed(absl::Status why) {
+  last_error_ = why;
+  ++failures_;
+  if (connect_timer_ != 0) {
+    p_.timers->Cancel(connect_timer_);
+    connect_timer_ = 0;
+  }
+  if (closed_) return;
+  if (!p_.owner->OnConnectionDown(*this, why, /*was_ready=*/false)) {
+    state_ = State::kIdle;
+    return;
+  }
+  state_ = State::kBackoff;
+  ScheduleAttempt(p_.backoff->Delay(failures_));
+}
+
+void ReconnectingConnection::ConnectionLost(absl::Status why) {
+  last_error_ = why;
+  if (closed_) return;
+  if (!p_.owner->OnConnectionDown(*this, why, /*was_ready=*/true)) {
+    state_ = State::kIdle;
+    return;
+  }
+  if (p_.timers->Now() - ready_since_ >= ReconnectBackoff::kStable) {
+    // It had been up a while: reconnect at once, commands wait for it.
+    failures_ = 0;
+    state_ = State::kConnecting;
+    ScheduleAttempt(absl::ZeroDuration());
+  } else {
+    // Lost right after connecting (a flapping server, or one that rejects
+    // what we send): count it as a failed attempt, so we back off instead
+    // of reconnecting in a tight loop.
+    ++failures_;
+    state_ = State::kBackoff;
+    ScheduleAttempt(p_.backoff->Delay(failures_));
+  }
+}
+
+void ReconnectingConnection::OnReady() {
+  if (connect_timer_ != 0) {
+    p_.timers->Cancel(connect_timer_);
+    connect_timer_ = 0;
+  }
+  state_ = State::kReady;
+  ready_since_ = p_.timers->Now();
+  last_error_ = absl::OkStatus();
+  p_.owner->OnConnectionReady(*this);
+}
+
+void ReconnectingConnection::Close(const absl::Status& why) {
+  if (closed_) return;
+  closed_ = true;
+  for (TimerId* t : {&attempt_timer_, &connect_timer_, &fail_timer_}) {
+    if (*t != 0) p_.timers->Cancel(*t);
+    *t = 0;
+  }
+  Teardown(why);
+  state_ = State::kIdle;
+}
+
+}  // namespace dlock
