@@ -43,6 +43,9 @@ RetryLock::~RetryLock() {
 int64_t RetryLock::attempts() const { return attempts_->attempts(); }
 size_t RetryLock::waiting() const { return attempts_->waiting(); }
 size_t RetryLock::subscriptions() const { return wakeups_->subscriptions(); }
+size_t RetryLock::confirmed_subscriptions() const {
+  return wakeups_->confirmed_subscriptions();
+}
 
 absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
                                                  const AcquireOptions& options,

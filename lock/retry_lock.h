@@ -157,6 +157,8 @@ class RetryLock : public Lock {
   size_t waiting() const;
   // Live release-channel subscriptions (one per resource being waited on).
   size_t subscriptions() const;
+  // Of those, the ones the server has confirmed: releases reach them.
+  size_t confirmed_subscriptions() const;
 
  private:
   RetryLock(EventLoop* loop, Lock* inner, const ReleaseNotifier* notifier,

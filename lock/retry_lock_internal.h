@@ -122,6 +122,7 @@ class RetryWakeups {
   absl::Status Release(Lock* inner, const Lease& lease, StatusCallback callback);
   // Live subscriptions.
   size_t subscriptions() const;
+  size_t confirmed_subscriptions() const;
 
  private:
   void OnSubscribed(const std::shared_ptr<RetryGroup>& g, absl::Status status);

@@ -29,6 +29,12 @@ size_t RetryWakeups::subscriptions() const {
   return n;
 }
 
+size_t RetryWakeups::confirmed_subscriptions() const {
+  size_t n = 0;
+  for (const auto& [unused, g] : groups_) n += g->subscription != nullptr && g->ready;
+  return n;
+}
+
 std::string RetryWakeups::ChannelOf(absl::string_view resource) const {
   return notifier_ != nullptr ? notifier_->ReleaseChannel(resource)
                               : keys_.ChannelKey(resource);
