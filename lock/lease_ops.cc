@@ -61,14 +61,8 @@ void ReportAcquire(LockObserver* observer, absl::string_view policy,
 void ReportAcquireWait(LockObserver* observer, absl::string_view policy,
                        absl::string_view resource, int attempt, const absl::Status& last_error,
                        absl::Duration next_attempt_in, absl::Duration wait_left) {
-  AcquireWaitEvent event;
-  event.policy = policy;
-  event.resource = resource;
-  event.attempt = attempt;
-  event.last_error = last_error;
-  event.next_attempt_in = next_attempt_in;
-  event.wait_left = wait_left;
-  observer->OnAcquireWait(event);
+  observer->OnAcquireWait(
+      AcquireWaitEvent{policy, resource, attempt, last_error, next_attempt_in, wait_left});
 }
 
 std::string WaitDeadlineMessage(absl::string_view what, absl::Duration wait, int attempts) {

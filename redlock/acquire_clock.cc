@@ -25,14 +25,9 @@ AcquireWaitEvent AcquireClock::Pause(absl::string_view resource, int attempt,
                                      absl::Time now) {
   ++retries_;
   pause_ = delay;
-  AcquireWaitEvent event;
-  event.policy = kPolicy;
-  event.resource = resource;
-  event.attempt = attempt;
-  event.last_error = last_error;
-  event.next_attempt_in = delay;
-  event.wait_left = wait_ > absl::ZeroDuration() ? call_time_ + wait_ - now : absl::ZeroDuration();
-  return event;
+  return AcquireWaitEvent{
+      kPolicy, resource, attempt, last_error, delay,
+      wait_ > absl::ZeroDuration() ? call_time_ + wait_ - now : absl::ZeroDuration()};
 }
 
 AcquireEvent AcquireClock::Outcome(absl::string_view resource, const absl::Status& status,
