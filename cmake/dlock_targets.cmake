@@ -211,7 +211,7 @@ dlock_library(status_matchers TESTONLY
 dlock_library(uv_test_loop TESTONLY
   BAZEL //transport/uv:uv_test_loop
   HDRS transport/uv/uv_test_loop.h
-  PUBLIC_DEPS PkgConfig::dlock_absl PkgConfig::dlock_libuv)
+  PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl PkgConfig::dlock_libuv)
 
 dlock_library(lock_behavior_suite TESTONLY
   BAZEL //lock:lock_behavior_suite //lock:semaphore_behavior_suite

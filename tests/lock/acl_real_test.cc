@@ -65,12 +65,8 @@ class AclRealTest : public ::testing::Test {
         HiredisTransport::Create(uv_.get(), options);
     EXPECT_TRUE(t.ok()) << t.status();
     clients_.push_back(*std::move(t));
-    bool up = false;
-    EXPECT_TRUE(clients_.back()->Connect([&up](absl::Status s) {
-      EXPECT_TRUE(s.ok()) << s;
-      up = true;
-    }).ok());
-    EXPECT_TRUE(uv_.RunUntil([&] { return up; }, absl::Seconds(10)));
+    absl::Status up = uv_.ConnectAndWait(*clients_.back());
+    EXPECT_TRUE(up.ok()) << up;
     return clients_.back().get();
   }
 

@@ -49,9 +49,8 @@ class FairLockRealTest : public ::testing::Test {
         HiredisTransport::Create(uv_.get(), options);
     EXPECT_TRUE(t.ok()) << t.status();
     conns_.push_back(*std::move(t));
-    bool up = false;
-    EXPECT_TRUE(conns_.back()->Connect([&up](absl::Status s) { up = s.ok(); }).ok());
-    EXPECT_TRUE(uv_.RunUntil([&] { return up; }, absl::Seconds(10)));
+    absl::Status up = uv_.ConnectAndWait(*conns_.back());
+    EXPECT_TRUE(up.ok()) << up;
     FairLockOptions o;
     o.queue_ttl = queue_ttl;
     locks_.push_back(std::make_unique<FairLock>(loop_.get(), conns_.back().get(), o));

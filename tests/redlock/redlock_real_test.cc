@@ -71,12 +71,7 @@ class RedLockRealTest : public ::testing::Test {
           HiredisTransport::Create(uv_.get(), topts);
       ASSERT_TRUE(t.ok()) << t.status();
       transports_.push_back(*std::move(t));
-      bool up = false;
-      ASSERT_THAT(transports_.back()->Connect([&up](absl::Status s) {
-        EXPECT_THAT(s, IsOk());
-        up = true;
-      }), IsOk());
-      ASSERT_TRUE(uv_.RunUntil([&] { return up; }, kWaitLimit));
+      ASSERT_THAT(uv_.ConnectAndWait(*transports_.back(), kWaitLimit), IsOk());
       raw.push_back(transports_.back().get());
     }
     absl::StatusOr<std::unique_ptr<RedLock>> lock =

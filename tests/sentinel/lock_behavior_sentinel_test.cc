@@ -73,12 +73,8 @@ class SentinelEnv : public testing::LockTestEnv {
     EXPECT_TRUE(t.ok()) << t.status();
     if (!t.ok()) return nullptr;
     clients_.push_back(*std::move(t));
-    bool up = false;
-    EXPECT_TRUE(clients_.back()->Connect([&up](absl::Status s) {
-      EXPECT_TRUE(s.ok()) << s;
-      up = true;
-    }).ok());
-    EXPECT_TRUE(uv_.RunUntil([&] { return up; }, absl::Seconds(10)));
+    absl::Status up = uv_.ConnectAndWait(*clients_.back());
+    EXPECT_TRUE(up.ok()) << up;
     if (master_ != nullptr) {
       EXPECT_EQ(clients_.back()->master_address(), absl::StrCat("127.0.0.1:", master_->port()));
     }

@@ -55,13 +55,7 @@ class WatchdogRealTest : public ::testing::Test {
     EXPECT_THAT(t, IsOk());
     if (!t.ok()) return nullptr;
     clients_.push_back(*std::move(t));
-    bool up = false;
-    EXPECT_THAT(clients_.back()->Connect([&up](absl::Status s) {
-      EXPECT_THAT(s, IsOk());
-      up = true;
-    }),
-                IsOk());
-    EXPECT_TRUE(uv_.RunUntil([&] { return up; }, absl::Seconds(10)));
+    EXPECT_THAT(uv_.ConnectAndWait(*clients_.back()), IsOk());
     return clients_.back().get();
   }
 

@@ -67,12 +67,7 @@ class ClusterTransportTest : public ::testing::Test {
     auto t = CreateUvClusterTransport(uv_.get(), std::move(o));
     EXPECT_TRUE(t.ok()) << t.status();
     clients_.push_back(*std::move(t));
-    bool up = false;
-    EXPECT_THAT(clients_.back()->Connect([&](absl::Status s) {
-      EXPECT_THAT(s, IsOk());
-      up = true;
-    }), IsOk());
-    EXPECT_TRUE(uv_.RunUntil([&] { return up; }));
+    EXPECT_THAT(uv_.ConnectAndWait(*clients_.back()), IsOk());
     return clients_.back().get();
   }
 

@@ -10,8 +10,11 @@
 #include <uv.h>
 
 #include <functional>
+#include <optional>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "dlock/transport/transport.h"
 
 namespace dlock {
 namespace testing {
@@ -62,6 +65,21 @@ class UvTestLoop {
     uv_timer_stop(&guard_);
     done_ = nullptr;
     return ok;
+  }
+
+  // Asks `transport` to connect (Transport::Connect) and runs the loop until
+  // it answers, bounded by `timeout`: the answer, the call's rejection, or
+  // kDeadlineExceeded. What test environments do before handing a client to
+  // a test, so the test measures lock behaviour, not connects.
+  absl::Status ConnectAndWait(Transport& transport,
+                              absl::Duration timeout = absl::Seconds(10)) {
+    std::optional<absl::Status> answer;
+    absl::Status call = transport.Connect([&answer](absl::Status s) { answer = s; });
+    if (!call.ok()) return call;
+    if (!RunUntil([&answer] { return answer.has_value(); }, timeout)) {
+      return absl::DeadlineExceededError("transport did not connect in time");
+    }
+    return *answer;
   }
 
   // Runs the loop for `d` of loop time (for "nothing happens" checks).
