@@ -381,7 +381,7 @@ dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:re
   //client:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
-  //tests/differential/...
+  //tests/differential/... //watchdog:renewal_check
   REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")
 dlock_bazel_only(//testing:sentinel_deployment //tests/sentinel:sentinel_failover_test
   //tests/sentinel:lock_behavior_sentinel_test //tests/sentinel:sentinel_readonly_test

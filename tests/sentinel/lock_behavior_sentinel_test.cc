@@ -18,7 +18,7 @@
 #include "dlock/transport/uv/sentinel_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 #include "dlock/transport/uv/uv_test_loop.h"
-#include "dlock/watchdog/watchdog.h"
+#include "dlock/watchdog/renewal_check.h"
 
 namespace dlock {
 namespace {
@@ -114,47 +114,7 @@ class SentinelEnv : public testing::LockTestEnv {
 // and stops at release.
 TEST(SentinelWatchdogTest, RenewsLeasesPastTheirTtl) {
   SentinelEnv env;
-  Transport* t = env.NewClient();
-  ASSERT_NE(t, nullptr);
-  SimpleLock lock(env.loop(), t);
-  Watchdog dog(env.loop(), &lock);
-  std::vector<WatchHandle> watches;
-  std::vector<Lease> leases;
-  int lost = 0;
-  for (int i = 0; i < 10; ++i) {
-    bool done = false;
-    AcquireOptions o;
-    o.ttl = absl::Milliseconds(300);
-    auto h = lock.Acquire(absl::StrCat("watched/", i), o, [&](absl::StatusOr<Lease> l) {
-      ASSERT_TRUE(l.ok()) << l.status();
-      leases.push_back(*l);
-      done = true;
-    });
-    ASSERT_TRUE(h.ok());
-    ASSERT_TRUE(env.RunUntil([&] { return done; }, absl::Seconds(5)));
-    WatchOptions w;
-    w.on_lost = [&lost](absl::Status) { ++lost; };
-    auto watch = dog.Watch(leases.back(), std::move(w));
-    ASSERT_TRUE(watch.ok()) << watch.status();
-    watches.push_back(*std::move(watch));
-  }
-  env.RunFor(absl::Milliseconds(1200));  // four ttls
-  EXPECT_EQ(lost, 0);
-  KeyScheme keys;
-  for (const Lease& l : leases) {
-    EXPECT_EQ(env.Server({"GET", keys.LockKey(l.resource)}), Reply::String(l.token));
-  }
-  int released = 0;
-  for (WatchHandle& w : watches) {
-    ASSERT_TRUE(w.Release([&](absl::Status s) {
-                   EXPECT_TRUE(s.ok()) << s;
-                   ++released;
-                 }).ok());
-  }
-  ASSERT_TRUE(env.RunUntil([&] { return released == 10; }, absl::Seconds(5)));
-  for (const Lease& l : leases) {
-    EXPECT_EQ(env.Server({"EXISTS", keys.LockKey(l.resource)}), Reply::Integer(0));
-  }
+  testing::ExpectWatchdogKeepsLeases(env, env.NewClient(), 10);
 }
 
 }  // namespace
