@@ -24,16 +24,6 @@ double Percentile(const std::vector<int64_t>& sorted, double q) {
 
 NetworkReport CheckNetwork(const NetworkInput& in) {
   NetworkReport r;
-  r.audits = in.audits;
-  r.audit_ghosts = static_cast<int64_t>(in.audit_findings.size());
-  for (const AuditFinding& f : in.audit_findings) {
-    if (r.examples.size() < kMaxExamples) {
-      r.examples.push_back(absl::StrFormat("audit: server %d holds token %s (pttl %d ms)",
-                                           f.server, f.token, f.pttl_ms));
-    }
-  }
-
-  // Live samples.
   struct Lease {
     int64_t grant_ns = 0;
     int64_t released_ns = -1;
@@ -46,7 +36,40 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
     auto it = leases.find(rel.token);
     if (it != leases.end()) it->second.released_ns = rel.done_ns;
   }
+
+  r.audits = in.audits;
+  for (const AuditFinding& f : in.audit_findings) {
+    auto it = leases.find(f.token);
+    const int64_t from = (it == leases.end() ? f.t_ns : it->second.grant_ns) - in.ttl_ns;
+    bool reset = false;
+    for (const Impairment& im : in.impairments) {
+      if (im.server == f.server && im.resets && im.end_ns > from && im.start_ns <= f.t_ns) {
+        reset = true;
+      }
+    }
+    if (reset) {
+      ++r.left_by_resets;
+      continue;
+    }
+    ++r.audit_ghosts;
+    if (r.examples.size() >= kMaxExamples) continue;
+    std::string whose =
+        it == leases.end() ? "of no granted lease (an attempt that failed or lost)"
+        : it->second.released_ns < 0
+            ? "of a granted lease never released"
+            : absl::StrFormat("of a lease released %.1f ms before",
+                              static_cast<double>(f.t_ns - it->second.released_ns) / 1e6);
+    r.examples.push_back(absl::StrFormat("audit: server %d holds token %s %s (pttl %d ms)",
+                                         f.server, f.token, whose, f.pttl_ms));
+  }
+
+  // Live samples.
   std::set<std::pair<int, std::string>> ghosts;
+  std::map<std::pair<int, std::string>, int64_t> last_seen;
+  for (const KeySample& s : in.samples) {
+    int64_t& t = last_seen[{s.server, s.token}];
+    t = std::max(t, s.t_ns);
+  }
   r.samples = static_cast<int64_t>(in.samples.size());
   for (const KeySample& s : in.samples) {
     auto it = leases.find(s.token);
@@ -58,15 +81,17 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
     for (const Impairment& im : in.impairments) {
       if (im.server != s.server || im.end_ns <= from || im.start_ns > s.t_ns) continue;
       if (im.loses) lossy = true;
-      slack = std::max(slack, im.delay_ns);
+      slack = std::max(slack, 2 * im.delay_ns);
     }
     if (lossy) continue;
     ++r.samples_judged;
     if (s.t_ns > l.released_ns + in.release_timeout_ns + slack) {
       if (ghosts.insert({s.server, s.token}).second && r.examples.size() < kMaxExamples) {
         r.examples.push_back(absl::StrFormat(
-            "live: server %d still holds token %s %.1f ms after its release completed",
-            s.server, s.token, static_cast<double>(s.t_ns - l.released_ns) / 1e6));
+            "live: server %d still holds token %s %.1f ms after its release completed "
+            "(seen until %.1f ms after)",
+            s.server, s.token, static_cast<double>(s.t_ns - l.released_ns) / 1e6,
+            static_cast<double>(last_seen[{s.server, s.token}] - l.released_ns) / 1e6));
       }
     }
   }

@@ -5,14 +5,21 @@
 //     after every release has had its release timeout. Two ways:
 //       * audits: the driver holds every worker's next acquisition (the
 //         gate), waits until all are idle, heals the network, waits the
-//         release timeout, and reads the lock key on every server; at the
-//         end of the run the same after the workers have exited. Nobody
-//         holds a lease then, so every key found is a ghost (`AuditFinding`).
+//         release timeout (plus what held or delayed bytes need to arrive),
+//         and reads the lock key on every server; at the end of the run the
+//         same after the workers have exited. Nobody holds a lease then, so
+//         every key found is a ghost (`AuditFinding`) -- unless a
+//         connection to that server was reset since the key's lease could
+//         have been granted (its grant - ttl; for a token of no granted
+//         lease, the audit - ttl): a reset loses the release in flight, and
+//         the key then expires with its TTL, as documented. Those are
+//         counted apart (`left_by_resets`).
 //       * live samples: while the run goes on, the driver reads the lock key
 //         on every server every few ms (`KeySample`). A sample showing the
 //         token of a lease whose release completed at r, taken after
-//         r + release timeout + the largest delay injected on that server's
-//         links since the lease's grant - ttl, is a ghost. Samples of servers
+//         r + release timeout + twice the largest round-trip delay injected
+//         on that server's links since the lease's grant - ttl (a release
+//         may take two round trips: EVALSHA, NOSCRIPT, EVAL), is a ghost. Samples of servers
 //         whose links lost or held bytes in that time (stall, blackhole,
 //         cut, reset) are not judged: a release lost there legitimately
 //         leaves the key until its TTL. Tokens of attempts that were never
@@ -41,14 +48,16 @@ struct KeySample {
 };
 
 // A fault on at least one link to `server` during [start_ns, end_ns):
-// `loses` when bytes may be lost or held (stall, blackhole, cut, reset);
-// otherwise a delay of at most `delay_ns` per round trip.
+// `loses` when bytes may be lost or held (stall, cut, reset); `resets` when
+// bytes in flight were certainly lost (connection reset); otherwise a delay
+// of at most `delay_ns` per round trip.
 struct Impairment {
   int server = 0;
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   bool loses = false;
   int64_t delay_ns = 0;
+  bool resets = false;
 };
 
 // A key an audit found (nobody held a lease).
@@ -75,6 +84,7 @@ struct NetworkInput {
 struct NetworkReport {
   int64_t audits = 0;
   int64_t audit_ghosts = 0;        // keys found by audits
+  int64_t left_by_resets = 0;      // keys found by audits after a reset
   int64_t live_ghosts = 0;         // distinct (server, token) from live samples
   int64_t samples = 0;
   int64_t samples_judged = 0;      // samples of a released lease's token

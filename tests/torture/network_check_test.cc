@@ -51,9 +51,10 @@ TEST(NetworkCheckTest, OtherServersCountSeparately) {
 TEST(NetworkCheckTest, AnInjectedDelayExtendsTheWait) {
   NetworkInput in = Base();
   in.impairments = {{0, 900 * kMs, 1050 * kMs, false, 300 * kMs}};
-  in.samples = {{0, 1300 * kMs, "t1"}};  // 1012 + 100 + 300 > 1300: in flight
+  // A release may take two round trips: 1012 + 100 + 2 x 300 > 1700.
+  in.samples = {{0, 1700 * kMs, "t1"}};
   EXPECT_EQ(CheckNetwork(in).live_ghosts, 0);
-  in.samples = {{0, 1500 * kMs, "t1"}};
+  in.samples = {{0, 1800 * kMs, "t1"}};
   EXPECT_EQ(CheckNetwork(in).live_ghosts, 1);
 }
 
@@ -79,6 +80,23 @@ TEST(NetworkCheckTest, UnknownOrUnreleasedTokensAreLeftToTheAudits) {
   EXPECT_EQ(r.audits, 3);
   EXPECT_EQ(r.audit_ghosts, 1);
   EXPECT_EQ(r.ghosts(), 1);
+}
+
+TEST(NetworkCheckTest, AnAuditAfterAResetOnThatServerCountsTheKeyApart) {
+  NetworkInput in = Base();
+  in.audits = 1;
+  in.audit_findings = {{0, 1500 * kMs, "t1", 800}, {1, 1500 * kMs, "t1", 800}};
+  in.impairments = {{0, 1005 * kMs, 1006 * kMs, true, 0, /*resets=*/true},
+                    {1, 1005 * kMs, 1006 * kMs, true, 0, /*resets=*/false}};  // a stall
+  NetworkReport r = CheckNetwork(in);
+  EXPECT_EQ(r.left_by_resets, 1);
+  EXPECT_EQ(r.audit_ghosts, 1);  // server 1's stall held the release, never lost it
+  // A reset before the lease could exist (its grant - ttl) excuses nothing.
+  in.ttl_ns = 100 * kMs;
+  in.impairments = {{0, 800 * kMs, 850 * kMs, true, 0, true}};
+  r = CheckNetwork(in);
+  EXPECT_EQ(r.left_by_resets, 0);
+  EXPECT_EQ(r.audit_ghosts, 2);
 }
 
 TEST(NetworkCheckTest, HandOverIsTheTimeFromAReleaseToTheNextGrant) {
