@@ -27,6 +27,7 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
   struct Lease {
     int64_t grant_ns = 0;
     int64_t released_ns = -1;
+    bool released_ok = false;
   };
   std::map<std::string, Lease> leases;
   for (const CsRecord& c : in.cs) {
@@ -34,7 +35,10 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
   }
   for (const ReleaseRecord& rel : in.releases) {
     auto it = leases.find(rel.token);
-    if (it != leases.end()) it->second.released_ns = rel.done_ns;
+    if (it != leases.end()) {
+      it->second.released_ns = rel.done_ns;
+      it->second.released_ok = rel.code == absl::StatusCode::kOk;
+    }
   }
 
   r.audits = in.audits;
@@ -47,7 +51,9 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
         reset = true;
       }
     }
-    if (reset) {
+    const bool maybe_lost =
+        it == leases.end() || !it->second.released_ok || !in.single_server;
+    if (reset && maybe_lost) {
       ++r.left_by_resets;
       continue;
     }

@@ -11,9 +11,12 @@
 //         every key found is a ghost (`AuditFinding`) -- unless a
 //         connection to that server was reset since the key's lease could
 //         have been granted (its grant - ttl; for a token of no granted
-//         lease, the audit - ttl): a reset loses the release in flight, and
-//         the key then expires with its TTL, as documented. Those are
-//         counted apart (`left_by_resets`).
+//         lease, the audit - ttl) and the release may have been lost: its
+//         outcome was not OK, or the lock is RedLock (whose release reports
+//         at quorum while a straggler's may still be lost), or the token is
+//         of no granted lease. A reset loses the release in flight, and the
+//         key then expires with its TTL, as documented. Those are counted
+//         apart (`left_by_resets`).
 //       * live samples: while the run goes on, the driver reads the lock key
 //         on every server every few ms (`KeySample`). A sample showing the
 //         token of a lease whose release completed at r, taken after
@@ -79,6 +82,8 @@ struct NetworkInput {
   std::vector<std::pair<int64_t, int64_t>> gates;
   int64_t release_timeout_ns = 0;
   int64_t ttl_ns = 0;
+  // One lock server: a release reported OK was applied there.
+  bool single_server = false;
 };
 
 struct NetworkReport {

@@ -91,6 +91,17 @@ TEST(NetworkCheckTest, AnAuditAfterAResetOnThatServerCountsTheKeyApart) {
   NetworkReport r = CheckNetwork(in);
   EXPECT_EQ(r.left_by_resets, 1);
   EXPECT_EQ(r.audit_ghosts, 1);  // server 1's stall held the release, never lost it
+  // On a single server a release reported OK was applied: a reset then
+  // excuses nothing.
+  in.single_server = true;
+  r = CheckNetwork(in);
+  EXPECT_EQ(r.left_by_resets, 0);
+  EXPECT_EQ(r.audit_ghosts, 2);
+  in.releases[0].code = absl::StatusCode::kUnavailable;
+  r = CheckNetwork(in);
+  EXPECT_EQ(r.left_by_resets, 1);
+  in.single_server = false;
+  in.releases[0].code = absl::StatusCode::kOk;
   // A reset before the lease could exist (its grant - ttl) excuses nothing.
   in.ttl_ns = 100 * kMs;
   in.impairments = {{0, 800 * kMs, 850 * kMs, true, 0, true}};

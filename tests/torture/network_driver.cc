@@ -432,6 +432,7 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
   c.unf_n = ToInt(mget->elements[3]);
   in_.release_timeout_ns = release_ns;
   in_.ttl_ns = absl::ToInt64Nanoseconds(spec_.ttl);
+  in_.single_server = spec_.lock_servers == 1;
   result_.net = CheckNetwork(in_);
   result_.report = CheckRecords(std::move(in_.cs), c);
   // Proxies and servers close before the namespace goes (destructors).
