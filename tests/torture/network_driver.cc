@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "dlock/testing/redis_server.h"
+#include "dlock/testing/sentinel_deployment.h"
 #include "dlock/tests/netfault/fault_proxy.h"
 #include "dlock/tests/netfault/isolated_network.h"
 #include "dlock/tests/torture/worker_processes.h"
@@ -33,6 +34,7 @@ const char* NetFaultName(NetFault f) {
     case NetFault::kStall: return "stall";
     case NetFault::kReset: return "connection reset";
     case NetFault::kCutHolder: return "holder cut off (netns)";
+    case NetFault::kCutMaster: return "master cut off from everyone (netns)";
   }
   return "?";
 }
@@ -96,7 +98,9 @@ class Run {
   absl::StatusOr<NetScenarioResult> Go();
 
  private:
-  bool UsesProxies() const { return spec_.fault != NetFault::kCutHolder; }
+  bool UsesProxies() const { return !spec_.sentinel && spec_.fault != NetFault::kCutHolder; }
+  // The lock servers to audit now (Sentinel: the current master).
+  std::vector<std::pair<int, RedisServer*>> AuditTargets();
   std::string LinkHost(int w) const { return absl::StrCat("127.0.", w + 1, ".1"); }
   // Keeps sampling for `d`.
   void Wait(absl::Duration d);
@@ -119,6 +123,7 @@ class Run {
   std::string worker_path_;
   IsolatedNetwork* net_;
   std::vector<std::unique_ptr<RedisServer>> servers_;
+  std::unique_ptr<testing::SentinelDeployment> sentinel_;
   std::unique_ptr<RedisServer> store_;
   // proxies_[w][s]
   std::vector<std::vector<std::unique_ptr<FaultProxy>>> proxies_;
@@ -131,9 +136,22 @@ class Run {
   // The fault in place: which links, since when.
   std::vector<std::pair<int, int>> targets_;  // (worker, server)
   int64_t fault_start_ns_ = 0;
+  int master_before_ = -1;
 };
 
+std::vector<std::pair<int, RedisServer*>> Run::AuditTargets() {
+  std::vector<std::pair<int, RedisServer*>> v;
+  if (sentinel_ != nullptr) {
+    absl::StatusOr<int> m = sentinel_->MasterIndex();
+    if (m.ok()) v.emplace_back(0, &sentinel_->data(*m));
+    return v;
+  }
+  for (size_t s = 0; s < servers_.size(); ++s) v.emplace_back(static_cast<int>(s), servers_[s].get());
+  return v;
+}
+
 void Run::SampleIfDue() {
+  if (sentinel_ != nullptr) return;  // the master moves: audits only
   const int64_t now = MonotonicNanos();
   if (now < next_sample_ns_) return;
   next_sample_ns_ = now + 20 * 1000000;
@@ -177,6 +195,19 @@ int Run::Holder() {
 
 absl::Status Run::Inject() {
   targets_.clear();
+  if (spec_.fault == NetFault::kCutMaster) {
+    absl::StatusOr<int> m = sentinel_->MasterIndex();
+    if (!m.ok()) return m.status();
+    netfault::Link link{"127.0.0.1", sentinel_->data(*m).port()};
+    for (Direction d : {Direction::kToServer, Direction::kToClient}) {
+      if (absl::Status st = net_->Cut(link, d); !st.ok()) return st;
+    }
+    targets_.emplace_back(-1, 0);
+    master_before_ = *m;
+    fault_start_ns_ = MonotonicNanos();
+    ++result_.faults_injected;
+    return absl::OkStatus();
+  }
   const int n = static_cast<int>(servers_.size());
   std::vector<int> target_servers;
   for (int i = 0; i < std::min(spec_.target_servers, n); ++i) {
@@ -231,7 +262,7 @@ absl::Status Run::Inject() {
 
 absl::Status Run::Lift() {
   const int64_t now = MonotonicNanos();
-  std::vector<bool> hit(servers_.size(), false);
+  std::vector<bool> hit(std::max<size_t>(1, servers_.size()), false);
   for (const auto& [w, s] : targets_) {
     if (UsesProxies()) proxies_[w][s]->Heal();
     hit[s] = true;
@@ -255,14 +286,13 @@ absl::Status Run::Lift() {
 }
 
 absl::Status Run::Audit() {
-  for (size_t s = 0; s < servers_.size(); ++s) {
+  for (const auto& [s, server] : AuditTargets()) {
     const int64_t t = MonotonicNanos();
-    auto r = servers_[s]->Command({"GET", kLockKey});
+    auto r = server->Command({"GET", kLockKey});
     if (!r.ok()) return r.status();
     if (!r->is_string()) continue;
-    auto pttl = servers_[s]->Command({"PTTL", kLockKey});
-    in_.audit_findings.push_back(AuditFinding{static_cast<int>(s), t, r->str,
-                                              pttl.ok() ? ToInt(*pttl) : -3});
+    auto pttl = server->Command({"PTTL", kLockKey});
+    in_.audit_findings.push_back(AuditFinding{s, t, r->str, pttl.ok() ? ToInt(*pttl) : -3});
   }
   ++in_.audits;
   return absl::OkStatus();
@@ -272,8 +302,13 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
   if (spec_.workers <= 0 || spec_.workers > kMaxWorkers || spec_.lock_servers <= 0) {
     return absl::InvalidArgumentError("bad worker or server count");
   }
-  if (spec_.fault == NetFault::kCutHolder && net_ == nullptr) {
-    return absl::InvalidArgumentError("kCutHolder needs an IsolatedNetwork");
+  if ((spec_.fault == NetFault::kCutHolder || spec_.fault == NetFault::kCutMaster) &&
+      net_ == nullptr) {
+    return absl::InvalidArgumentError("cuts need an IsolatedNetwork");
+  }
+  if (spec_.sentinel != (spec_.fault == NetFault::kCutMaster) &&
+      !(spec_.sentinel && spec_.fault == NetFault::kNone)) {
+    return absl::InvalidArgumentError("kCutMaster is for (and the only fault of) Sentinel");
   }
   std::string dir = TempRoot();
   if (dir.empty()) return absl::InternalError("mkdtemp failed");
@@ -282,7 +317,12 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
     lock_opts.extra_args = {"--bind", "127.0.0.1"};
     for (int w = 0; w < spec_.workers; ++w) lock_opts.extra_args.push_back(LinkHost(w));
   }
-  for (int i = 0; i < spec_.lock_servers; ++i) {
+  if (spec_.sentinel) {
+    auto d = testing::SentinelDeployment::Start({});
+    if (!d.ok()) return d.status();
+    sentinel_ = *std::move(d);
+  }
+  for (int i = 0; i < (spec_.sentinel ? 0 : spec_.lock_servers); ++i) {
     auto s = RedisServer::Start(lock_opts);
     if (!s.ok()) return s.status();
     servers_.push_back(*std::move(s));
@@ -297,7 +337,7 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
   workers_.resize(spec_.workers);
   for (int w = 0; w < spec_.workers; ++w) {
     std::vector<std::string> addrs;
-    for (int s = 0; s < spec_.lock_servers; ++s) {
+    for (int s = 0; s < (spec_.sentinel ? 0 : spec_.lock_servers); ++s) {
       if (UsesProxies()) {
         netfault::FaultProxyOptions po;
         po.target_port = servers_[s]->port();
@@ -314,7 +354,8 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
     const int64_t release_ms = ReleaseTimeoutNs() / 1000000;
     std::vector<std::string> args = {
         absl::StrCat("--id=", w),
-        absl::StrCat("--lock_addrs=", absl::StrJoin(addrs, ",")),
+        spec_.sentinel ? absl::StrCat("--lock_url=", sentinel_->url())
+                       : absl::StrCat("--lock_addrs=", absl::StrJoin(addrs, ",")),
         absl::StrCat("--store_port=", store_->port()),
         absl::StrCat("--ttl_ms=", absl::ToInt64Milliseconds(spec_.ttl)),
         absl::StrCat("--hold_ms=", absl::ToInt64Milliseconds(spec_.hold)),
@@ -362,12 +403,18 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
           return true;
         },
         absl::Seconds(15));
+    if (sentinel_ != nullptr && master_before_ >= 0) {
+      absl::StatusOr<int> m = sentinel_->MasterIndex();
+      if (m.ok() && *m != master_before_) ++result_.master_changes;
+      master_before_ = -1;
+    }
     if (idle) {
       // Bytes delayed before the heal keep their due time, and a release
       // may take two round trips (EVALSHA, NOSCRIPT, EVAL).
       // After a cut or stall, TCP retransmits what it held with a backoff
       // that grows with the cut's length.
-      const bool held = spec_.fault == NetFault::kCutHolder || spec_.fault == NetFault::kStall;
+      const bool held = spec_.fault == NetFault::kCutHolder ||
+                        spec_.fault == NetFault::kCutMaster || spec_.fault == NetFault::kStall;
       Wait(absl::Nanoseconds(release_ns) + 2 * MaxRoundTrip() +
            (held ? spec_.fault_for : absl::ZeroDuration()) + absl::Milliseconds(100));
       error = Audit();
@@ -444,7 +491,7 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
 
 absl::StatusOr<NetScenarioResult> RunNetworkScenario(const NetScenarioSpec& spec,
                                                      const std::string& worker_path) {
-  if (spec.fault != NetFault::kCutHolder) {
+  if (spec.fault != NetFault::kCutHolder && spec.fault != NetFault::kCutMaster) {
     Run run(spec, worker_path, nullptr);
     return run.Go();
   }
@@ -510,6 +557,13 @@ std::vector<NetScenarioSpec> NetworkScenarios(absl::Duration total) {
     cj.target_servers = n == 1 ? 1 : majority;
     cj.fault_for = absl::Seconds(3);
   }
+  // Sentinel: the master cut off from everyone for 3 s (the sentinels
+  // declare it down after 1 s and fail over), then healed.
+  NetScenarioSpec& sm = add("sentinel, master cut off from everyone 3 s", 1,
+                            NetFault::kCutMaster);
+  sm.sentinel = true;
+  sm.fault_for = absl::Seconds(3);
+  sm.fault_every = absl::Seconds(4);
   const absl::Duration each = std::max(absl::Seconds(4), total / static_cast<int64_t>(v.size()));
   for (auto& s : v) s.duration = each;
   return v;

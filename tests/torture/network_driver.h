@@ -14,6 +14,11 @@
 //   kCutHolder  the holder's links to `target_servers` servers cut in a
 //               private network namespace (IsolatedNetwork): both ways, then
 //               requests only, then replies only, in turn
+//   kCutMaster  Sentinel (`sentinel`): the master's port cut off from
+//               everyone (workers, replicas, sentinels) both ways in the
+//               namespace, long enough for the sentinels to fail over; then
+//               healed (the old master rejoins as a replica). Audits read
+//               the current master; no live samples.
 //
 // Targets: `target_servers` servers (rotating), and on them the links of
 // the worker holding the lock at that moment (`holder_only`) or of every
@@ -43,7 +48,7 @@
 namespace dlock {
 namespace torture {
 
-enum class NetFault { kNone, kDelay, kStall, kReset, kCutHolder };
+enum class NetFault { kNone, kDelay, kStall, kReset, kCutHolder, kCutMaster };
 const char* NetFaultName(NetFault f);
 
 struct NetScenarioSpec {
@@ -67,6 +72,10 @@ struct NetScenarioSpec {
   bool holder_only = true;
   bool script_flush = false;
   bool audits = true;
+  // The lock server is a Sentinel deployment (1 master, 2 replicas, 3
+  // sentinels; testing::SentinelDeployment) reached by a redis-sentinel://
+  // URL; only kCutMaster (or kNone) then.
+  bool sentinel = false;
 };
 
 struct NetScenarioResult {
@@ -76,6 +85,7 @@ struct NetScenarioResult {
   int64_t faults_injected = 0;
   int64_t acquire_errors = 0;
   int64_t audit_timeouts = 0;  // audits skipped: workers not idle in time
+  int64_t master_changes = 0;  // Sentinel: faults after which another node was master
   double seconds = 0;
 };
 

@@ -102,11 +102,12 @@ int RunNetwork(absl::Duration total) {
     const auto& p = r->report;
     std::fprintf(stderr,
                  "torture: %s: faults %lld, granted %lld, overlaps %lld, lost %lld/%lld, "
-                 "ghosts %lld (audits %lld), hand-over p50 %.1f ms p99 %.1f ms\n",
+                 "ghosts %lld (audits %lld), hand-over p50 %.1f ms p99 %.1f ms, master "
+                 "changes %lld\n",
                  spec.name.c_str(), (long long)r->faults_injected, (long long)p.cs_attempted,
                  (long long)p.overlaps, (long long)p.lost_fenced, (long long)p.lost_unfenced,
                  (long long)r->net.ghosts(), (long long)r->net.audits, r->net.handover_p50_ms,
-                 r->net.handover_p99_ms);
+                 r->net.handover_p99_ms, (long long)r->master_changes);
     if (p.overlaps > 0 || p.lost_fenced > 0 || p.lost_unfenced > 0 || r->net.ghosts() > 0) {
       ++failures;
     }
