@@ -42,6 +42,7 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
   }
 
   r.audits = in.audits;
+  std::set<std::pair<int, std::string>> all_ghosts;
   for (const AuditFinding& f : in.audit_findings) {
     auto it = leases.find(f.token);
     const int64_t from = (it == leases.end() ? f.t_ns : it->second.grant_ns) - in.ttl_ns;
@@ -58,6 +59,7 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
       continue;
     }
     ++r.audit_ghosts;
+    all_ghosts.insert({f.server, f.token});
     if (r.examples.size() >= kMaxExamples) continue;
     std::string whose =
         it == leases.end() ? "of no granted lease (an attempt that failed or lost)"
@@ -102,6 +104,8 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
     }
   }
   r.live_ghosts = static_cast<int64_t>(ghosts.size());
+  all_ghosts.insert(ghosts.begin(), ghosts.end());
+  r.distinct_ghosts = static_cast<int64_t>(all_ghosts.size());
 
   // Hand-over times.
   std::vector<int64_t> grants;
@@ -111,12 +115,12 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
   for (const ReleaseRecord& rel : in.releases) {
     auto g = std::upper_bound(grants.begin(), grants.end(), rel.sent_ns);
     if (g == grants.end()) continue;
-    bool gated = false;
+    // Time the gate held every acquisition does not count.
+    int64_t held = 0;
     for (const auto& [a, b] : in.gates) {
-      if (a < *g && b > rel.sent_ns) gated = true;
+      held += std::max<int64_t>(0, std::min(b, *g) - std::max(a, rel.sent_ns));
     }
-    if (gated) continue;
-    lat.push_back(*g - rel.sent_ns);
+    lat.push_back(*g - rel.sent_ns - held);
   }
   std::sort(lat.begin(), lat.end());
   r.handovers = static_cast<int64_t>(lat.size());

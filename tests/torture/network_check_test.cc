@@ -82,6 +82,17 @@ TEST(NetworkCheckTest, UnknownOrUnreleasedTokensAreLeftToTheAudits) {
   EXPECT_EQ(r.ghosts(), 1);
 }
 
+TEST(NetworkCheckTest, AGhostSeenByAnAuditAndByLiveSamplesCountsOnce) {
+  NetworkInput in = Base();
+  in.samples = {{0, 1200 * kMs, "t1"}};
+  in.audits = 1;
+  in.audit_findings = {{0, 1300 * kMs, "t1", 700}, {1, 1300 * kMs, "t1", 700}};
+  NetworkReport r = CheckNetwork(in);
+  EXPECT_EQ(r.live_ghosts, 1);
+  EXPECT_EQ(r.audit_ghosts, 2);
+  EXPECT_EQ(r.ghosts(), 2);
+}
+
 TEST(NetworkCheckTest, AnAuditAfterAResetOnThatServerCountsTheKeyApart) {
   NetworkInput in = Base();
   in.audits = 1;
@@ -131,7 +142,7 @@ TEST(NetworkCheckTest, HandOverIsTheTimeFromAReleaseToTheNextGrant) {
   EXPECT_DOUBLE_EQ(r.handover_max_ms, 50);
 }
 
-TEST(NetworkCheckTest, HandOversAcrossAnAuditAreLeftOut) {
+TEST(NetworkCheckTest, TimeAnAuditHeldAcquisitionsIsNotCounted) {
   NetworkInput in;
   CsRecord c;
   c.start_ns = 500 * kMs;
@@ -139,10 +150,10 @@ TEST(NetworkCheckTest, HandOversAcrossAnAuditAreLeftOut) {
   ReleaseRecord rel;
   rel.sent_ns = 100 * kMs;
   in.releases.push_back(rel);
-  in.gates = {{200 * kMs, 450 * kMs}};
-  EXPECT_EQ(CheckNetwork(in).handovers, 0);
-  in.gates = {{600 * kMs, 700 * kMs}};
-  EXPECT_EQ(CheckNetwork(in).handovers, 1);
+  in.gates = {{200 * kMs, 450 * kMs}, {50 * kMs, 150 * kMs}, {600 * kMs, 700 * kMs}};
+  NetworkReport r = CheckNetwork(in);
+  EXPECT_EQ(r.handovers, 1);
+  EXPECT_DOUBLE_EQ(r.handover_max_ms, 400 - 250 - 50);
 }
 
 }  // namespace

@@ -18,11 +18,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "dlock/testing/redis_cluster.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/sentinel_deployment.h"
 #include "dlock/tests/netfault/fault_proxy.h"
 #include "dlock/tests/netfault/isolated_network.h"
 #include "dlock/tests/torture/worker_processes.h"
+#include "dlock/transport/cluster_slot.h"
 
 namespace dlock {
 namespace torture {
@@ -34,7 +36,7 @@ const char* NetFaultName(NetFault f) {
     case NetFault::kStall: return "stall";
     case NetFault::kReset: return "connection reset";
     case NetFault::kCutHolder: return "holder cut off (netns)";
-    case NetFault::kCutMaster: return "master cut off from everyone (netns)";
+    case NetFault::kCutMaster: return "master cut off (netns)";
   }
   return "?";
 }
@@ -98,7 +100,13 @@ class Run {
   absl::StatusOr<NetScenarioResult> Go();
 
  private:
-  bool UsesProxies() const { return !spec_.sentinel && spec_.fault != NetFault::kCutHolder; }
+  bool UsesProxies() const {
+    return !spec_.sentinel && !spec_.cluster && spec_.fault != NetFault::kCutHolder;
+  }
+  bool Deployment() const { return spec_.sentinel || spec_.cluster; }
+  // The node that holds the lock key now (Sentinel: the master; Cluster:
+  // the owner of its slot).
+  absl::StatusOr<RedisServer*> KeyNode();
   // The lock servers to audit now (Sentinel: the current master).
   std::vector<std::pair<int, RedisServer*>> AuditTargets();
   std::string LinkHost(int w) const { return absl::StrCat("127.0.", w + 1, ".1"); }
@@ -124,6 +132,7 @@ class Run {
   IsolatedNetwork* net_;
   std::vector<std::unique_ptr<RedisServer>> servers_;
   std::unique_ptr<testing::SentinelDeployment> sentinel_;
+  std::unique_ptr<testing::RedisCluster> cluster_;
   std::unique_ptr<RedisServer> store_;
   // proxies_[w][s]
   std::vector<std::vector<std::unique_ptr<FaultProxy>>> proxies_;
@@ -139,11 +148,22 @@ class Run {
   int master_before_ = -1;
 };
 
-std::vector<std::pair<int, RedisServer*>> Run::AuditTargets() {
-  std::vector<std::pair<int, RedisServer*>> v;
+absl::StatusOr<RedisServer*> Run::KeyNode() {
   if (sentinel_ != nullptr) {
     absl::StatusOr<int> m = sentinel_->MasterIndex();
-    if (m.ok()) v.emplace_back(0, &sentinel_->data(*m));
+    if (!m.ok()) return m.status();
+    return &sentinel_->data(*m);
+  }
+  absl::StatusOr<int> owner = cluster_->OwnerOf(KeySlot(kLockKey));
+  if (!owner.ok()) return owner.status();
+  return &cluster_->node(*owner);
+}
+
+std::vector<std::pair<int, RedisServer*>> Run::AuditTargets() {
+  std::vector<std::pair<int, RedisServer*>> v;
+  if (Deployment()) {
+    absl::StatusOr<RedisServer*> n = KeyNode();
+    if (n.ok()) v.emplace_back(0, *n);
     return v;
   }
   for (size_t s = 0; s < servers_.size(); ++s) v.emplace_back(static_cast<int>(s), servers_[s].get());
@@ -151,7 +171,7 @@ std::vector<std::pair<int, RedisServer*>> Run::AuditTargets() {
 }
 
 void Run::SampleIfDue() {
-  if (sentinel_ != nullptr) return;  // the master moves: audits only
+  if (Deployment()) return;  // the key's node moves: audits only
   const int64_t now = MonotonicNanos();
   if (now < next_sample_ns_) return;
   next_sample_ns_ = now + 20 * 1000000;
@@ -196,14 +216,14 @@ int Run::Holder() {
 absl::Status Run::Inject() {
   targets_.clear();
   if (spec_.fault == NetFault::kCutMaster) {
-    absl::StatusOr<int> m = sentinel_->MasterIndex();
-    if (!m.ok()) return m.status();
-    netfault::Link link{"127.0.0.1", sentinel_->data(*m).port()};
+    absl::StatusOr<RedisServer*> node = KeyNode();
+    if (!node.ok()) return node.status();
+    netfault::Link link{"127.0.0.1", (*node)->port()};
     for (Direction d : {Direction::kToServer, Direction::kToClient}) {
       if (absl::Status st = net_->Cut(link, d); !st.ok()) return st;
     }
     targets_.emplace_back(-1, 0);
-    master_before_ = *m;
+    master_before_ = (*node)->port();
     fault_start_ns_ = MonotonicNanos();
     ++result_.faults_injected;
     return absl::OkStatus();
@@ -306,9 +326,10 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
       net_ == nullptr) {
     return absl::InvalidArgumentError("cuts need an IsolatedNetwork");
   }
-  if (spec_.sentinel != (spec_.fault == NetFault::kCutMaster) &&
-      !(spec_.sentinel && spec_.fault == NetFault::kNone)) {
-    return absl::InvalidArgumentError("kCutMaster is for (and the only fault of) Sentinel");
+  if (Deployment() != (spec_.fault == NetFault::kCutMaster) &&
+      !(Deployment() && spec_.fault == NetFault::kNone)) {
+    return absl::InvalidArgumentError(
+        "kCutMaster is for (and the only fault of) Sentinel and Cluster");
   }
   std::string dir = TempRoot();
   if (dir.empty()) return absl::InternalError("mkdtemp failed");
@@ -322,7 +343,12 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
     if (!d.ok()) return d.status();
     sentinel_ = *std::move(d);
   }
-  for (int i = 0; i < (spec_.sentinel ? 0 : spec_.lock_servers); ++i) {
+  if (spec_.cluster) {
+    auto c = testing::RedisCluster::Start({});
+    if (!c.ok()) return c.status();
+    cluster_ = *std::move(c);
+  }
+  for (int i = 0; i < (Deployment() ? 0 : spec_.lock_servers); ++i) {
     auto s = RedisServer::Start(lock_opts);
     if (!s.ok()) return s.status();
     servers_.push_back(*std::move(s));
@@ -337,7 +363,7 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
   workers_.resize(spec_.workers);
   for (int w = 0; w < spec_.workers; ++w) {
     std::vector<std::string> addrs;
-    for (int s = 0; s < (spec_.sentinel ? 0 : spec_.lock_servers); ++s) {
+    for (int s = 0; s < (Deployment() ? 0 : spec_.lock_servers); ++s) {
       if (UsesProxies()) {
         netfault::FaultProxyOptions po;
         po.target_port = servers_[s]->port();
@@ -354,8 +380,9 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
     const int64_t release_ms = ReleaseTimeoutNs() / 1000000;
     std::vector<std::string> args = {
         absl::StrCat("--id=", w),
-        spec_.sentinel ? absl::StrCat("--lock_url=", sentinel_->url())
-                       : absl::StrCat("--lock_addrs=", absl::StrJoin(addrs, ",")),
+        spec_.sentinel  ? absl::StrCat("--lock_url=", sentinel_->url())
+        : spec_.cluster ? absl::StrCat("--lock_url=", cluster_->url())
+                        : absl::StrCat("--lock_addrs=", absl::StrJoin(addrs, ",")),
         absl::StrCat("--store_port=", store_->port()),
         absl::StrCat("--ttl_ms=", absl::ToInt64Milliseconds(spec_.ttl)),
         absl::StrCat("--hold_ms=", absl::ToInt64Milliseconds(spec_.hold)),
@@ -403,9 +430,9 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
           return true;
         },
         absl::Seconds(15));
-    if (sentinel_ != nullptr && master_before_ >= 0) {
-      absl::StatusOr<int> m = sentinel_->MasterIndex();
-      if (m.ok() && *m != master_before_) ++result_.master_changes;
+    if (Deployment() && master_before_ >= 0) {
+      absl::StatusOr<RedisServer*> m = KeyNode();
+      if (m.ok() && (*m)->port() != master_before_) ++result_.master_changes;
       master_before_ = -1;
     }
     if (idle) {
@@ -484,6 +511,8 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
   result_.report = CheckRecords(std::move(in_.cs), c);
   // Proxies and servers close before the namespace goes (destructors).
   proxies_.clear();
+  sentinel_.reset();
+  cluster_.reset();
   return result_;
 }
 
@@ -564,6 +593,13 @@ std::vector<NetScenarioSpec> NetworkScenarios(absl::Duration total) {
   sm.sentinel = true;
   sm.fault_for = absl::Seconds(3);
   sm.fault_every = absl::Seconds(4);
+  // Cluster: the clients cut off from the master of the lock key's slot
+  // for 3 s, then healed.
+  NetScenarioSpec& cl = add("cluster, clients cut off from the key's master 3 s", 1,
+                            NetFault::kCutMaster);
+  cl.cluster = true;
+  cl.fault_for = absl::Seconds(3);
+  cl.fault_every = absl::Seconds(2);
   const absl::Duration each = std::max(absl::Seconds(4), total / static_cast<int64_t>(v.size()));
   for (auto& s : v) s.duration = each;
   return v;

@@ -19,6 +19,10 @@
 //               namespace, long enough for the sentinels to fail over; then
 //               healed (the old master rejoins as a replica). Audits read
 //               the current master; no live samples.
+//               Cluster (`cluster`): the client port of the master owning
+//               the lock key's slot cut off from everyone (the cluster bus
+//               stays up, so no failover: clients are partitioned from the
+//               shard), then healed. Audits read the slot's owner.
 //
 // Targets: `target_servers` servers (rotating), and on them the links of
 // the worker holding the lock at that moment (`holder_only`) or of every
@@ -76,6 +80,10 @@ struct NetScenarioSpec {
   // sentinels; testing::SentinelDeployment) reached by a redis-sentinel://
   // URL; only kCutMaster (or kNone) then.
   bool sentinel = false;
+  // The lock server is a Redis Cluster (3 masters + 3 replicas;
+  // testing::RedisCluster) reached by a redis-cluster:// URL; only
+  // kCutMaster (or kNone) then.
+  bool cluster = false;
 };
 
 struct NetScenarioResult {
