@@ -89,7 +89,7 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
     for (const Impairment& im : in.impairments) {
       if (im.server != s.server || im.end_ns <= from || im.start_ns > s.t_ns) continue;
       if (im.loses) lossy = true;
-      slack = std::max(slack, 2 * im.delay_ns);
+      slack = std::max(slack, kRoundTrips * im.delay_ns);
     }
     if (lossy) continue;
     ++r.samples_judged;

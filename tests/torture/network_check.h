@@ -20,9 +20,10 @@
 //       * live samples: while the run goes on, the driver reads the lock key
 //         on every server every few ms (`KeySample`). A sample showing the
 //         token of a lease whose release completed at r, taken after
-//         r + release timeout + twice the largest round-trip delay injected
-//         on that server's links since the lease's grant - ttl (a release
-//         may take two round trips: EVALSHA, NOSCRIPT, EVAL), is a ghost. Samples of servers
+//         r + release timeout + kRoundTrips x the largest round-trip delay
+//         injected on that server's links since the lease's grant - ttl (a
+//         release may take several round trips: EVALSHA, NOSCRIPT, EVAL, or
+//         wait behind another command's fallback), is a ghost. Samples of servers
 //         whose links lost or held bytes in that time (stall, blackhole,
 //         cut, reset) are not judged: a release lost there legitimately
 //         leaves the key until its TTL. Tokens of attempts that were never
@@ -41,6 +42,10 @@
 
 namespace dlock {
 namespace torture {
+
+// Round trips a release may need once delays apply (see above); the driver
+// waits as many before an audit.
+constexpr int kRoundTrips = 4;
 
 // The lock key on `server` read at `t_ns` (when the GET was sent) held
 // `token`.

@@ -51,10 +51,10 @@ TEST(NetworkCheckTest, OtherServersCountSeparately) {
 TEST(NetworkCheckTest, AnInjectedDelayExtendsTheWait) {
   NetworkInput in = Base();
   in.impairments = {{0, 900 * kMs, 1050 * kMs, false, 300 * kMs}};
-  // A release may take two round trips: 1012 + 100 + 2 x 300 > 1700.
-  in.samples = {{0, 1700 * kMs, "t1"}};
+  // A release may take kRoundTrips round trips: 1012 + 100 + 4 x 300 > 2300.
+  in.samples = {{0, 2300 * kMs, "t1"}};
   EXPECT_EQ(CheckNetwork(in).live_ghosts, 0);
-  in.samples = {{0, 1800 * kMs, "t1"}};
+  in.samples = {{0, 2400 * kMs, "t1"}};
   EXPECT_EQ(CheckNetwork(in).live_ghosts, 1);
 }
 
