@@ -122,6 +122,12 @@ class Run {
   absl::Duration MaxRoundTrip() const {
     return spec_.fault == NetFault::kDelay ? spec_.delay + spec_.jitter : absl::ZeroDuration();
   }
+  // How long a worker keeps its loop running after its last release, so a
+  // release still in flight on a slow link is not cut off.
+  absl::Duration DrainTime() const {
+    return absl::Nanoseconds(ReleaseTimeoutNs()) + kRoundTrips * MaxRoundTrip() +
+           absl::Milliseconds(100);
+  }
   int64_t ReleaseTimeoutNs() const {
     return absl::ToInt64Nanoseconds(spec_.lock_servers == 1 ? spec_.command_timeout
                                                             : spec_.release_timeout);
@@ -377,7 +383,6 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
       }
     }
     workers_[w].log = absl::StrCat(dir, "/worker", w, ".log");
-    const int64_t release_ms = ReleaseTimeoutNs() / 1000000;
     std::vector<std::string> args = {
         absl::StrCat("--id=", w),
         spec_.sentinel  ? absl::StrCat("--lock_url=", sentinel_->url())
@@ -388,9 +393,7 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
         absl::StrCat("--hold_ms=", absl::ToInt64Milliseconds(spec_.hold)),
         absl::StrCat("--command_timeout_ms=", absl::ToInt64Milliseconds(spec_.command_timeout)),
         absl::StrCat("--release_timeout_ms=", absl::ToInt64Milliseconds(spec_.release_timeout)),
-        absl::StrCat("--drain_ms=",
-                     release_ms + kRoundTrips * absl::ToInt64Milliseconds(MaxRoundTrip()) +
-                         100),
+        absl::StrCat("--drain_ms=", absl::ToInt64Milliseconds(DrainTime())),
         absl::StrCat("--redlock_max_ttl_ms=", std::max<int64_t>(
                                                   2000, absl::ToInt64Milliseconds(spec_.ttl))),
         "--check_deadline=true",
@@ -470,7 +473,7 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
     if (w.pid > 0 && !w.exited) kill(w.pid, SIGTERM);
   }
   // (The worker's handler takes one SIGTERM; StopWorker would send another.)
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  const absl::Time give_up = absl::Now() + DrainTime() + absl::Seconds(10);
   for (auto& w : workers_) {
     while (!w.exited && absl::Now() < give_up) {
       int st;
