@@ -58,8 +58,8 @@ NetworkReport CheckNetwork(const NetworkInput& in) {
       ++r.left_by_resets;
       continue;
     }
+    if (!all_ghosts.insert({f.server, f.token}).second) continue;  // found again
     ++r.audit_ghosts;
-    all_ghosts.insert({f.server, f.token});
     if (r.examples.size() >= kMaxExamples) continue;
     std::string whose =
         it == leases.end() ? "of no granted lease (an attempt that failed or lost)"

@@ -93,7 +93,7 @@ struct NetworkInput {
 
 struct NetworkReport {
   int64_t audits = 0;
-  int64_t audit_ghosts = 0;        // keys found by audits
+  int64_t audit_ghosts = 0;        // distinct (server, token) found by audits
   int64_t left_by_resets = 0;      // keys found by audits after a reset
   int64_t live_ghosts = 0;         // distinct (server, token) from live samples
   int64_t samples = 0;

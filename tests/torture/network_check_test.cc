@@ -91,6 +91,11 @@ TEST(NetworkCheckTest, AGhostSeenByAnAuditAndByLiveSamplesCountsOnce) {
   EXPECT_EQ(r.live_ghosts, 1);
   EXPECT_EQ(r.audit_ghosts, 2);
   EXPECT_EQ(r.ghosts(), 2);
+  // The same key found again by a later audit is the same ghost.
+  in.audit_findings.push_back({0, 1500 * kMs, "t1", 500});
+  r = CheckNetwork(in);
+  EXPECT_EQ(r.audit_ghosts, 2);
+  EXPECT_EQ(r.ghosts(), 2);
 }
 
 TEST(NetworkCheckTest, AnAuditAfterAResetOnThatServerCountsTheKeyApart) {
