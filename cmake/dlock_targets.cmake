@@ -391,4 +391,6 @@ dlock_bazel_only(//tests/torture:torture_driver //tests/torture:torture_worker
   //tests/torture:torture_main //tests/torture:torture_test
   //tests/torture:worker_processes //tests/torture:primitive_driver
   //tests/torture:primitive_worker //tests/torture:primitive_torture_test
+  //tests/torture:network_check //tests/torture:network_check_test
+  //tests/torture:network_driver //tests/torture:network_torture_test //tests/netfault/...
   REASON "the torture run: redis-servers and Bazel runfiles")

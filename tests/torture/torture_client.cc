@@ -76,6 +76,8 @@ struct TortureClient::State : std::enable_shared_from_this<TortureClient::State>
   Clock clock;
   Sink sink;
   InCs in_cs;
+  ReleaseSink release_sink;
+  bool idle = false;
 
   bool stopping = false;
   bool finished = false;
@@ -106,10 +108,23 @@ struct TortureClient::State : std::enable_shared_from_this<TortureClient::State>
 
   void Acquire() {
     if (stopping) {
+      if (idle && o.on_idle) o.on_idle(false);
+      idle = false;
       Finish();
       return;
     }
     auto self = shared_from_this();
+    if (o.gate && o.gate()) {
+      if (!idle && o.on_idle) o.on_idle(true);
+      idle = true;
+      backoff_timer = loop->RunAfter(o.gate_poll, [self]() {
+        self->backoff_timer = 0;
+        self->Acquire();
+      });
+      return;
+    }
+    if (idle && o.on_idle) o.on_idle(false);
+    idle = false;
     auto handle = lock->Acquire(o.resource, o.acquire,
                                 [self](absl::StatusOr<Lease> l) { self->OnLease(std::move(l)); });
     if (!handle.ok()) {
@@ -143,6 +158,7 @@ struct TortureClient::State : std::enable_shared_from_this<TortureClient::State>
     rec = CsRecord();
     rec.worker = o.worker;
     rec.fence = lease.fence;
+    rec.token = lease.token;
     rec.start_ns = clock();
     if (in_cs) in_cs(TortureClient::Phase::kBeforeWrite);
     store_error = read_ok = write_ok = false;
@@ -259,8 +275,22 @@ struct TortureClient::State : std::enable_shared_from_this<TortureClient::State>
     if (in_cs) in_cs(TortureClient::Phase::kOut);
     if (sink) sink(rec);
     auto self = shared_from_this();
-    absl::Status s = lock->Release(lease, [self](absl::Status) { self->Acquire(); });
-    if (!s.ok()) Acquire();
+    ReleaseRecord rel;
+    rel.worker = o.worker;
+    rel.token = lease.token;
+    rel.sent_ns = clock();
+    absl::Status s = lock->Release(lease, [self, rel](absl::Status st) mutable {
+      rel.done_ns = self->clock();
+      rel.code = st.code();
+      if (self->release_sink) self->release_sink(rel);
+      self->Acquire();
+    });
+    if (!s.ok()) {
+      rel.done_ns = rel.sent_ns;
+      rel.code = s.code();
+      if (release_sink) release_sink(rel);
+      Acquire();
+    }
   }
 };
 
@@ -280,6 +310,10 @@ TortureClient::~TortureClient() {
   state_->stopping = true;
   if (state_->backoff_timer != 0) state_->loop->Cancel(state_->backoff_timer);
   state_->on_stopped = nullptr;
+}
+
+void TortureClient::set_release_sink(ReleaseSink sink) {
+  state_->release_sink = std::move(sink);
 }
 
 void TortureClient::Start() { state_->Acquire(); }

@@ -61,6 +61,11 @@ struct StoreKeys {
 // int32 slots): slot `id` holds worker id's TortureClient::Phase, slot
 // kWrittenSlotBase + id counts its accepted fenced writes.
 constexpr int kWrittenSlotBase = 512;
+// Ghost-key audits (network scenarios): the driver sets slot kGateSlot to
+// hold every worker's next acquisition; worker id sets kIdleSlotBase + id
+// while it waits there (TortureClient's gate / on_idle).
+constexpr int kGateSlot = 600;
+constexpr int kIdleSlotBase = 640;
 
 // What happened to one critical section.
 enum class CsOutcome {
@@ -78,6 +83,17 @@ struct CsRecord {
   int64_t start_ns = 0;  // lease granted (shared monotonic clock)
   int64_t end_ns = 0;    // last write answered, before the release is sent
   CsOutcome outcome = CsOutcome::kStoreError;
+  std::string token;     // the lease's token (what the lock key holds)
+};
+
+// The release of one critical section's lease: when it was sent and when
+// its callback ran (shared monotonic clock), and the outcome's code.
+struct ReleaseRecord {
+  int worker = 0;
+  std::string token;
+  int64_t sent_ns = 0;
+  int64_t done_ns = 0;
+  absl::StatusCode code = absl::StatusCode::kOk;
 };
 
 struct ClientOptions {
@@ -92,6 +108,14 @@ struct ClientOptions {
   // out with whatever lease the holder had, and only fencing can stop it.
   bool check_deadline = true;
   StoreKeys keys;
+  // When set and true before an acquisition, the client does not acquire:
+  // it reports itself idle (`on_idle(true)`: no lease held, no acquire or
+  // release of its own in flight), checks again every `gate_poll`, and
+  // reports `on_idle(false)` when it goes on. The network torture run uses
+  // it to audit the servers for ghost keys while nobody holds the lock.
+  std::function<bool()> gate;
+  std::function<void(bool)> on_idle;
+  absl::Duration gate_poll = absl::Milliseconds(5);
 };
 
 // One worker: loops acquire -> critical section -> release until Stop().
@@ -101,6 +125,7 @@ class TortureClient {
  public:
   using Clock = std::function<int64_t()>;                 // shared clock, ns
   using Sink = std::function<void(const CsRecord&)>;      // every CS
+  using ReleaseSink = std::function<void(const ReleaseRecord&)>;  // every release
   // Where a worker is in its critical section, published for the nemesis:
   // kBeforeWrite from the grant until just before the fenced write is sent
   // (a pause caught there is certain to write stale after a later holder),
@@ -112,6 +137,9 @@ class TortureClient {
                 ClientOptions options, Clock clock, Sink sink,
                 InCs in_cs = nullptr);
   ~TortureClient();
+
+  // Called when each release's callback runs (optional).
+  void set_release_sink(ReleaseSink sink);
 
   void Start();
   // Finishes the current step, releases a held lease, then calls `done`

@@ -3,7 +3,9 @@
 // server, RedLock on several), read-modify-write the fenced register and its
 // unfenced twin on the store server, release. Every critical section is
 // appended to --log as
-//   cs <fence> <start_ns> <end_ns> <outcome>
+//   cs <fence> <start_ns> <end_ns> <outcome> <token>
+// and every release, when its callback ran, as
+//   rel <token> <sent_ns> <done_ns> <status code>
 // (times on CLOCK_MONOTONIC, shared by all processes of the machine), and
 // its in/out state is published in slot --id of the shared page --shm, so
 // the nemesis can pause a worker that holds the lock. SIGTERM: finish the
@@ -21,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -43,6 +46,17 @@
 
 ABSL_FLAG(int, id, 0, "worker index (slot in --shm)");
 ABSL_FLAG(std::string, lock_ports, "", "comma-separated lock server ports");
+ABSL_FLAG(std::string, lock_addrs, "",
+          "instead of --lock_ports: comma-separated host:port of each lock server (the "
+          "network scenarios route each worker through its own proxy or address)");
+ABSL_FLAG(int, command_timeout_ms, 0,
+          "one server: SimpleLock's command_timeout; RedLock: server_timeout (0: default)");
+ABSL_FLAG(int, release_timeout_ms, 0, "RedLock release_timeout (0: default)");
+ABSL_FLAG(int, drain_ms, 0,
+          "after SIGTERM's last release, keep the loop running this long before closing, so "
+          "a release still in flight on a slow server is not cut off");
+ABSL_FLAG(bool, gate, false,
+          "hold acquisitions while the driver's gate slot in --shm is set (ghost-key audits)");
 ABSL_FLAG(std::string, lock_url, "",
           "instead of --lock_ports: one lock server URL (e.g. redis-sentinel://...)");
 ABSL_FLAG(int, min_replicas, 0, "one server: SimpleLock's replica acknowledgement");
@@ -66,6 +80,17 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   signal(SIGPIPE, SIG_IGN);
   const int id = absl::GetFlag(FLAGS_id);
+  std::vector<std::pair<std::string, int>> addrs;
+  for (absl::string_view a : absl::StrSplit(absl::GetFlag(FLAGS_lock_addrs), ',',
+                                            absl::SkipEmpty())) {
+    std::pair<std::string, std::string> hp = absl::StrSplit(a, absl::MaxSplits(':', 1));
+    int port;
+    if (hp.first.empty() || !absl::SimpleAtoi(hp.second, &port)) {
+      std::fprintf(stderr, "bad --lock_addrs\n");
+      return 2;
+    }
+    addrs.emplace_back(hp.first, port);
+  }
   std::vector<int> ports;
   const std::string lock_url = absl::GetFlag(FLAGS_lock_url);
   for (absl::string_view p : absl::StrSplit(absl::GetFlag(FLAGS_lock_ports), ',',
@@ -76,6 +101,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     ports.push_back(port);
+    addrs.emplace_back("127.0.0.1", port);
   }
   int log_fd = open(absl::GetFlag(FLAGS_log).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
                     0600);
@@ -117,8 +143,9 @@ int main(int argc, char** argv) {
     raw.push_back(tr->get());
     lock_transports.push_back(*std::move(tr));
   }
-  for (int port : ports) {
+  for (const auto& [host, port] : addrs) {
     dlock::HiredisTransportOptions t;
+    t.host = host;
     t.port = port;
     t.reconnect_backoff_min = absl::Milliseconds(20);
     t.reconnect_backoff_max = absl::Milliseconds(200);
@@ -149,6 +176,9 @@ int main(int argc, char** argv) {
     dlock::SimpleLockOptions so;
     so.replica_ack.min_replicas = absl::GetFlag(FLAGS_min_replicas);
     so.restart_window = absl::Milliseconds(absl::GetFlag(FLAGS_single_restart_window_ms));
+    if (absl::GetFlag(FLAGS_command_timeout_ms) > 0) {
+      so.command_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_command_timeout_ms));
+    }
     dlock::Lock* inner = nullptr;
     if (primitive.empty()) {
       simple = std::make_unique<dlock::SimpleLock>(loop.get(), raw[0], so);
@@ -181,6 +211,12 @@ int main(int argc, char** argv) {
     ro.delayed_restart = absl::GetFlag(FLAGS_redlock_delayed_restart);
     ro.retry_delay = absl::Milliseconds(20);
     ro.retry_jitter = absl::Milliseconds(10);
+    if (absl::GetFlag(FLAGS_command_timeout_ms) > 0) {
+      ro.server_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_command_timeout_ms));
+    }
+    if (absl::GetFlag(FLAGS_release_timeout_ms) > 0) {
+      ro.release_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_release_timeout_ms));
+    }
     auto rl = dlock::RedLock::Create(loop.get(), raw, ro);
     if (!rl.ok()) {
       std::fprintf(stderr, "%s\n", rl.status().ToString().c_str());
@@ -196,18 +232,29 @@ int main(int argc, char** argv) {
   co.acquire.wait = absl::Milliseconds(absl::GetFlag(FLAGS_wait_ms));
   co.hold = absl::Milliseconds(absl::GetFlag(FLAGS_hold_ms));
   co.check_deadline = absl::GetFlag(FLAGS_check_deadline);
+  if (absl::GetFlag(FLAGS_gate)) {
+    std::atomic<int32_t>* gate = &slots[dlock::torture::kGateSlot];
+    std::atomic<int32_t>* idle = &slots[dlock::torture::kIdleSlotBase + id];
+    co.gate = [gate] { return gate->load() != 0; };
+    co.on_idle = [idle](bool on) { idle->store(on ? 1 : 0); };
+  }
   auto client = std::make_unique<dlock::torture::TortureClient>(
       loop.get(), lock, store->get(), co, dlock::torture::MonotonicNanos,
       [log_fd, written = &slots[dlock::torture::kWrittenSlotBase + id]](
           const dlock::torture::CsRecord& r) {
         if (r.outcome == dlock::torture::CsOutcome::kWritten) written->fetch_add(1);
         dlock::torture::WriteAll(
-            log_fd, absl::StrFormat("cs %d %d %d %d\n", r.fence, r.start_ns, r.end_ns,
-                                    static_cast<int>(r.outcome)));
+            log_fd, absl::StrFormat("cs %d %d %d %d %s\n", r.fence, r.start_ns, r.end_ns,
+                                    static_cast<int>(r.outcome), r.token));
       },
       [slot = &slots[id]](dlock::torture::TortureClient::Phase p) {
         slot->store(static_cast<int32_t>(p));
       });
+
+  client->set_release_sink([log_fd](const dlock::torture::ReleaseRecord& r) {
+    dlock::torture::WriteAll(log_fd, absl::StrFormat("rel %s %d %d %d\n", r.token, r.sent_ns,
+                                                     r.done_ns, static_cast<int>(r.code)));
+  });
 
   // SIGTERM: stop after the current critical section, then tear down.
   auto* sig = new uv_signal_t;
@@ -240,7 +287,10 @@ int main(int argc, char** argv) {
       [](uv_signal_t* h, int) {
         auto* c = static_cast<Ctx*>(h->data);
         uv_signal_stop(h);
-        c->client->Stop([c] { c->loop->RunAfter(absl::ZeroDuration(), [c] { c->teardown(); }); });
+        c->client->Stop([c] {
+          c->loop->RunAfter(absl::Milliseconds(absl::GetFlag(FLAGS_drain_ms)),
+                            [c] { c->teardown(); });
+        });
       },
       SIGTERM);
   client->Start();
