@@ -39,6 +39,7 @@ using ::dlock::testing::RedisServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+constexpr int kExitUnavailable = 69;
 constexpr char kLockKey[] = "dlock:{invoice-run}";  // KeyScheme::LockKey, prefix "dlock:"
 
 std::string ReadFile(const std::string& path) {
@@ -152,37 +153,61 @@ class DlockCliReleaseDrainTest : public ::testing::Test {
   std::vector<std::unique_ptr<RedisServer>> servers_;
 };
 
+// 30 granted runs. On a loaded machine an acquire can miss RedLock's short
+// per-server deadline (50 ms here) on two servers and exit 69: such a run
+// is repeated (bounded), and must leave no key behind either -- its
+// acquire's release is in flight too.
 TEST_F(DlockCliReleaseDrainTest, RunLeavesNoKeyBehindOnAnyServerAfterAScriptFlush) {
   constexpr int kTrials = 30;
-  int ghost_trials = 0;
+  constexpr int kMaxAttempts = 2 * kTrials;
+  int granted = 0, attempts = 0, ghost_runs = 0;
   std::vector<std::string> report;
-  for (int trial = 0; trial < kTrials; ++trial) {
+  while (granted < kTrials && attempts < kMaxAttempts) {
+    ++attempts;
     FlushScriptsAndKey();
     Outcome run = RunDlock(RunArgs());
-    ASSERT_EQ(run.code, 0) << "trial " << trial << ": " << run.err;
+    ASSERT_TRUE(run.code == 0 || run.code == kExitUnavailable)
+        << "run " << attempts << " exited " << run.code << ": " << run.err;
+    if (run.code == 0) ++granted;
     std::vector<std::string> ghosts = Ghosts();
     if (!ghosts.empty()) {
-      ++ghost_trials;
-      report.push_back(absl::StrCat("trial ", trial, ": ", absl::StrJoin(ghosts, ", ")));
-      // The next trial starts clean (FlushScriptsAndKey deletes it).
+      ++ghost_runs;
+      report.push_back(absl::StrCat("run ", attempts, " (exit ", run.code,
+                                    "): ", absl::StrJoin(ghosts, ", ")));
+      // The next run starts clean (FlushScriptsAndKey deletes it).
     }
   }
-  EXPECT_EQ(ghost_trials, 0) << ghost_trials << " of " << kTrials
-                             << " runs left the key behind:\n"
-                             << absl::StrJoin(report, "\n");
+  EXPECT_EQ(granted, kTrials) << "only " << granted << " of " << attempts
+                              << " runs were granted";
+  EXPECT_EQ(ghost_runs, 0) << ghost_runs << " of " << attempts
+                           << " runs left the key behind:\n"
+                           << absl::StrJoin(report, "\n");
 }
 
-// After a run, one server down: the two left are a quorum, and neither may
-// still hold the previous run's key.
+// The consequence: after a run, one server goes down; the two left
+// are a quorum, so the next run is granted -- unless one of them still
+// holds the previous run's key (then it is busy, exit 75, for the whole
+// TTL). Rounds take down each server in turn; the server comes back with
+// a fresh, trusted data set.
 TEST_F(DlockCliReleaseDrainTest, NextRunWithOneServerDownIsGranted) {
-  FlushScriptsAndKey();
-  Outcome first = RunDlock(RunArgs());
-  ASSERT_EQ(first.code, 0) << first.err;
-  ASSERT_THAT(servers_[0]->Kill(), IsOk());
-  Outcome next = RunDlock(RunArgs());
-  EXPECT_EQ(next.code, 0) << next.err;
-  EXPECT_THAT(next.err, Not(HasSubstr("busy")));
-  EXPECT_THAT(Ghosts(), ::testing::IsEmpty());
+  constexpr int kRounds = 6;
+  for (int round = 0; round < kRounds; ++round) {
+    FlushScriptsAndKey();
+    Outcome first = RunDlock(RunArgs());
+    for (int retry = 0; first.code == kExitUnavailable && retry < 3; ++retry) {
+      first = RunDlock(RunArgs());  // a missed 50 ms deadline on a loaded machine
+    }
+    ASSERT_EQ(first.code, 0) << "round " << round << ": " << first.err;
+    RedisServer& down = *servers_[round % 3];
+    ASSERT_THAT(down.Kill(), IsOk());
+    // --wait rides out a missed deadline, not a leftover key (its TTL is
+    // longer than the wait).
+    Outcome next = RunDlock(RunArgs({"--wait", "3s"}));
+    EXPECT_EQ(next.code, 0) << "round " << round << ": " << next.err;
+    EXPECT_THAT(Ghosts(), ::testing::IsEmpty()) << "round " << round;
+    ASSERT_THAT(down.Restart(), IsOk());
+    ASSERT_THAT(down.Command({"SET", "dlock:data-set-began", "0"}), IsOk());
+  }
 }
 
 // A server that stops answering (SIGSTOP: the connection stays open, every
