@@ -194,6 +194,10 @@ class Runner {
     rw_.reset();
     semaphore_.reset();
     redlock_.reset();
+    // What destroying them sent (e.g. a cancelled acquire's release), within
+    // what is left of Run's drain bound; observer_, which their operations
+    // still report to, lives until this body returns.
+    s_.DrainCommands(common_.timeout);
   }
 
   // The signal dlock should die of after cleaning up, or 0: when dlock got
@@ -235,7 +239,7 @@ class Runner {
     // and any late grant's re-release finish before the process exits, with
     // the lock objects still alive to send them -- bounded by the release
     // timeout (--timeout). What is left then (a server down or silent)
-    // expires with its TTL. ~Session drains again, within the same bound,
+    // expires with its TTL. ~Runner drains again, within the same bound,
     // what destroying the lock objects sends.
     s_.DrainCommands(common_.timeout);
     return exit_code_;
