@@ -97,14 +97,22 @@ BlockingClient::~BlockingClient() {
   //    held by guards are released (answered before it returns); every call
   //    that had begun has returned. The watchdog is gone.
   if (locks_ != nullptr) locks_->Shutdown();
-  // 2. Policies (they stop their timers and background cleanups), then let
-  //    the connections answer what is still in flight (bounded by
-  //    command_timeout; never started: close at once), then close them.
+  // 2. Let the connections answer what is still in flight -- the minority
+  //    of a RedLock release (reported at quorum), a NOSCRIPT fallback, the
+  //    release of a cancelled attempt's token -- with the policies still
+  //    alive to send what those replies call for (a late grant's
+  //    re-release); then the policies (they stop their timers and background
+  //    cleanups) and what their destruction sent; then close. The whole
+  //    wait is bounded by command_timeout (never started: close at once).
   (void)PostAndWait<absl::Status>(thread_, [this](Completion<absl::Status> done) {
-    if (locks_ != nullptr) locks_->DestroyOnLoop();
-    connections_->DrainAndClose(
-        thread_->loop(), locks_ != nullptr ? options_.command_timeout : absl::ZeroDuration(),
-        [done = std::move(done)]() mutable { done(absl::OkStatus()); });
+    EventLoop* loop = thread_->loop();
+    const absl::Time deadline =
+        loop->Now() + (locks_ != nullptr ? options_.command_timeout : absl::ZeroDuration());
+    connections_->Drain(loop, deadline, [this, loop, deadline, done = std::move(done)]() mutable {
+      if (locks_ != nullptr) locks_->DestroyOnLoop();
+      connections_->DrainAndClose(loop, deadline,
+                                  [done = std::move(done)]() mutable { done(absl::OkStatus()); });
+    });
   });
   // Connect: runs what is still posted, lets libuv deliver the close
   // callbacks and joins the thread. Create: the caller's thread stays.

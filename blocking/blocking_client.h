@@ -66,13 +66,23 @@
 //   2. stops renewing and RELEASES every lease still held by a guard (the
 //      guard's IsValid() turns false: stop using the resource), and waits
 //      for those releases and for every call that had begun to return;
-//   3. destroys the policies, lets the connections answer what is still in
-//      flight (at most `command_timeout`; only for transports that report
-//      `pending_commands()`), closes them (`Transport::Close`) and destroys
-//      them on the loop thread, and -- when the client started the loop
-//      thread itself (Connect) -- joins it.
-// A release or cleanup that gets no answer within that bound (server
-// unreachable) leaves its key to expire by its TTL.
+//   3. waits for every command still in flight on every connection to be
+//      answered -- with the policies still alive, so what a reply calls
+//      for (a late grant's re-release, a NOSCRIPT fallback's EVAL) is sent
+//      and waited for too. This is what finishes releases that returned
+//      before every server answered: RedLock's Release (a guard's Unlock
+//      included) reports at quorum, and the other servers' releases are
+//      still on the wire; a client destroyed right after an Unlock still
+//      deletes the key on every server that answers;
+//   4. destroys the policies, waits for what their destruction sent,
+//      closes the connections (`Transport::Close`) and destroys them on the
+//      loop thread, and -- when the client started the loop thread itself
+//      (Connect) -- joins it.
+// Steps 3 and 4 wait at most `command_timeout` in all (the release
+// timeout; only for transports that report `pending_commands()`, which
+// every dlock transport does). A release or cleanup that gets no answer
+// within that bound (server down or stalled) leaves its key to expire by
+// its TTL.
 #ifndef DLOCK_BLOCKING_BLOCKING_CLIENT_H_
 #define DLOCK_BLOCKING_BLOCKING_CLIENT_H_
 

@@ -126,29 +126,33 @@ void ClientConnections::Adopt(EventLoop* loop, absl::StatusOr<Transports> made,
   AwaitConnectQuorum(loop, transports_, names_, options.connect_timeout, std::move(done));
 }
 
-void ClientConnections::DrainAndClose(EventLoop* loop, absl::Duration grace,
-                                      absl::AnyInvocable<void() &&> done) {
-  auto close_all =
-      std::make_shared<absl::AnyInvocable<void()>>([this, done = std::move(done)]() mutable {
-        for (auto& t : transports_) t->Close();
-        transports_.clear();
-        std::move(done)();
-      });
-  const absl::Time deadline = loop->Now() + grace;
+void ClientConnections::Drain(EventLoop* loop, absl::Time deadline,
+                              absl::AnyInvocable<void() &&> done) {
+  auto all = std::make_shared<absl::AnyInvocable<void()>>(
+      [done = std::move(done)]() mutable { std::move(done)(); });
   auto left = std::make_shared<size_t>(transports_.size());
   if (*left == 0) {
-    (*close_all)();
+    (*all)();
     return;
   }
-  // Copies of the raw pointers: close_all clears transports_.
+  // Copies of the raw pointers: `done` may close and clear transports_.
   std::vector<Transport*> ts;
   for (auto& t : transports_) ts.push_back(t.get());
   for (Transport* t : ts) {
-    auto one = std::make_shared<absl::AnyInvocable<void()>>([left, close_all] {
-      if (--*left == 0) (*close_all)();
+    auto one = std::make_shared<absl::AnyInvocable<void()>>([left, all] {
+      if (--*left == 0) (*all)();
     });
     WhenDrained(t, loop, deadline, std::move(one));
   }
+}
+
+void ClientConnections::DrainAndClose(EventLoop* loop, absl::Time deadline,
+                                      absl::AnyInvocable<void() &&> done) {
+  Drain(loop, deadline, [this, done = std::move(done)]() mutable {
+    for (auto& t : transports_) t->Close();
+    transports_.clear();
+    std::move(done)();
+  });
 }
 
 }  // namespace blocking_internal

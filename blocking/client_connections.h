@@ -42,13 +42,18 @@ class ClientConnections {
   void Adopt(EventLoop* loop, absl::StatusOr<Transports> made, std::vector<std::string> names,
              const BlockingClientOptions& options, Completion<absl::Status> done);
 
-  // Waits until no transport has a command waiting for a reply (cleanups
-  // such as the release of a cancelled attempt's token are answered) or
-  // `grace` passed, then closes every transport before destroying any (so a
-  // callback that Close() runs never meets a destroyed transport), then
-  // runs `done`. A transport that does not report pending_commands() is
-  // not waited for.
-  void DrainAndClose(EventLoop* loop, absl::Duration grace, absl::AnyInvocable<void() &&> done);
+  // Runs `done` once no transport has a command waiting for a reply (each
+  // transport is checked again behind a PING after what it has in flight,
+  // so what a reply's callback sends -- a NOSCRIPT fallback's EVAL, a late
+  // grant's release -- is waited for too), or at `deadline`, whichever
+  // comes first. Closes nothing. A transport that does not report
+  // pending_commands() is not waited for.
+  void Drain(EventLoop* loop, absl::Time deadline, absl::AnyInvocable<void() &&> done);
+
+  // Drain(loop, deadline), then closes every transport before destroying
+  // any (so a callback that Close() runs never meets a destroyed
+  // transport), then runs `done`.
+  void DrainAndClose(EventLoop* loop, absl::Time deadline, absl::AnyInvocable<void() &&> done);
 
   const Transports& transports() const { return transports_; }
   const std::vector<std::string>& names() const { return names_; }

@@ -62,7 +62,8 @@ ABSL_FLAG(int, min_replicas, 0,
 ABSL_FLAG(absl::Duration, min_replicas_timeout, absl::Milliseconds(500),
           "run: how long the master waits for --min-replicas acknowledgements");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(2),
-          "per-command Redis timeout");
+          "per-command Redis timeout; also how long dlock waits, before it "
+          "exits, for releases still in flight");
 ABSL_FLAG(std::string, prefix, "dlock:",
           "key prefix of the lock keys (as the library's KeyScheme)");
 ABSL_FLAG(std::string, password_env, "DLOCK_REDIS_PASSWORD",

@@ -39,7 +39,10 @@
 //              | unavailable                 | exit 69
 //              | SIGINT/SIGTERM/SIGHUP       | cancel (releases what it took),
 //              |                             | exit 128+N
-//   running    | CMD's group has exited      | release, exit CMD's status
+//   running    | CMD's group has exited      | release; once every server's
+//              |                             | release was answered (RedLock
+//              |                             | reports at quorum) or after
+//              |                             | --timeout, exit CMD's status
 //              | lease lost                  | signal the group per --on-lost
 //              |                             | (SIGKILL after --kill-after);
 //              |                             | once it is gone, exit 79
@@ -191,6 +194,10 @@ class Runner {
     rw_.reset();
     semaphore_.reset();
     redlock_.reset();
+    // What destroying them sent (e.g. a cancelled acquire's release), within
+    // what is left of Run's drain bound; observer_, which their operations
+    // still report to, lives until this body returns.
+    s_.DrainCommands(common_.timeout);
   }
 
   // The signal dlock should die of after cleaning up, or 0: when dlock got
@@ -227,6 +234,14 @@ class Runner {
     }
     acquire_ = *handle;
     s_.RunUntil([this] { return done_; });
+    // Release (RedLock) reports at quorum, and a cancelled acquire releases
+    // in the background: let every server's release, its NOSCRIPT fallback
+    // and any late grant's re-release finish before the process exits, with
+    // the lock objects still alive to send them -- bounded by the release
+    // timeout (--timeout). What is left then (a server down or silent)
+    // expires with its TTL. ~Runner drains again, within the same bound,
+    // what destroying the lock objects sends.
+    s_.DrainCommands(common_.timeout);
     return exit_code_;
   }
 

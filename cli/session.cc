@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(
 }
 
 Session::~Session() {
+  if (uv_loop_ != nullptr) (void)DrainCommands(command_timeout_);
   CloseTransports();
   loop_.reset();
   if (uv_loop_ != nullptr) {
@@ -55,6 +56,39 @@ Session::~Session() {
     uv_loop_close(uv_loop_);
     delete uv_loop_;
   }
+}
+
+bool Session::DrainCommands(absl::Duration bound) {
+  if (drain_deadline_ == absl::InfiniteFuture()) drain_deadline_ = loop_->Now() + bound;
+  auto pending = [this] {
+    for (const auto& t : transports_) {
+      if (t->pending_commands() > 0) return true;
+    }
+    return false;
+  };
+  bool out_of_time = false;
+  TimerId timer = 0;  // wakes the loop at the deadline (replies wake it before)
+  bool drained = false;
+  while (true) {
+    if (!pending()) {
+      // Nothing in flight: one more turn runs what the last replies posted
+      // (zero-delay timers), which may send more.
+      uv_run(uv_loop_, UV_RUN_NOWAIT);
+      if (!pending()) {
+        drained = true;
+        break;
+      }
+    }
+    if (out_of_time) break;
+    if (timer == 0) {
+      const absl::Duration left = drain_deadline_ - loop_->Now();
+      if (left <= absl::ZeroDuration()) break;
+      timer = loop_->RunAfter(left, [&out_of_time] { out_of_time = true; });
+    }
+    if (uv_run(uv_loop_, UV_RUN_ONCE) == 0) break;  // ran dry: nothing can answer
+  }
+  if (timer != 0 && !out_of_time) loop_->Cancel(timer);
+  return drained;
 }
 
 void Session::CloseTransports() {

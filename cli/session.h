@@ -37,7 +37,10 @@ class Session {
   static absl::StatusOr<std::unique_ptr<Session>> Open(
       const std::vector<RedisUrl>& urls, const TlsOptions& tls,
       absl::Duration command_timeout);
-  // Closes the transports and the loop (runs it until every handle closed).
+  // Lets the commands still in flight be answered (DrainCommands, bounded
+  // by the deadline an earlier DrainCommands set, else by the command
+  // timeout), then closes the transports and the loop (runs it until every
+  // handle closed).
   ~Session();
 
   uv_loop_s* uv_loop() const { return uv_loop_; }
@@ -68,6 +71,20 @@ class Session {
   // Returns false in the latter case.
   bool RunUntil(absl::FunctionRef<bool()> done);
 
+  // Runs the loop until no transport has a command waiting for its reply
+  // (Transport::pending_commands() is 0 on every one, and stays 0 across a
+  // further loop turn, so what a reply's callback sends or posts -- a
+  // NOSCRIPT fallback's EVAL, a late grant's release -- is waited for too),
+  // or until `bound` has passed since the FIRST call (later calls never
+  // extend it: a short-lived process waits at most `bound` in total).
+  // Returns true when drained. A short-lived process calls it before it
+  // exits so that the releases it sent are not cut off with the connection:
+  // RedLock's Release reports at quorum while the other servers' releases
+  // are still in flight. A server that does not answer (down, stalled)
+  // holds the exit up by at most `bound`; what it still holds expires with
+  // its TTL.
+  bool DrainCommands(absl::Duration bound);
+
   // Drops every transport (pending callbacks get kCancelled), e.g. before
   // the loop is run dry at exit.
   void CloseTransports();
@@ -81,6 +98,8 @@ class Session {
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<ClusterTransport*> clusters_;  // per transport, may be null
   absl::Duration command_timeout_;
+  // Set by the first DrainCommands: when draining stops, whatever is left.
+  absl::Time drain_deadline_ = absl::InfiniteFuture();
 };
 
 }  // namespace cli

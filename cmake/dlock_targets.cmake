@@ -279,6 +279,10 @@ dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
 dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test
   SRCS blocking/blocking_client_fake_test.cc
   DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
+dlock_test(blocking_client_release_drain_fake_test
+  BAZEL //blocking:blocking_client_release_drain_fake_test
+  SRCS blocking/blocking_client_release_drain_fake_test.cc
+  DEPS dlock::client dlock::lock dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(fair_client_fake_test BAZEL //blocking:fair_client_fake_test
   SRCS blocking/fair_client_fake_test.cc
   DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
