@@ -113,8 +113,8 @@ return 1
 }  // namespace
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
-DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "5406dba39ae4b0f5572e981cf44e8a5aa3c5ddac")
-DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "08050c8662de396ac982765434bd677c92e30ea6")
+DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "c935df8d2ee6aeb4d3ee4780deec9d4e2e806261")
+DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "cfe03050001a4dd89f235761918ec6a52e080aef")
 DLOCK_DEFINE_SCRIPT(ReadReleaseScript, kReadRelease, "c0471b4503aa79e3f06e695adce151d389997ae3")
 DLOCK_DEFINE_SCRIPT(ReadExtendScript, kReadExtend, "cb823b2f5a6ff50e4597c59e9ac8e985140cb2f0")
 

@@ -157,11 +157,11 @@ return 1
 }  // namespace
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
-DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "83644b41a179476f435bbd6e38d0ecf4951fae34")
+DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "ed9f480b1d69eacc7498d2e4317fb5254b6d394f")
 DLOCK_DEFINE_SCRIPT(ReleaseScript, kRelease, "4a7024c06869cacd04e4851399793af3c417a4d6")
 DLOCK_DEFINE_SCRIPT(ExtendScript, kExtend, "71624710076548808e9a8a50d03a8bb55499c2c5")
 DLOCK_DEFINE_SCRIPT(ExtendOrReacquireScript, kExtendOrReacquire, "2e97109bf58e5111535896ecbe564d6287032eb7")
-DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "3283bca2475ddbda226c47f5b1169195be24242e")
+DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "d20b34a450e0492f6823332b22e82e4da4609b0e")
 DLOCK_DEFINE_SCRIPT(ReentrantReleaseScript, kReentrantRelease, "fec45ffc43d415bb27c9e9a2710d3e5db0fcfe5a")
 DLOCK_DEFINE_SCRIPT(ReentrantExtendScript, kReentrantExtend, "40454865f65ef1e9f9a88ad2d3e210f44f8605ce")
 DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo, "daa3646e32b8cce98ef39be66be824172ff1e6ba")

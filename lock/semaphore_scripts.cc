@@ -75,7 +75,7 @@ return 1
 }  // namespace
 
 // Constant SHA-1s, as in scripts.cc (scripts_sha1_test checks them).
-DLOCK_DEFINE_SCRIPT(SemaphoreAcquireScript, kSemaphoreAcquire, "1c7df08eeca61b328165184b269f2ba31c3cd0c7")
+DLOCK_DEFINE_SCRIPT(SemaphoreAcquireScript, kSemaphoreAcquire, "88923cce5fcba6a1db94d7d15753f5e25b1bdf64")
 DLOCK_DEFINE_SCRIPT(SemaphoreReleaseScript, kSemaphoreRelease, "4544bc9156b20e8a1022c78e1abbe6b1590e2696")
 DLOCK_DEFINE_SCRIPT(SemaphoreExtendScript, kSemaphoreExtend, "bcbee1dbc027d453d0cef1795c68e3c9df1aac6a")
 

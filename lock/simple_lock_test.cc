@@ -412,7 +412,7 @@ TEST_F(LockCommandsTest, TryAcquireIncrementsTheFenceAndAbortsWhenHeld) {
     return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(1), std::move(cb));
   });
   EXPECT_THAT(again, StatusIs(absl::StatusCode::kAborted));
-  EXPECT_EQ(server_.GetString(keys_.FenceKey("r")), "1");
+  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), "1");  // the server's fence mark
 }
 
 TEST_F(LockCommandsTest, ExtendOrReacquireExtendsOwnReSetsMissingAndSparesOthers) {

@@ -34,7 +34,7 @@ if not stored or tonumber(stored) ~= hwm or legacy then
 end
 return hwm
 )lua",
-                                            "a0e1cb5e611c5f7d344791f942080406459f56ad");
+                                            "55055a32000d5e350e90ab3716d22f51e20f0bb0");
   return *s;
 }
 
