@@ -103,6 +103,42 @@ double TotalUsec() {
   return total;
 }
 
+// Commands the server ran since the last CONFIG RESETSTAT other than the
+// script calls themselves (EVALSHA) and CONFIG: the calls inside scripts
+// plus SET for the baseline. Independent of load.
+double InnerCalls() {
+  redisReply* r = Cmd({"INFO", "commandstats"});
+  std::string info(r->str, r->len);
+  freeReplyObject(r);
+  double total = 0;
+  size_t pos = 0;
+  while ((pos = info.find("cmdstat_", pos)) != std::string::npos) {
+    const size_t colon = info.find(':', pos);
+    const std::string name = info.substr(pos + 8, colon - pos - 8);
+    const size_t calls = info.find("calls=", colon);
+    if (name != "evalsha" && name != "config" && name != "info") {
+      total += std::strtod(info.c_str() + calls + 6, nullptr);
+    }
+    pos = colon;
+  }
+  return total;
+}
+
+// The server main thread's CPU time so far (user + sys, us), from INFO cpu:
+// unlike commandstats' wall-clock usec it does not grow while the server is
+// preempted, but it also counts reading and writing the commands.
+double MainThreadCpuUsec() {
+  redisReply* r = Cmd({"INFO", "cpu"});
+  std::string info(r->str, r->len);
+  freeReplyObject(r);
+  double total = 0;
+  for (const char* field : {"used_cpu_user_main_thread:", "used_cpu_sys_main_thread:"}) {
+    const size_t pos = info.find(field);
+    if (pos != std::string::npos) total += std::strtod(info.c_str() + pos + std::strlen(field), nullptr);
+  }
+  return total * 1e6;
+}
+
 struct Policy {
   const char* name;
   // Runs one acquire + release of resource `r` (must succeed).
@@ -252,24 +288,29 @@ int main(int argc, char** argv) {
                              {"semaphore", Sem},
                              {"fair", Fair}};
   double base = 0;
-  std::printf("%-32s %10s %10s %8s %8s\n", "row (n cycles each)", "window 0", "window on",
-              "x base", "x base");
+  std::printf("%-32s %10s %10s %8s %8s   %10s %10s   %s\n", "row: usec/cycle (commandstats)",
+              "window 0", "window on", "x base", "x base", "cpu w0", "cpu on",
+              "commands/cycle w0, on");
   for (const Policy& p : policies) {
-    double us[2] = {0, 0};
+    double us[2] = {0, 0}, cpu[2] = {0, 0}, calls[2] = {0, 0};
     for (int w = 0; w < 2; ++w) {
       Run({"FLUSHALL"});
       Run({"SET", "dlock:data-set-began", "0"});  // trusted: the window never refuses
       const std::string window = w == 0 ? "0" : "30000";
       for (int i = 0; i < 200; ++i) p.cycle("warm:" + std::to_string(i), window);
       Run({"CONFIG", "RESETSTAT"});
+      const double cpu0 = MainThreadCpuUsec();
       for (int i = 0; i < n; ++i) p.cycle("order:" + std::to_string(i), window);
+      cpu[w] = (MainThreadCpuUsec() - cpu0) / n;
+      calls[w] = InnerCalls() / n;
       double total = TotalUsec();
       // CONFIG RESETSTAT itself is not counted; INFO is counted after the read.
       us[w] = total / n;
     }
     if (base == 0) base = us[0];
-    std::printf("%-32s %8.2f us %8.2f us %7.2fx %7.2fx\n", p.name, us[0], us[1], us[0] / base,
-                us[1] / base);
+    std::printf("%-32s %8.2f us %8.2f us %7.2fx %7.2fx   %7.2f us %7.2f us   %.1f, %.1f\n",
+                p.name, us[0], us[1], us[0] / base, us[1] / base, cpu[0], cpu[1], calls[0],
+                calls[1]);
   }
   redisFree(g_ctx);
   return 0;
