@@ -318,7 +318,7 @@ TEST_F(SimpleLockTest, KeyPrefixIsConfigurable) {
   ASSERT_THAT(*r, IsOk());
   // The data-set marker is per prefix (the fixture trusted "dlock:"'s).
   EXPECT_EQ(server_.Keys(), (std::vector<std::string>{"app:locks:data-set-began",
-                                                      "app:locks:{r}", "app:locks:{r}:fence",
+                                                      "app:locks:fence-hwm", "app:locks:{r}",
                                                       "dlock:data-set-began"}));
   EXPECT_EQ(lock.keys().prefix, "app:locks:");
 }
