@@ -199,12 +199,14 @@ class PeerBugsRealTest : public ::testing::Test {
 
 // redisson#3194: after a reconnect the renewal task was gone and the lock
 // expired under its holder. Here the server kills every client connection
-// (CLIENT KILL TYPE normal) between renewals; the watchdog keeps renewing
-// over the reconnected transport, the lease is never lost, the key keeps
-// the holder's token.
+// (CLIENT KILL TYPE normal): once between renewals, then twice while a
+// renewal is in flight (its reply is lost with the connection). The
+// watchdog keeps renewing over the reconnected transport, the lease is
+// never lost, the key keeps the holder's token.
 TEST_F(PeerBugsRealTest, Redisson3194_RenewalContinuesAfterTheConnectionIsKilled) {
   StartServers(1);
-  SimpleLock holder(loop_.get(), Client());
+  SimpleLock simple(loop_.get(), Client());
+  ExtendSpyLock holder(&simple);
   const absl::Duration ttl = absl::Seconds(1);
   absl::StatusOr<Lease> lease = AcquireNow(holder, "job", ttl);
   ASSERT_THAT(lease, IsOk());
@@ -217,13 +219,24 @@ TEST_F(PeerBugsRealTest, Redisson3194_RenewalContinuesAfterTheConnectionIsKilled
   WatchHandle watch = WatchAndRenew(dog, *lease, &lost, &why);
   ASSERT_TRUE(watch.active());
 
-  for (int kill = 0; kill < 3; ++kill) {
-    const int before = renewals.ok;
-    ASSERT_TRUE(uv_.RunUntil([&] { return lost || renewals.ok >= before + 1; }, kWaitLimit));
-    ASSERT_FALSE(lost) << why;
+  int kills = 0;
+  auto kill_clients = [&] {
     const Reply killed = Server(0, {"CLIENT", "KILL", "TYPE", "normal"});
     ASSERT_TRUE(killed.is_integer()) << killed.DebugString();
     ASSERT_GE(killed.integer, 1);
+    ++kills;
+  };
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round == 0 ? "killed between renewals" : "killed with a renewal in flight");
+    const int before = renewals.ok;
+    ASSERT_TRUE(uv_.RunUntil([&] { return lost || renewals.ok >= before + 1; }, kWaitLimit));
+    ASSERT_FALSE(lost) << why;
+    if (round == 0) {
+      kill_clients();
+    } else {
+      holder.on_next_extend = [&] { loop_->RunAfter(absl::ZeroDuration(), kill_clients); };
+      ASSERT_TRUE(uv_.RunUntil([&] { return lost || kills == round + 1; }, kWaitLimit));
+    }
     // Renewals go on after the reconnect: two more succeed.
     const int after_kill = renewals.ok;
     EXPECT_TRUE(uv_.RunUntil([&] { return lost || renewals.ok >= after_kill + 2; }, kWaitLimit))
@@ -244,13 +257,15 @@ TEST_F(PeerBugsRealTest, Redisson3194_RenewalContinuesAfterTheConnectionIsKilled
 }
 
 // redisson#3194 with a server restart: the server persists with AOF
-// (fsync always), is killed with SIGKILL and restarted on the same port.
-// The key survives; the watchdog reconnects and keeps renewing.
+// (fsync always) and is killed with SIGKILL while a renewal is in flight,
+// then restarted on the same port. The key survives; the watchdog
+// reconnects and keeps renewing.
 TEST_F(PeerBugsRealTest, Redisson3194_RenewalContinuesAfterAnAofServerRestart) {
   RedisServerOptions aof;
   aof.appendonly = true;
   StartServers(1, aof);
-  SimpleLock holder(loop_.get(), Client());
+  SimpleLock simple(loop_.get(), Client());
+  ExtendSpyLock holder(&simple);
   // Long enough that the restart (the loop does not run meanwhile) fits
   // well inside one lease on a loaded machine.
   const absl::Duration ttl = absl::Seconds(6);
@@ -273,8 +288,15 @@ TEST_F(PeerBugsRealTest, Redisson3194_RenewalContinuesAfterAnAofServerRestart) {
   ASSERT_TRUE(uv_.RunUntil([&] { return lost || renewals.ok >= 1; }, kWaitLimit));
   ASSERT_FALSE(lost) << why;
 
-  ASSERT_THAT(servers_[0]->Kill(), IsOk());
-  ASSERT_THAT(servers_[0]->Restart(), IsOk());
+  bool restarted = false;
+  holder.on_next_extend = [&] {
+    loop_->RunAfter(absl::ZeroDuration(), [&] {
+      ASSERT_THAT(servers_[0]->Kill(), IsOk());
+      ASSERT_THAT(servers_[0]->Restart(), IsOk());
+      restarted = true;
+    });
+  };
+  ASSERT_TRUE(uv_.RunUntil([&] { return lost || restarted; }, kWaitLimit));
   ASSERT_EQ(Server(0, {"GET", keys_.LockKey("job")}), Reply::String(lease->token))
       << "the AOF did not keep the key: the probe needs it";
   const int after_restart = renewals.ok;
@@ -469,8 +491,9 @@ TEST_F(PeerBugsRealTest, RedlockRb3_RedLockAttemptThatTimedOutEverywhereIsReleas
   EXPECT_THAT(AcquireNow(**lock, "job", absl::Seconds(5)), IsOk());
 }
 
-// Records RedLock's per-attempt timing: when each retry was scheduled and
-// when each granting acquire vote was sent (reply time - latency).
+// Records RedLock's per-attempt timing: when the last retry was scheduled,
+// and when each granting acquire vote of the attempt after it was sent
+// (reply time - latency).
 class AttemptRecorder : public LockObserver {
  public:
   explicit AttemptRecorder(EventLoop* loop) : loop_(loop) {}
@@ -480,7 +503,11 @@ class AttemptRecorder : public LockObserver {
     grant_sends.clear();  // a new attempt follows
   }
   void OnServerVote(const ServerVoteEvent& e) override {
-    if (e.operation == "acquire" && e.status.ok()) grant_sends.push_back(loop_->Now() - e.latency);
+    if (e.operation != "acquire" || !e.status.ok()) return;
+    // A failed attempt's grant may come in after the retry was scheduled
+    // (the attempt was decided by the others' refusals): it was sent before.
+    const absl::Time sent = loop_->Now() - e.latency;
+    if (sent >= last_wait) grant_sends.push_back(sent);
   }
   absl::Time last_wait = absl::InfinitePast();
   int waits = 0;
