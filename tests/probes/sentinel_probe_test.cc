@@ -1,9 +1,10 @@
 // redisson#2515 as a probe (issue 22, item 5): after a Sentinel failover
 // the watchdog stopped renewing and the lock expired under its holder. Here
 // a real deployment (1 master, 2 replicas, 3 sentinels on loopback) fails
-// over (SENTINEL FAILOVER) while a lease is watched through a
-// redis-sentinel:// transport: the watchdog follows the new master and
-// keeps renewing there; the lease is never lost and nobody else gets it.
+// over twice (SENTINEL FAILOVER, then kill -9 of the master) while a lease
+// is watched through a redis-sentinel:// transport: the watchdog follows
+// each new master and keeps renewing there; the lease is never lost and
+// nobody else gets it.
 #include <chrono>
 #include <future>
 #include <memory>
@@ -40,7 +41,7 @@ class RenewalCounter : public LockObserver {
   int ok = 0;
 };
 
-TEST(SentinelProbeTest, Redisson2515_RenewalContinuesAfterASentinelFailover) {
+TEST(SentinelProbeTest, Redisson2515_RenewalContinuesAfterSentinelFailovers) {
   absl::StatusOr<std::unique_ptr<SentinelDeployment>> d = SentinelDeployment::Start();
   ASSERT_THAT(d, IsOk());
   SentinelDeployment& deployment = **d;
@@ -96,42 +97,56 @@ TEST(SentinelProbeTest, Redisson2515_RenewalContinuesAfterASentinelFailover) {
     ASSERT_TRUE(uv.RunUntil([&] { return lost || renewals.ok >= 1; }, absl::Seconds(20)));
     ASSERT_FALSE(lost) << why;
 
-    absl::StatusOr<int> old_master = deployment.MasterIndex();
-    ASSERT_THAT(old_master, IsOk());
-    // The failover runs on another thread while the loop keeps renewing.
-    auto failover = std::async(std::launch::async, [&] { return deployment.Failover(); });
-    uv.RunUntil(
-        [&] {
-          return lost ||
-                 failover.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-        },
-        absl::Seconds(60));
-    ASSERT_FALSE(lost) << "lost during the failover: " << why;
-    ASSERT_THAT(failover.get(), IsOk());
-    absl::StatusOr<int> new_master = deployment.MasterIndex();
-    ASSERT_THAT(new_master, IsOk());
-    ASSERT_NE(*new_master, *old_master);
-    const std::string want = absl::StrCat("127.0.0.1:", deployment.data(*new_master).port());
-    ASSERT_TRUE(uv.RunUntil(
-        [&] {
-          return lost || (conns[0]->sentinel()->master_address() == want && conns[0]->connected());
-        },
-        absl::Seconds(20)))
-        << conns[0]->sentinel()->last_error();
+    // Two master changes: a graceful SENTINEL FAILOVER, then a kill -9 of
+    // the master (renewals fail until the sentinels promote a replica).
+    for (bool kill : {false, true}) {
+      SCOPED_TRACE(kill ? "kill -9 of the master" : "SENTINEL FAILOVER");
+      absl::StatusOr<int> old_master = deployment.MasterIndex();
+      ASSERT_THAT(old_master, IsOk());
+      if (kill) ASSERT_THAT(deployment.data(*old_master).Kill(), IsOk());
+      // The sentinels work on another thread while the loop keeps renewing.
+      auto changed = std::async(std::launch::async, [&]() -> absl::StatusOr<int> {
+        if (kill) return deployment.WaitForNewMaster(*old_master);
+        absl::Status s = deployment.Failover();
+        if (!s.ok()) return s;
+        return deployment.MasterIndex();
+      });
+      uv.RunUntil(
+          [&] {
+            return lost ||
+                   changed.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+          },
+          absl::Seconds(60));
+      ASSERT_FALSE(lost) << "lost during the master change: " << why;
+      absl::StatusOr<int> new_master = changed.get();
+      ASSERT_THAT(new_master, IsOk());
+      ASSERT_NE(*new_master, *old_master);
+      const std::string want = absl::StrCat("127.0.0.1:", deployment.data(*new_master).port());
+      ASSERT_TRUE(uv.RunUntil(
+          [&] {
+            return lost ||
+                   (conns[0]->sentinel()->master_address() == want && conns[0]->connected());
+          },
+          absl::Seconds(20)))
+          << conns[0]->sentinel()->last_error();
 
-    // Renewals go on on the new master.
-    const int after = renewals.ok;
-    EXPECT_TRUE(uv.RunUntil([&] { return lost || renewals.ok >= after + 3; }, absl::Seconds(20)))
-        << "renewal stopped after the failover";
-    EXPECT_FALSE(lost) << why;
-    EXPECT_TRUE(watch->IsValid());
-    absl::StatusOr<Reply> value = deployment.data(*new_master).Command({"GET", keys.LockKey("job")});
-    ASSERT_THAT(value, IsOk());
-    EXPECT_EQ(*value, Reply::String(lease->token));
-    absl::StatusOr<Reply> pttl = deployment.data(*new_master).Command({"PTTL", keys.LockKey("job")});
-    ASSERT_THAT(pttl, IsOk());
-    ASSERT_TRUE(pttl->is_integer());
-    EXPECT_GT(pttl->integer, absl::ToInt64Milliseconds(ttl) - 2000);  // renewed just now
+      // Renewals go on on the new master.
+      const int after = renewals.ok;
+      EXPECT_TRUE(
+          uv.RunUntil([&] { return lost || renewals.ok >= after + 3; }, absl::Seconds(20)))
+          << "renewal stopped after the master changed";
+      ASSERT_FALSE(lost) << why;
+      EXPECT_TRUE(watch->IsValid());
+      absl::StatusOr<Reply> value =
+          deployment.data(*new_master).Command({"GET", keys.LockKey("job")});
+      ASSERT_THAT(value, IsOk());
+      EXPECT_EQ(*value, Reply::String(lease->token));
+      absl::StatusOr<Reply> pttl =
+          deployment.data(*new_master).Command({"PTTL", keys.LockKey("job")});
+      ASSERT_THAT(pttl, IsOk());
+      ASSERT_TRUE(pttl->is_integer());
+      EXPECT_GT(pttl->integer, absl::ToInt64Milliseconds(ttl) - 2000);  // renewed just now
+    }
     EXPECT_THAT(acquire(rival, absl::Seconds(1)), StatusIs(absl::StatusCode::kAborted));
 
     bool released = false;
