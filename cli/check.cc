@@ -219,6 +219,42 @@ std::vector<Finding> AnalyzeServer(const ServerFacts& f, bool redlock,
   return out;
 }
 
+std::vector<Finding> AnalyzeDataSet(const DataSetFacts& f, absl::Duration restart_window,
+                                    const std::string& trust_command) {
+  using L = Finding::Level;
+  if (restart_window <= absl::ZeroDuration()) return {};
+  // When it is safe to skip the window: the same words as `dlock trust`.
+  const std::string advice = absl::StrCat(
+      "; only if this server never held dlock locks (just deployed) or kept its data "
+      "(persistence), let it vote now: ",
+      trust_command, " (never right after a restart that lost data: wait instead)");
+  if (!f.marker.has_value()) {
+    return {Make(L::kWarning,
+                 absl::StrCat("data set: no marker ", f.marker_key,
+                              " yet: the first acquire starts the restart window (",
+                              absl::FormatDuration(restart_window),
+                              "), during which this server refuses every acquire", advice))};
+  }
+  int64_t began = 0;
+  if (!absl::SimpleAtoi(*f.marker, &began)) {
+    return {Make(L::kUnsafe, absl::StrCat("data set: foreign data under the marker ",
+                                          f.marker_key, " (\"", *f.marker,
+                                          "\"): every acquire fails"))};
+  }
+  if (began == 0) return {Make(L::kOk, "data set: trusted (restart rule)")};
+  const absl::Duration age = absl::Milliseconds(f.server_now_ms - began);
+  if (age >= restart_window) {
+    return {Make(L::kOk, absl::StrCat("data set began ", absl::FormatDuration(age),
+                                      " ago: older than the restart window"))};
+  }
+  return {Make(L::kWarning,
+               absl::StrCat("data set began ", absl::FormatDuration(age), " ago (",
+                            f.marker_key, "): young, refuses every acquire for another ",
+                            absl::FormatDuration(restart_window - age),
+                            " (restart window ", absl::FormatDuration(restart_window), ")",
+                            advice))};
+}
+
 std::vector<std::vector<size_t>> SameInstanceGroups(const std::vector<std::string>& run_ids) {
   std::vector<std::vector<size_t>> groups;
   std::vector<bool> taken(run_ids.size(), false);

@@ -27,11 +27,17 @@
 //   instance identity | every server a different   | two entries with the same
 //   (SameInstance-    | run_id                     | run_id (listed twice, another
 //   Groups)           |                            | host name, another DB): UNSAFE
+//   data set (restart | marker trusted (0) or      | younger than the window, or
+//   rule: Analyze-    | older than the window      | no marker yet (the first
+//   DataSet)          |                            | acquire starts the window):
+//                     |                            | WARN, refuses acquires; names
+//                     |                            | `dlock trust --force`
 //
 // Pure functions; thread-safe.
 #ifndef DLOCK_CLI_CHECK_H_
 #define DLOCK_CLI_CHECK_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -95,6 +101,24 @@ std::vector<Finding> AnalyzeMinReplicasToWrite(int min_replicas_to_write);
 // appearance. RedLock over them is no RedLock: one instance holds several
 // votes.
 std::vector<std::vector<size_t>> SameInstanceGroups(const std::vector<std::string>& run_ids);
+
+// The restart rule's data-set marker on one server (KeyScheme::DataSetKey):
+// when its data set began, by the server's own clock.
+struct DataSetFacts {
+  std::string marker_key;
+  // GET of the marker: nullopt when there is none; "0" when trusted.
+  std::optional<std::string> marker;
+  int64_t server_now_ms = 0;  // TIME, in Unix ms
+};
+
+// Judges the marker under the restart rule with `restart_window` (zero: the
+// rule is off -> no finding). A data set younger than the window, or none
+// yet, refuses every acquire until the window has passed: a warning that says
+// how long is left and names `trust_command` (the `dlock trust --force ...`
+// line for this server) with when it is safe. Foreign data under the marker:
+// unsafe (every acquire fails).
+std::vector<Finding> AnalyzeDataSet(const DataSetFacts& facts, absl::Duration restart_window,
+                                    const std::string& trust_command);
 
 // "ok", "info", "WARN", "UNSAFE".
 const char* LevelName(Finding::Level level);

@@ -229,8 +229,29 @@ void PrintFindings(const std::vector<Finding>& findings, const std::string& addr
   }
 }
 
+namespace {
+
+// The restart rule's marker on server `i` (GET and TIME); false when it
+// could not be read (the server's other findings say why).
+bool GatherDataSetFacts(Session& s, size_t i, const KeyScheme& keys, DataSetFacts* f) {
+  f->marker_key = keys.DataSetKey();
+  absl::StatusOr<Reply> got = s.Call(i, {"GET", f->marker_key});
+  absl::StatusOr<Reply> time = s.Call(i, {"TIME"});
+  int64_t sec = 0, usec = 0;
+  if (!ReplyError(got).ok() || !ReplyError(time).ok() || !time->is_array() ||
+      time->elements.size() != 2 || !absl::SimpleAtoi(time->elements[0].str, &sec) ||
+      !absl::SimpleAtoi(time->elements[1].str, &usec)) {
+    return false;
+  }
+  if (!got->is_nil()) f->marker = got->str;
+  f->server_now_ms = sec * 1000 + usec / 1000;
+  return true;
+}
+
+}  // namespace
+
 int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
-                 bool strict) {
+                 bool strict, absl::Duration restart_window) {
   absl::StatusOr<std::unique_ptr<Session>> session =
       Session::Open(common.urls, common.tls, common.timeout);
   if (!session.ok()) {
@@ -263,6 +284,12 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
     }
     run_ids[i] = f.run_id;
     std::vector<Finding> findings = AnalyzeServer(f, redlock, ttl);
+    if (DataSetFacts d; GatherDataSetFacts(s, i, keys, &d)) {
+      for (Finding& extra :
+           AnalyzeDataSet(d, restart_window, TrustCommandLine({common.urls[i]}))) {
+        findings.push_back(std::move(extra));
+      }
+    }
     if (common.urls[i].kind == RedisUrl::Kind::kSentinel) {
       for (Finding& extra : AnalyzeSentinel(GatherSentinelFacts(s, i, common.urls[i], f))) {
         findings.push_back(std::move(extra));

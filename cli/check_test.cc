@@ -155,6 +155,38 @@ TEST(CheckTest, SameRunIdIsOneInstance) {
   EXPECT_EQ(groups[1], (std::vector<size_t>{1, 3}));
 }
 
+// The restart rule's data set: young or none yet is a warning naming the
+// way out with when it is safe; trusted or old is ok; off: nothing.
+TEST(CheckTest, YoungDataSetIsAWarningThatNamesDlockTrust) {
+  const std::string trust = "dlock trust --force --redis redis://h:1";
+  const absl::Duration window = absl::Seconds(60);
+  DataSetFacts f;
+  f.marker_key = "dlock:data-set-began";
+  f.server_now_ms = 1'000'000;
+  std::vector<Finding> none = AnalyzeDataSet(f, window, trust);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].level, Finding::Level::kWarning);
+  EXPECT_THAT(none[0].message, ::testing::HasSubstr("no marker"));
+  EXPECT_THAT(none[0].message, ::testing::HasSubstr(trust));
+
+  f.marker = "995000";  // began 5 s ago
+  std::vector<Finding> young = AnalyzeDataSet(f, window, trust);
+  ASSERT_EQ(young.size(), 1u);
+  EXPECT_EQ(young[0].level, Finding::Level::kWarning);
+  EXPECT_THAT(young[0].message, ::testing::HasSubstr("for another 55s"));
+  EXPECT_THAT(young[0].message, ::testing::HasSubstr(trust));
+  EXPECT_THAT(young[0].message, ::testing::HasSubstr("never held dlock locks"));
+  EXPECT_THAT(young[0].message, ::testing::HasSubstr("restart that lost data"));
+
+  f.marker = "900000";  // 100 s ago
+  EXPECT_EQ(Worst(AnalyzeDataSet(f, window, trust)), Finding::Level::kOk);
+  f.marker = "0";
+  EXPECT_EQ(Worst(AnalyzeDataSet(f, window, trust)), Finding::Level::kOk);
+  f.marker = "soon";
+  EXPECT_EQ(Worst(AnalyzeDataSet(f, window, trust)), Finding::Level::kUnsafe);
+  EXPECT_TRUE(AnalyzeDataSet(f, absl::ZeroDuration(), trust).empty());  // rule off
+}
+
 }  // namespace
 }  // namespace cli
 }  // namespace dlock

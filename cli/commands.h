@@ -27,8 +27,10 @@ struct CommonOptions {
 int StatusCommand(const CommonOptions& common, const std::string& resource);
 
 // `dlock check`.
+// `restart_window`: the restart rule's window (zero: the rule is off, as
+// for one server without --restart-window); a young data set is a warning.
 int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
-                 bool strict);
+                 bool strict, absl::Duration restart_window);
 
 // `dlock unlock [--force] RESOURCE`.
 int UnlockCommand(const CommonOptions& common, const std::string& resource, bool force);
@@ -36,6 +38,15 @@ int UnlockCommand(const CommonOptions& common, const std::string& resource, bool
 // `dlock trust [--force]`: shows (and with --force declares trusted) each
 // server's data-set marker, the restart rule's record of when its data began.
 int TrustCommand(const CommonOptions& common, absl::Duration restart_window, bool force);
+
+// The `dlock trust --force --redis URL ...` line for `urls` (no passwords:
+// those come from the environment as for any dlock command).
+std::string TrustCommandLine(const std::vector<RedisUrl>& urls);
+
+// What `run` and `check` say about servers whose data sets are young: how
+// long is left (`left`, zero when unknown) and `dlock trust --force` for
+// `urls`, with when it is safe. One paragraph, no trailing newline.
+std::string YoungDataSetAdvice(absl::Duration left, const std::vector<RedisUrl>& urls);
 
 enum class OnLost { kTerm, kKill, kIgnore };
 

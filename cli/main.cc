@@ -242,7 +242,10 @@ int Main(int argc, char** argv) {
     if (pings < 1 || pings > 10000) {
       return UsageError(program, "--pings must be in 1..10000");
     }
-    return CheckCommand(common, ttl, pings, absl::GetFlag(FLAGS_strict));
+    // The restart rule: RedLock's always, one server's with --restart-window.
+    const bool rule_on = common.urls.size() > 1 || cl->given.count("restart_window") > 0;
+    return CheckCommand(common, ttl, pings, absl::GetFlag(FLAGS_strict),
+                        rule_on ? absl::GetFlag(FLAGS_restart_window) : absl::ZeroDuration());
   }
   if (sub == "trust") {
     if (cl->positional.size() != 1) {

@@ -78,6 +78,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,6 +99,7 @@
 #include "dlock/lock/observer.h"
 #include "dlock/lock/fair_lock.h"
 #include "dlock/lock/read_write_lock.h"
+#include "dlock/lock/reply_status.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/semaphore.h"
 #include "dlock/redlock/redlock.h"
@@ -375,6 +377,14 @@ class Runner {
       }
       if (absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st)) {
         std::fprintf(stderr, "dlock: Redis unavailable: %s\n", st.ToString().c_str());
+        // Refused for young data sets (the restart rule): say how long is
+        // left and what the way out is, with when it is safe.
+        for (const absl::Status& why : {st, observer_.last_wait_error()}) {
+          std::optional<absl::Duration> left = YoungTimeLeftQuoted(why.message());
+          if (!left.has_value()) continue;
+          std::fprintf(stderr, "%s\n", YoungDataSetAdvice(*left, common_.urls).c_str());
+          break;
+        }
         return Finish(kExitUnavailable);
       }
       // kInvalidArgument -> 64 (a configuration the lock refuses),

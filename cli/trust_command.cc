@@ -18,7 +18,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
 #include "dlock/cli/session.h"
@@ -42,7 +45,54 @@ absl::StatusOr<int64_t> ServerNowMs(Session& s, size_t i) {
   return sec * 1000 + usec / 1000;
 }
 
+std::string HostPort(const std::string& host, int port) {
+  return absl::StrCat(absl::StrContains(host, ':') ? absl::StrCat("[", host, "]") : host, ":",
+                      port);
+}
+
+// `url` as a --redis argument, without its password.
+std::string UrlWithoutPassword(const RedisUrl& url) {
+  const std::string user = url.user.empty() ? "" : absl::StrCat(url.user, "@");
+  std::vector<std::string> nodes;
+  switch (url.kind) {
+    case RedisUrl::Kind::kUnix:
+      return absl::StrCat("unix://", user, url.path,
+                          url.db != 0 ? absl::StrCat("?db=", url.db) : "");
+    case RedisUrl::Kind::kSentinel:
+      for (const RedisUrl::Endpoint& e : url.sentinels) nodes.push_back(HostPort(e.host, e.port));
+      return absl::StrCat("redis-sentinel://", user, absl::StrJoin(nodes, ","), "/",
+                          url.master_name, url.db != 0 ? absl::StrCat("?db=", url.db) : "");
+    case RedisUrl::Kind::kCluster:
+      for (const RedisUrl::Endpoint& e : url.seeds) nodes.push_back(HostPort(e.host, e.port));
+      return absl::StrCat("redis-cluster://", user, absl::StrJoin(nodes, ","));
+    case RedisUrl::Kind::kTcp:
+      break;
+  }
+  return absl::StrCat(url.tls ? "rediss://" : "redis://", user, HostPort(url.host, url.port),
+                      url.db != 0 ? absl::StrCat("/", url.db) : "");
+}
+
 }  // namespace
+
+std::string TrustCommandLine(const std::vector<RedisUrl>& urls) {
+  std::string line = "dlock trust --force";
+  for (const RedisUrl& url : urls) absl::StrAppend(&line, " --redis ", UrlWithoutPassword(url));
+  return line;
+}
+
+std::string YoungDataSetAdvice(absl::Duration left, const std::vector<RedisUrl>& urls) {
+  return absl::StrCat(
+      "dlock: the servers' data sets are young (the restart rule: a server that may have "
+      "restarted empty must not grant a lock it may have granted before), so they refuse "
+      "acquires",
+      left > absl::ZeroDuration()
+          ? absl::StrCat(" for about another ", absl::FormatDuration(left))
+          : std::string(" until the restart window (--restart-window) has passed"),
+      ". Only if they never held dlock locks (just deployed) or kept their data "
+      "(persistence), let them vote now:\n  ",
+      TrustCommandLine(urls),
+      "\nNever do that right after a restart that lost data: wait instead.");
+}
 
 int TrustCommand(const CommonOptions& common, absl::Duration restart_window, bool force) {
   absl::StatusOr<std::unique_ptr<Session>> session =

@@ -387,11 +387,11 @@ dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:re
   //client:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
-  //tests/differential/... //watchdog:renewal_check
+  //tests/differential/... //watchdog:renewal_check //tests/probes:peer_bugs_real_test
   REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")
 dlock_bazel_only(//testing:sentinel_deployment //tests/sentinel:sentinel_failover_test
   //tests/sentinel:lock_behavior_sentinel_test //tests/sentinel:sentinel_readonly_test
-  //transport/uv:sentinel_transport_fake_test
+  //transport/uv:sentinel_transport_fake_test //tests/probes:sentinel_probe_test
   REASON "Sentinel: real redis-server --sentinel processes; the scripted-connection unit test runs under Bazel")
 dlock_bazel_only(//tests/torture:torture_driver //tests/torture:torture_worker
   //tests/torture:torture_main //tests/torture:torture_test

@@ -17,6 +17,8 @@ constexpr absl::string_view kYoungPrefix = "data set began ";
 constexpr absl::string_view kYoungLeft = "): young, ";
 }  // namespace
 
+
+
 bool IsYoungDataSet(const absl::Status& status) {
   return absl::IsUnavailable(status) &&
          absl::StartsWith(status.message(), kYoungPrefix) &&
@@ -29,6 +31,15 @@ absl::Duration YoungDataSetTimeLeft(const absl::Status& status) {
   m.remove_prefix(m.find(kYoungLeft) + kYoungLeft.size());
   int64_t ms = 0;
   if (!absl::SimpleAtoi(m.substr(0, m.find(' ')), &ms)) return absl::ZeroDuration();
+  return absl::Milliseconds(ms);
+}
+
+std::optional<absl::Duration> YoungTimeLeftQuoted(absl::string_view message) {
+  const size_t at = message.rfind(kYoungLeft);
+  if (at == absl::string_view::npos) return std::nullopt;
+  message.remove_prefix(at + kYoungLeft.size());
+  int64_t ms = 0;
+  if (!absl::SimpleAtoi(message.substr(0, message.find(' ')), &ms)) return std::nullopt;
   return absl::Milliseconds(ms);
 }
 
@@ -54,7 +65,11 @@ std::optional<absl::Status> AcquireRefusalStatus(absl::string_view lock_key,
         kYoungPrefix, e[2].integer, " ms ago (", data_set_key, kYoungLeft,
         e[1].integer,
         " ms left of the restart window; a server that may have lost data "
-        "does not grant until every lease it could have granted has expired"));
+        "does not grant until every lease it could have granted has expired. Only "
+        "if the server never held dlock locks (just deployed) or kept its data "
+        "(persistence) may it vote at once: declare its data set trusted with "
+        "`dlock trust --force --redis URL` (or SET ",
+        data_set_key, " 0); never after a restart that lost data (then wait out the window)"));
   }
   if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[1].str == "marker") {
     return absl::InternalError(absl::StrCat(

@@ -18,13 +18,19 @@ namespace dlock {
 
 // The restart rule (RedLock always, SimpleLock/ReentrantLock as an option):
 // a server whose data-set marker is younger than the restart window refuses
-// every acquire with kUnavailable "data set began N ms ago ..."; this tells
-// that refusal from other failures. The window must be >= the largest TTL
+// every acquire with kUnavailable "data set began N ms ago ...: young, M ms
+// left ..." ending with the way out and when it is safe (`dlock trust
+// --force`, TrustDataSetCommand: only for a server that never held locks or
+// kept its data); this tells that refusal from other failures. The window must be >= the largest TTL
 // any client of the deployment uses.
 bool IsYoungDataSet(const absl::Status& status);
 // For such a refusal: how long until the server's data set is old enough
 // (zero for any other status).
 absl::Duration YoungDataSetTimeLeft(const absl::Status& status);
+// How long is left of the restart window per the last young-data-set refusal
+// quoted anywhere in `message` (e.g. inside RedLock's "last error: ..."), or
+// nullopt when it quotes none.
+std::optional<absl::Duration> YoungTimeLeftQuoted(absl::string_view message);
 
 // Interprets the refusals the acquire scripts return as arrays (young data
 // set, foreign data under the lock or marker key, exhausted fence counter).

@@ -1314,6 +1314,97 @@ TEST_F(DlockCliTest, SeveralResourcesAreTakenAllOrNothing) {
   EXPECT_EQ(red.Wait(), kExitUsage) << red.err();
 }
 
+// The newcomer's RedLock path (issue 25): three freshly started servers
+// nobody declared trusted. Every acquire is refused for one restart window;
+// the refusal and `dlock check` say how long is left and name the way out,
+// `dlock trust --force --redis ...` for these servers, with when it is safe;
+// the printed line, run as is, lets the next run take the lock.
+class DlockCliFreshServersTest : public DlockCliTest {
+ protected:
+  void SetUp() override {
+    DlockCliTest::SetUp();
+    ::dlock::testing::RedisServerOptions fresh;
+    fresh.trusted_data_set_prefixes.clear();
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start(fresh);
+      ASSERT_THAT(s, IsOk());
+      urls_.push_back(absl::StrCat("redis://127.0.0.1:", (*s)->port()));
+      fresh_.push_back(*std::move(s));
+    }
+  }
+  std::vector<std::string> With(std::vector<std::string> head, std::vector<std::string> tail) {
+    for (const std::string& u : urls_) head.insert(head.end(), {"--redis", u});
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  }
+  // "dlock trust --force --redis <url1> --redis <url2> ..." for `urls`.
+  static std::string TrustLine(const std::vector<std::string>& urls) {
+    std::string line = "dlock trust --force";
+    for (const std::string& u : urls) absl::StrAppend(&line, " --redis ", u);
+    return line;
+  }
+  std::vector<std::unique_ptr<RedisServer>> fresh_;
+  std::vector<std::string> urls_;
+};
+
+TEST_F(DlockCliFreshServersTest, RefusalSaysHowLongIsLeftAndNamesDlockTrust) {
+  Dlock refused(With({"run"}, {"inv", "--", "echo", "ran"}));
+  EXPECT_EQ(refused.Wait(), kExitUnavailable) << refused.err();
+  EXPECT_THAT(refused.out(), Not(HasSubstr("ran")));
+  EXPECT_THAT(refused.err(), HasSubstr("young"));
+  EXPECT_THAT(refused.err(), HasSubstr("refuse acquires for about another"));
+  EXPECT_THAT(refused.err(), HasSubstr(TrustLine(urls_)));
+  EXPECT_THAT(refused.err(), HasSubstr("never held dlock locks"));
+  EXPECT_THAT(refused.err(), HasSubstr("restart that lost data"));
+
+  // The way out, as printed (exit 0), and the next run takes the lock.
+  Dlock trust(With({"trust", "--force"}, {}));
+  EXPECT_EQ(trust.Wait(), 0) << trust.err();
+  Dlock ran(With({"run"}, {"inv", "--", "echo", "ran"}));
+  EXPECT_EQ(ran.Wait(), 0) << ran.err();
+  EXPECT_THAT(ran.out(), HasSubstr("ran"));
+}
+
+TEST_F(DlockCliFreshServersTest, CheckWarnsAboutYoungDataSetsWithTheSameAdvice) {
+  // Before any acquire: no marker yet, the first acquire starts the window.
+  Dlock before(With({"check"}, {}));
+  EXPECT_EQ(before.Wait(), 0) << before.out() << before.err();
+  EXPECT_THAT(before.out(), HasSubstr("WARN   data set: no marker"));
+  // After a refused run: young, with the time left and the advice.
+  Dlock refused(With({"run"}, {"inv", "--", "true"}));
+  EXPECT_EQ(refused.Wait(), kExitUnavailable) << refused.err();
+  Dlock check(With({"check"}, {}));
+  EXPECT_EQ(check.Wait(), 0) << check.out() << check.err();
+  EXPECT_THAT(check.out(), HasSubstr("young, refuses every acquire for another"));
+  for (const std::string& u : urls_) {
+    EXPECT_THAT(check.out(), HasSubstr(TrustLine({u})));
+  }
+  EXPECT_THAT(check.out(), HasSubstr("never held dlock locks"));
+  // 3 persistence warnings (as before) + 3 young data sets.
+  EXPECT_THAT(check.out(), HasSubstr("(0 unsafe, 6 warnings, 0 unreachable)"));
+  Dlock strict(With({"check", "--strict"}, {}));
+  EXPECT_EQ(strict.Wait(), kExitUnsafe) << strict.out();
+  // Trusted: no data-set warning any more.
+  Dlock trust(With({"trust", "--force"}, {}));
+  EXPECT_EQ(trust.Wait(), 0) << trust.err();
+  Dlock after(With({"check"}, {}));
+  EXPECT_EQ(after.Wait(), 0) << after.out();
+  EXPECT_THAT(after.out(), Not(HasSubstr("young")));
+  EXPECT_THAT(after.out(), HasSubstr("data set: trusted"));
+}
+
+// One server: the restart rule is off unless --restart-window is given, and
+// so is check's data-set finding.
+TEST_F(DlockCliFreshServersTest, OneServerCheckJudgesTheDataSetOnlyWithARestartWindow) {
+  Dlock plain({"check", "--redis", urls_[0]});
+  EXPECT_EQ(plain.Wait(), 0) << plain.out();
+  EXPECT_THAT(plain.out(), Not(HasSubstr("data set")));
+  Dlock windowed({"check", "--redis", urls_[0], "--restart-window", "30s"});
+  EXPECT_EQ(windowed.Wait(), 0) << windowed.out();
+  EXPECT_THAT(windowed.out(), HasSubstr("WARN   data set: no marker"));
+  EXPECT_THAT(windowed.out(), HasSubstr(TrustLine({urls_[0]})));
+}
+
 // A redis-sentinel:// URL: check reports the Sentinel facts, run takes the
 // lock on the master and honours --min-replicas.
 TEST_F(DlockCliTest, CheckAndRunOverSentinel) {
