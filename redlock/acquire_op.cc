@@ -32,6 +32,7 @@ bool AcquireOp::End(bool cancel) {
   std::shared_ptr<Op> self = shared_from_this();
   const Phase phase = phase_;
   phase_ = Phase::kDone;
+  if (phase == Phase::kVoting || phase == Phase::kSyncing) abandoned_attempt_ = attempt_;
   if (cancel) {
     Drop(absl::CancelledError("acquire cancelled"));
   } else {
@@ -104,13 +105,21 @@ void AcquireOp::OnAcquireReply(int attempt, uint32_t generation, size_t i,
   Evaluate();
 }
 
-// A reply after its attempt was decided: a grant of the attempt that
-// succeeded or is syncing is part of that lease and stays; the releases
-// handle the rest.
+// A reply after its attempt was decided. A grant is kept only while it can
+// still serve its lease: the attempt that succeeded, as long as the lease was
+// not released, or the current attempt while its fence is being synced.
+// Every other grant is released again (LATE GRANTS in redlock.h): of a
+// released lease, of an attempt that lost, of one abandoned by Cancel or
+// Shutdown.
 void AcquireOp::OnStraggler(int attempt, size_t i, const absl::StatusOr<int64_t>& fence) {
   const bool current = attempt == attempt_;
-  const bool kept = attempt == succeeded_attempt_ || (current && phase_ == Phase::kSyncing);
-  if (releases_.OnLateReply(shared_from_this(), i, attempt, fence, kept,
+  absl::string_view reason;  // empty: kept
+  if (attempt == succeeded_attempt_) {
+    if (fence.ok() && core_->WasReleased(releases_.token(attempt))) reason = kLateGrantReleased;
+  } else if (!(current && phase_ == Phase::kSyncing)) {
+    reason = attempt == abandoned_attempt_ ? kLateGrantCancelled : kLateGrantLost;
+  }
+  if (releases_.OnLateReply(shared_from_this(), i, attempt, fence, reason,
                             /*final=*/current && phase_ == Phase::kReleasing) &&
       *fence < fence_) {
     // A late grant of the lease with a lagging counter: raise it too, so the

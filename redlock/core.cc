@@ -12,6 +12,7 @@ namespace {
 constexpr absl::Duration kMinAutoServerTimeout = absl::Milliseconds(1);
 constexpr absl::Duration kMaxAutoServerTimeout = absl::Milliseconds(50);
 constexpr absl::Duration kMinAutoReleaseTimeout = absl::Seconds(1);
+constexpr size_t kMinReleasedSweep = 64;
 
 }  // namespace
 
@@ -23,7 +24,8 @@ Core::Core(EventLoop* loop, RedLockOptions options, int quorum,
       observer_(ObserverOrNoop(options_.observer)),
       run_ids_(std::make_shared<RunIdTracker>(loop, options_, transports)),
       rng_(options_.jitter_seed != 0 ? options_.jitter_seed
-                                     : absl::Uniform<uint64_t>(absl::BitGen())) {
+                                     : absl::Uniform<uint64_t>(absl::BitGen())),
+      sweep_at_(kMinReleasedSweep) {
   servers_.resize(transports.size());
   for (size_t i = 0; i < transports.size(); ++i) {
     servers_[i].transport = transports[i];
@@ -66,6 +68,35 @@ void Core::ReportVote(absl::string_view resource, absl::string_view operation,
   event.status = status;
   event.latency = latency;
   observer_->OnServerVote(event);
+}
+
+void Core::ReportLateGrant(absl::string_view resource, absl::string_view operation,
+                           absl::string_view reason, size_t i) {
+  LateGrantEvent event;
+  event.policy = kPolicy;
+  event.resource = resource;
+  event.operation = operation;
+  event.reason = reason;
+  event.server = static_cast<int>(i);
+  event.server_name = servers_[i].name;
+  observer_->OnLateGrant(event);
+}
+
+void Core::NoteReleased(absl::string_view token, absl::Duration ttl) {
+  const absl::Time now = loop_->Now();
+  if (released_.size() >= sweep_at_) {
+    absl::erase_if(released_, [now](const auto& entry) { return entry.second <= now; });
+    sweep_at_ = std::max(kMinReleasedSweep, 2 * released_.size());
+  }
+  const absl::Time forget_at = now + std::max(ttl, 2 * Timeout(options_.max_ttl));
+  absl::Time& at = released_[token];
+  at = std::max(at, forget_at);
+}
+
+bool Core::WasReleased(absl::string_view token) const {
+  if (released_.empty()) return false;
+  auto it = released_.find(token);
+  return it != released_.end() && loop_->Now() < it->second;
 }
 
 void Core::Register(std::shared_ptr<Op> op) {

@@ -73,6 +73,18 @@ class Core : public std::enable_shared_from_this<Core> {
   // OnServerVote for server i.
   void ReportVote(absl::string_view resource, absl::string_view operation,
                   size_t i, const absl::Status& status, absl::Duration latency);
+  // OnLateGrant for server i (see LATE GRANTS in redlock.h).
+  void ReportLateGrant(absl::string_view resource, absl::string_view operation,
+                       absl::string_view reason, size_t i);
+
+  // The leases Released through this RedLock (LATE GRANTS in redlock.h):
+  // `token` is remembered from now until what is left of its lease (`ttl`)
+  // and the longest a straggler of it can take (twice the largest per-server
+  // timeout: EVALSHA, then EVAL) have both passed. Until then a grant of it
+  // -- an acquire straggler, an extend -- is released again, and Extend
+  // refuses it.
+  void NoteReleased(absl::string_view token, absl::Duration ttl);
+  bool WasReleased(absl::string_view token) const;
 
   void Register(std::shared_ptr<Op> op);
   void Unregister(Op* op) { active_.erase(op); }
@@ -93,6 +105,11 @@ class Core : public std::enable_shared_from_this<Core> {
   const std::shared_ptr<RunIdTracker> run_ids_;
   std::mt19937_64 rng_;
   absl::flat_hash_map<Op*, std::shared_ptr<Op>> active_;
+  // NoteReleased: token -> when it may be forgotten. Swept of forgotten
+  // tokens when it reaches `sweep_at_` entries (then twice its live size),
+  // so it holds the releases of about the last ttl, amortised O(1) each.
+  absl::flat_hash_map<std::string, absl::Time> released_;
+  size_t sweep_at_;
 };
 
 }  // namespace redlock_internal

@@ -21,6 +21,11 @@ void ExtendOp::Start() {
   const absl::Time t1 = loop()->Now();
   const size_t n = core_->n();
   const uint32_t generation = round_.Begin(loop(), n, t1);
+  if (core_->WasReleased(lease_.token)) {
+    // ExtendOrReacquire would set the released key again.
+    PostComplete(absl::FailedPreconditionError("extend: the lease was released"));
+    return;
+  }
   if (t1 >= lease_.deadline) {
     PostComplete(absl::FailedPreconditionError(
         "extend: the lease's local deadline has passed"));
@@ -54,6 +59,13 @@ void ExtendOp::OnReply(uint32_t generation, size_t i, const Probe& probe,
   const absl::Time now = loop()->Now();
   core_->ReportVote(lease_.resource, "extend", i, status, now - round_.sent_at());
   core_->run_ids().NoteResult(i, status);
+  if (status.ok() && core_->WasReleased(lease_.token)) {
+    // Released while this extend was on its way (before it or after it, or
+    // overtaken by its release through a NOSCRIPT fallback): what it
+    // extended or set again must not outlive the release.
+    core_->ReportLateGrant(lease_.resource, "extend", kLateGrantReleased, i);
+    ReleaseAgain(i);
+  }
   if (!round_.IsCurrent(generation)) return;
   if (status.ok()) {
     round_.Set(i, core_->run_ids().Counted(i, now, probe) ? Vote::kYes : Vote::kUncounted);
@@ -65,6 +77,19 @@ void ExtendOp::OnReply(uint32_t generation, size_t i, const Probe& probe,
   Evaluate();
 }
 
+void ExtendOp::ReleaseAgain(size_t i) {
+  const absl::Time sent_at = loop()->Now();
+  auto self = std::static_pointer_cast<ExtendOp>(shared_from_this());
+  // Rejected (the connection is closed): the key expires with its TTL.
+  (void)core_->server(i).commands->Release(
+      lease_.resource, lease_.token, core_->Timeout(ttl_),
+      [self, i, sent_at](absl::Status status) {
+        Core& core = *self->core_;
+        core.ReportVote(self->lease_.resource, "release", i, status, core.loop()->Now() - sent_at);
+        core.run_ids().NoteResult(i, status);
+      });
+}
+
 void ExtendOp::OnDeadline() {
   round_.ExpirePending();
   Decide(/*round_over=*/true);
@@ -73,6 +98,11 @@ void ExtendOp::OnDeadline() {
 void ExtendOp::Decide(bool round_over) {
   if (!core_->run_ids().misconfigured().ok()) {
     Complete(core_->run_ids().misconfigured());
+    return;
+  }
+  if (core_->WasReleased(lease_.token)) {
+    Complete(absl::FailedPreconditionError(
+        "extend: the lease was released while the extend was in flight"));
     return;
   }
   const absl::Time now = loop()->Now();

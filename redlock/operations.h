@@ -65,6 +65,8 @@ class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
   int attempt_ = 0;
   int succeeded_attempt_ = 0;
   bool final_ = false;  // no more attempts (a configuration error)
+  // The attempt in flight when Cancel or Shutdown ended the operation.
+  int abandoned_attempt_ = 0;
   absl::Status final_status_;  // reported once the final release settled
   int64_t fence_ = 0;          // the current attempt's (the lease's) fence
   AttemptReleases releases_;
@@ -82,6 +84,9 @@ class ExtendOp final : public QuorumOp<absl::StatusOr<Lease>> {
 
  private:
   void OnReply(uint32_t generation, size_t i, const Probe& probe, absl::Status status);
+  // Server i extended (or set again) the key of a lease released meanwhile:
+  // release it there again.
+  void ReleaseAgain(size_t i);
   void Evaluate() { Decide(/*round_over=*/false); }
   void OnDeadline();
   void Decide(bool round_over);
