@@ -23,6 +23,10 @@ AcquireOp::AcquireOp(std::shared_ptr<Core> core, absl::string_view resource,
       clock_(core_->loop()->Now(), ttl_, core_->Drift(ttl_), options.wait),
       releases_(core_.get(), resource_, ttl_) {}
 
+AcquireOp::~AcquireOp() {
+  if (watching_) core_->Unwatch(&watch_);
+}
+
 bool AcquireOp::Cancel() { return End(/*cancel=*/true); }
 
 void AcquireOp::Shutdown() { End(/*cancel=*/false); }
@@ -63,6 +67,7 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
   // outlive it; such a key still expires by itself).
   const std::string& token = releases_.Draw(attempt, t0, t0 + 2 * timeout + ttl_);
   const uint32_t generation = round_.Begin(loop(), n, t0);
+  outstanding_ = 0;
   bool rejected = false;
   for (size_t i = 0; i < n; ++i) {
     // Leftovers of earlier attempts first: same connection, so the server
@@ -77,7 +82,9 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
         [self, attempt, generation, i](absl::StatusOr<int64_t> fence) {
           self->OnAcquireReply(attempt, generation, i, std::move(fence));
         });
-    if (!sent.ok()) {
+    if (sent.ok()) {
+      ++outstanding_;
+    } else {
       round_.Fail(i, sent);
       core_->run_ids().NoteResult(i, sent);
       rejected = true;
@@ -97,8 +104,13 @@ void AcquireOp::OnAcquireReply(int attempt, uint32_t generation, size_t i,
   const absl::Time now = loop()->Now();
   core_->ReportVote(resource_, "acquire", i, fence.status(), now - releases_.sent_at(attempt));
   core_->run_ids().NoteResult(i, fence.status());
+  if (attempt == attempt_) --outstanding_;
   if (!round_.IsCurrent(generation) || phase_ != Phase::kVoting) {
     OnStraggler(attempt, i, fence);
+    if (watching_ && outstanding_ == 0) {
+      core_->Unwatch(&watch_);
+      watching_ = false;
+    }
     return;
   }
   if (CountAcquireAnswer(round_, i, fence)) core_->run_ids().NoteYoung(i, fence.status());
@@ -115,7 +127,7 @@ void AcquireOp::OnStraggler(int attempt, size_t i, const absl::StatusOr<int64_t>
   const bool current = attempt == attempt_;
   absl::string_view reason;  // empty: kept
   if (attempt == succeeded_attempt_) {
-    if (fence.ok() && core_->WasReleased(releases_.token(attempt))) reason = kLateGrantReleased;
+    if (watch_.released) reason = kLateGrantReleased;
   } else if (!(current && phase_ == Phase::kSyncing)) {
     reason = attempt == abandoned_attempt_ ? kLateGrantCancelled : kLateGrantLost;
   }
@@ -192,6 +204,12 @@ void AcquireOp::Succeed() {
   lease.ttl = ttl_;
   lease.deadline = clock_.ValidityEnd();
   succeeded_attempt_ = attempt_;
+  if (outstanding_ > 0) {
+    // Stragglers of this attempt may still grant: Release must reach them.
+    watch_.token = releases_.token(attempt_);
+    core_->Watch(&watch_);
+    watching_ = true;
+  }
   Finish(std::move(lease));
 }
 

@@ -12,7 +12,6 @@ namespace {
 constexpr absl::Duration kMinAutoServerTimeout = absl::Milliseconds(1);
 constexpr absl::Duration kMaxAutoServerTimeout = absl::Milliseconds(50);
 constexpr absl::Duration kMinAutoReleaseTimeout = absl::Seconds(1);
-constexpr size_t kMinReleasedSweep = 64;
 
 }  // namespace
 
@@ -25,7 +24,9 @@ Core::Core(EventLoop* loop, RedLockOptions options, int quorum,
       run_ids_(std::make_shared<RunIdTracker>(loop, options_, transports)),
       rng_(options_.jitter_seed != 0 ? options_.jitter_seed
                                      : absl::Uniform<uint64_t>(absl::BitGen())),
-      sweep_at_(kMinReleasedSweep) {
+      released_(kRememberedReleases) {
+  // NewToken()'s 32 hex characters fit without a reallocation later.
+  for (Released& r : released_) r.token.reserve(32);
   servers_.resize(transports.size());
   for (size_t i = 0; i < transports.size(); ++i) {
     servers_[i].transport = transports[i];
@@ -82,21 +83,29 @@ void Core::ReportLateGrant(absl::string_view resource, absl::string_view operati
   observer_->OnLateGrant(event);
 }
 
+void Core::Unwatch(GrantWatch* watch) {
+  auto it = std::find(watches_.begin(), watches_.end(), watch);
+  if (it == watches_.end()) return;
+  *it = watches_.back();
+  watches_.pop_back();
+}
+
 void Core::NoteReleased(absl::string_view token, absl::Duration ttl) {
-  const absl::Time now = loop_->Now();
-  if (released_.size() >= sweep_at_) {
-    absl::erase_if(released_, [now](const auto& entry) { return entry.second <= now; });
-    sweep_at_ = std::max(kMinReleasedSweep, 2 * released_.size());
+  for (GrantWatch* w : watches_) {
+    if (w->token == token) w->released = true;
   }
-  const absl::Time forget_at = now + std::max(ttl, 2 * Timeout(options_.max_ttl));
-  absl::Time& at = released_[token];
-  at = std::max(at, forget_at);
+  Released& r = released_[next_released_];
+  next_released_ = (next_released_ + 1) % released_.size();
+  r.token.assign(token.data(), token.size());
+  r.forget_at = loop_->Now() + ttl;
 }
 
 bool Core::WasReleased(absl::string_view token) const {
-  if (released_.empty()) return false;
-  auto it = released_.find(token);
-  return it != released_.end() && loop_->Now() < it->second;
+  const absl::Time now = loop_->Now();
+  for (const Released& r : released_) {
+    if (now < r.forget_at && r.token == token) return true;
+  }
+  return false;
 }
 
 void Core::Register(std::shared_ptr<Op> op) {

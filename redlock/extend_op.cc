@@ -17,6 +17,14 @@ ExtendOp::ExtendOp(std::shared_ptr<Core> core, const Lease& lease, absl::Duratio
                    LeaseCallback callback)
     : QuorumOp(std::move(core), std::move(callback)), lease_(lease), ttl_(WholeMillis(ttl)) {}
 
+ExtendOp::~ExtendOp() { Unwatch(); }
+
+void ExtendOp::Unwatch() {
+  if (!watching_) return;
+  core_->Unwatch(&watch_);
+  watching_ = false;
+}
+
 void ExtendOp::Start() {
   const absl::Time t1 = loop()->Now();
   const size_t n = core_->n();
@@ -32,6 +40,10 @@ void ExtendOp::Start() {
     return;
   }
   const absl::Duration timeout = core_->Timeout(ttl_);
+  // A Release of the lease from now on must reach what this extend does.
+  watch_.token = lease_.token;
+  core_->Watch(&watch_);
+  watching_ = true;
   bool rejected = false;
   for (size_t i = 0; i < n; ++i) {
     const Probe probe = core_->run_ids().BeforeLockCommand(i, timeout, /*gates_votes=*/true);
@@ -41,11 +53,14 @@ void ExtendOp::Start() {
         [self, generation, i, probe](absl::Status status) {
           self->OnReply(generation, i, probe, std::move(status));
         });
-    if (!sent.ok()) {
+    if (sent.ok()) {
+      ++outstanding_;
+    } else {
       round_.Fail(i, sent);
       rejected = true;
     }
   }
+  if (outstanding_ == 0) Unwatch();
   ArmRoundDeadline(std::min(timeout, lease_.deadline - t1), &ExtendOp::OnDeadline);
   if (rejected) PostInRound(generation, &ExtendOp::Evaluate);
 }
@@ -59,13 +74,15 @@ void ExtendOp::OnReply(uint32_t generation, size_t i, const Probe& probe,
   const absl::Time now = loop()->Now();
   core_->ReportVote(lease_.resource, "extend", i, status, now - round_.sent_at());
   core_->run_ids().NoteResult(i, status);
-  if (status.ok() && core_->WasReleased(lease_.token)) {
+  --outstanding_;
+  if (status.ok() && watch_.released) {
     // Released while this extend was on its way (before it or after it, or
     // overtaken by its release through a NOSCRIPT fallback): what it
     // extended or set again must not outlive the release.
     core_->ReportLateGrant(lease_.resource, "extend", kLateGrantReleased, i);
     ReleaseAgain(i);
   }
+  if (outstanding_ == 0) Unwatch();
   if (!round_.IsCurrent(generation)) return;
   if (status.ok()) {
     round_.Set(i, core_->run_ids().Counted(i, now, probe) ? Vote::kYes : Vote::kUncounted);
@@ -100,7 +117,7 @@ void ExtendOp::Decide(bool round_over) {
     Complete(core_->run_ids().misconfigured());
     return;
   }
-  if (core_->WasReleased(lease_.token)) {
+  if (watch_.released) {
     Complete(absl::FailedPreconditionError(
         "extend: the lease was released while the extend was in flight"));
     return;
