@@ -190,13 +190,16 @@ TEST_F(LateGrantTest, FairLocksCancelledTryGrantedLaterIsReleasedAndReported) {
 }
 
 // The fair wait's deadline passes with an attempt in flight that took the
-// lock: the Leave sent at the deadline releases it, and the grant's reply,
-// when it arrives, is released again (and reported); nothing stays.
+// lock. The Leave sent at the deadline fails here (an error reply: not
+// retried), so it is the grant's reply, when it arrives, that releases it
+// again (and is reported); nothing stays.
 TEST_F(LateGrantTest, FairWaitGrantedAfterItsDeadlineIsReleasedAndReported) {
   FairLock fair(&loop_, &conn_, Observed<FairLockOptions>());
   SlowReplies();
   auto out = Start(fair, "q", Ttl(absl::Seconds(30), absl::Milliseconds(15)));
-  loop_.AdvanceTime(absl::Milliseconds(15));
+  loop_.AdvanceTime(absl::Milliseconds(14));
+  conn_.FailNextWithReply(1, Reply::Error("ERR injected"));  // the Leave at 15 ms
+  loop_.AdvanceTime(absl::Milliseconds(1));
   EXPECT_THAT(*out, StatusIs(absl::StatusCode::kDeadlineExceeded));
   loop_.AdvanceTime(absl::Milliseconds(100));
   EXPECT_FALSE(Exists(keys_.LockKey("q")));
