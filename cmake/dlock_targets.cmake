@@ -329,6 +329,8 @@ dlock_test(read_write_lock_test BAZEL //lock:read_write_lock_test
 dlock_test(multi_lock_test BAZEL //lock:multi_lock_test
   SRCS lock/multi_lock_test.cc
   DEPS dlock::lock dlock::watchdog dlock::fake dlock::status_matchers)
+dlock_test(late_grant_test BAZEL //lock:late_grant_test
+  SRCS lock/late_grant_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(read_write_multi_torture_test BAZEL //lock:read_write_multi_torture_test
   SRCS lock/read_write_multi_torture_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test

@@ -69,6 +69,9 @@ void FairWait::OnReply(const std::string& token, absl::Time sent_at,
     // surely did neither.
     const bool nothing = !reply.ok() && !IsUnknownOutcome(reply.status());
     if (!nothing) Leave(token);
+    if (reply.ok() && reply->fence > 0) {
+      ReportLateGrant(core_->observer, "fair", resource_, kLateGrantCancelled);
+    }
     return;
   }
   in_flight_token_.clear();
@@ -80,6 +83,7 @@ void FairWait::OnReply(const std::string& token, absl::Time sent_at,
         [this, &token, sent_at] { Undo(token, sent_at + ttl_); });
     if (lease.ok()) return Finish(std::move(lease));
     // Granted too late to use (released in the background): go on waiting.
+    ReportLateGrant(core_->observer, "fair", resource_, kLateGrantExpired);
     last_error_ = lease.status();
     return ScheduleAttempt(absl::ZeroDuration());
   }

@@ -19,6 +19,7 @@ absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
   if (fence.ok()) {
     if (now >= attempt.deadline) {
       undo();
+      ReportLateGrant(observer, attempt.policy, attempt.resource, kLateGrantExpired);
       result = absl::DeadlineExceededError(absl::StrCat(
           "acquire reply came ", absl::FormatDuration(now - attempt.sent_at),
           " after sending, past the lease deadline"));
@@ -56,6 +57,16 @@ void ReportAcquire(LockObserver* observer, absl::string_view policy,
     event.ttl = result->ttl;
   }
   observer->OnAcquire(event);
+}
+
+void ReportLateGrant(LockObserver* observer, absl::string_view policy,
+                     absl::string_view resource, absl::string_view reason) {
+  LateGrantEvent event;
+  event.policy = policy;
+  event.resource = resource;
+  event.operation = "acquire";
+  event.reason = reason;
+  observer->OnLateGrant(event);
 }
 
 void ReportAcquireWait(LockObserver* observer, absl::string_view policy,
@@ -169,6 +180,7 @@ void SingleServerAcquire::OnReply(absl::StatusOr<int64_t> fence) {
   if (state_ == State::kCancelled) {
     // Nobody wants the lock any more; give back whatever we may hold.
     if (!absl::IsAborted(fence.status())) Undo();
+    if (fence.ok()) ReportLateGrant(core_->observer, policy_, resource_, kLateGrantCancelled);
     return;
   }
   state_ = State::kDone;

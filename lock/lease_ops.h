@@ -38,8 +38,9 @@ namespace dlock {
 // The shared end of a single-server acquire (SimpleLock, ReentrantLock):
 // turns the acquire script's outcome into what the caller gets and reports it
 // to `observer` as an AcquireEvent of `policy`. A granted key whose reply came
-// at or after `deadline` (send time + ttl - drift) is no lease: `undo` runs and
-// the result is kDeadlineExceeded. `undo` also runs for any failure other than
+// at or after `deadline` (send time + ttl - drift) is no lease: `undo` runs,
+// it is reported as a late grant (OnLateGrant, kLateGrantExpired) and the
+// result is kDeadlineExceeded. `undo` also runs for any failure other than
 // kAborted or a young data set, since the script may have run (an unknown
 // outcome).
 struct AcquireAttempt {
@@ -67,6 +68,10 @@ absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
 void ReportAcquire(LockObserver* observer, absl::string_view policy,
                    absl::string_view resource, const absl::StatusOr<Lease>& result,
                    absl::Duration latency, absl::Duration waited, int attempts);
+// The observer's LateGrantEvent of a single-server acquire's grant that is
+// released again (operation "acquire"; `reason`: observer.h's kLateGrant*).
+void ReportLateGrant(LockObserver* observer, absl::string_view policy,
+                     absl::string_view resource, absl::string_view reason);
 void ReportAcquireWait(LockObserver* observer, absl::string_view policy,
                        absl::string_view resource, int attempt, const absl::Status& last_error,
                        absl::Duration next_attempt_in, absl::Duration wait_left);
@@ -164,7 +169,8 @@ void RunCleanup(std::shared_ptr<LeaseCore> core, absl::Time key_expiry,
 
 // A single-server acquire in flight: pending until the reply (OnReply) or
 // Cancel(). Cancelled: the callback is dropped inside Cancel(), and a reply
-// other than kAborted runs Undo() (the key may be ours). Done: FinishAcquire
+// other than kAborted runs Undo() (the key may be ours); a grant is also
+// reported as a late grant (kLateGrantCancelled). Done: FinishAcquire
 // reports the AcquireEvent and runs Undo() where the outcome is unknown.
 // Each policy derives its operation and says how to undo it.
 class SingleServerAcquire : public Cancellable {

@@ -82,4 +82,15 @@ void TextLockObserver::OnServerVote(const ServerVoteEvent& e) {
                      absl::FormatDuration(e.latency)));
 }
 
+void TextLockObserver::OnLateGrant(const LateGrantEvent& e) {
+  std::string server;
+  if (e.server >= 0) {
+    server = e.server_name.empty() ? absl::StrCat(" server #", e.server)
+                                   : absl::StrCat(" server #", e.server, " ", e.server_name);
+  }
+  const absl::string_view why = e.reason == kLateGrantReleased ? "lease released" : e.reason;
+  sink_(absl::StrCat("late grant ", e.policy, " ", e.operation, " ", Quoted(e.resource), server,
+                     ": released again (", why, ")"));
+}
+
 }  // namespace dlock

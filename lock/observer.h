@@ -22,6 +22,8 @@
 //   OnRenewal              | Watchdog                   | outcome, latency, margin
 //   OnLeaseLost            | Watchdog                   | why
 //   OnServerVote           | RedLock, per server        | server, op, outcome
+//   OnLateGrant            | every policy, RedLock per  | op, why it was given
+//                          | server                     | back, server
 //
 // Durations are measured on the component's `EventLoop::Now()` clock.
 //
@@ -142,6 +144,44 @@ struct ServerVoteEvent {
   absl::Duration latency;
 };
 
+// A grant arrived when nobody could use it any more, and was released
+// again: the lease it belongs to had been released already, or the attempt
+// that asked for it had lost, been cancelled (a wait that ran out cancels its
+// attempt) or run out of validity. The release is a compare-and-delete by
+// that grant's own token, so it never touches another owner's key; it is
+// sent when this event is reported, and its reply is reported as usual
+// (RedLock: OnServerVote "release"). See docs/late-grants.md.
+//
+// Replies that never come (a timeout, a lost connection) are not grants and
+// are not reported here: their tokens are released as unknown outcomes.
+struct LateGrantEvent {
+  absl::string_view policy;
+  absl::string_view resource;
+  // "acquire", or "extend" (RedLock's extend sets a key again on a server
+  // that lost it, so a late extend can re-create a released lease's key).
+  absl::string_view operation;
+  // Why it was not kept: one of kLateGrantReleased, kLateGrantLost,
+  // kLateGrantCancelled, kLateGrantExpired.
+  absl::string_view reason;
+  // RedLock: the server's index and its name if configured; single-server
+  // policies: -1 and empty.
+  int server = -1;
+  absl::string_view server_name;
+};
+
+// The `reason`s of a LateGrantEvent.
+// Its lease had been released before the grant arrived (RedLock: a straggler
+// of the attempt that won, or a late extend).
+inline constexpr char kLateGrantReleased[] = "released";
+// Its attempt had failed (RedLock: no quorum, validity ran out, fence
+// write-back failed, a later attempt was under way).
+inline constexpr char kLateGrantLost[] = "lost";
+// Its attempt had been given up: Cancel(), a wait that ran out, the lock
+// destroyed.
+inline constexpr char kLateGrantCancelled[] = "cancelled";
+// It arrived at or after the lease's local deadline: no validity left.
+inline constexpr char kLateGrantExpired[] = "expired";
+
 class LockObserver {
  public:
   virtual ~LockObserver() = default;
@@ -153,6 +193,7 @@ class LockObserver {
   virtual void OnRenewal(const RenewalEvent& event) {}
   virtual void OnLeaseLost(const LeaseLostEvent& event) {}
   virtual void OnServerVote(const ServerVoteEvent& event) {}
+  virtual void OnLateGrant(const LateGrantEvent& event) {}
 };
 
 // The observer that ignores everything. Never null; lives forever;
@@ -170,6 +211,7 @@ inline LockObserver* ObserverOrNoop(LockObserver* observer) {
 //   acquire simple "orders/42": OK in 1.2ms (1 attempt, waited 0) fence=7 ttl=30s
 //   renewal "orders/42": OK in 0.8ms, margin 19.9s (#3)
 //   lost "orders/42" after 41s: DEADLINE_EXCEEDED: ...
+//   late grant redlock acquire "orders/42" server #2: released again (lease released)
 // Resources are printed escaped (C-style) so any byte is safe to print.
 // Tokens are never printed. Thread-safe if `sink` is.
 class TextLockObserver : public LockObserver {
@@ -184,6 +226,7 @@ class TextLockObserver : public LockObserver {
   void OnRenewal(const RenewalEvent& event) override;
   void OnLeaseLost(const LeaseLostEvent& event) override;
   void OnServerVote(const ServerVoteEvent& event) override;
+  void OnLateGrant(const LateGrantEvent& event) override;
 
  private:
   Sink sink_;

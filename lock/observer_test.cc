@@ -108,5 +108,18 @@ TEST_F(TextLockObserverTest, EveryEventBecomesOneLine) {
                             "UNAVAILABLE: down")));
 }
 
+TEST_F(TextLockObserverTest, LateGrantLineSaysWhyAndNamesTheServerIfAny) {
+  observer_.OnLateGrant(
+      LateGrantEvent{"redlock", "orders/42", "acquire", kLateGrantReleased, 2, "10.0.0.3:6379"});
+  observer_.OnLateGrant(LateGrantEvent{"simple", "r", "acquire", kLateGrantCancelled});
+  observer_.OnLateGrant(LateGrantEvent{"redlock", "r", "extend", kLateGrantReleased, 0, ""});
+  EXPECT_THAT(lines_,
+              ElementsAre("late grant redlock acquire \"orders/42\" server #2 10.0.0.3:6379: "
+                          "released again (lease released)",
+                          "late grant simple acquire \"r\": released again (cancelled)",
+                          "late grant redlock extend \"r\" server #0: released again "
+                          "(lease released)"));
+}
+
 }  // namespace
 }  // namespace dlock

@@ -72,6 +72,13 @@ absl::StatusOr<std::unique_ptr<MetricFamilies>> RegisterMetricFamilies(
                            .Help("RedLock per-server answers, by operation, server and outcome")
                            .Labels(constant)
                            .Register(registry);
+    families->late_grants =
+        &prometheus::BuildCounter()
+             .Name("dlock_late_grants_released_total")
+             .Help("Grants that arrived when nobody could use them and were released again, "
+                   "by policy, operation and reason")
+             .Labels(constant)
+             .Register(registry);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("PrometheusLockObserver: cannot register metrics: ", e.what()));

@@ -36,6 +36,7 @@ struct MetricFamilies {
   Family<Counter>* lost = nullptr;
   Family<Gauge>* held = nullptr;
   Family<Counter>* votes = nullptr;
+  Family<Counter>* late_grants = nullptr;
 };
 
 // Registers every dlock_* family in `registry` with `constant` labels.

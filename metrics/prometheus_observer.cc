@@ -22,8 +22,8 @@ using metrics_internal::SeriesCache;
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
-constexpr const char* kReservedLabels[] = {"policy", "outcome",        "op",
-                                           "server", "resource_class", "le"};
+constexpr const char* kReservedLabels[] = {"policy",         "outcome", "op",    "server",
+                                           "resource_class", "le",      "reason"};
 
 }  // namespace
 
@@ -119,6 +119,11 @@ void PrometheusLockObserver::OnServerVote(const ServerVoteEvent& event) {
   const absl::string_view server_label =
       event.server_name.empty() ? absl::string_view(server) : event.server_name;
   series_->VoteSeries(event.operation, server_label, CodeIndex(event.status.code()))->Increment();
+}
+
+void PrometheusLockObserver::OnLateGrant(const LateGrantEvent& event) {
+  series_->LateGrantSeries(event.policy, ClassOf(event.resource), event.operation, event.reason)
+      ->Increment();
 }
 
 }  // namespace dlock

@@ -46,6 +46,12 @@
 //       Best-effort count of leases held; see LEASES HELD below.
 //   dlock_redlock_votes_total      counter    labels: op, server, outcome
 //       One RedLock server's answer to one operation.
+//   dlock_late_grants_released_total  counter labels: policy, op, reason
+//       Grants that arrived when nobody could use them any more and were
+//       released again (OnLateGrant; docs/late-grants.md). Not zero, but
+//       steady or rising: releases racing acquires or extends (reason
+//       "released"), slow servers ("lost"), waits or deadlines shorter
+//       than the round trip ("cancelled", "expired").
 //
 // Label values:
 //   policy   the reporter's policy name: "simple", "retry", "reentrant",
@@ -56,7 +62,10 @@
 //            more), "cancelled", "internal", ... (one of the 17 codes;
 //            "unknown" for a code outside them).
 //   op       "acquire", "extend", "release" or "fence" (RedLock's
-//            write-back of the fencing counter).
+//            write-back of the fencing counter); for late grants
+//            "acquire" or "extend".
+//   reason   why a late grant was not kept: "released", "lost",
+//            "cancelled", "expired" (observer.h).
 //   server   RedLockOptions::server_names[i] when configured (e.g.
 //            "10.0.0.1:6379"), else the index "0", "1", ...
 // With `Options::resource_class` set, the metrics labelled with `policy`
@@ -189,6 +198,7 @@ class PrometheusLockObserver : public LockObserver {
   void OnRenewal(const RenewalEvent& event) override;
   void OnLeaseLost(const LeaseLostEvent& event) override;
   void OnServerVote(const ServerVoteEvent& event) override;
+  void OnLateGrant(const LateGrantEvent& event) override;
 
   // The lower-case outcome label of a status code ("ok", "aborted", ...).
   static absl::string_view OutcomeLabel(absl::StatusCode code);

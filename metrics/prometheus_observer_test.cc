@@ -344,6 +344,44 @@ TEST_F(PrometheusObserverTest, RedLockServersWithoutNamesAreLabelledByIndex) {
             1.0);
 }
 
+TEST_F(PrometheusObserverTest, LateGrantsReleasedAgainAreCountedByPolicyOpAndReason) {
+  // A SimpleLock acquire cancelled after it was sent: its grant comes back
+  // late and is released.
+  SimpleLock a(&loop_, Connect(), Simple());
+  absl::StatusOr<AcquireHandle> h =
+      a.Acquire("r", Ttl(absl::Seconds(10)), [](absl::StatusOr<Lease>) { ADD_FAILURE(); });
+  ASSERT_THAT(h, IsOk());
+  EXPECT_TRUE(h->Cancel());
+  // A RedLock lease released while an Extend of it is in flight: the three
+  // extends that come back are released again.
+  RedLockOptions ro;
+  ro.observer = observer_.get();
+  absl::StatusOr<std::unique_ptr<RedLock>> redlock =
+      RedLock::Create(&loop_, {Connect(0), Connect(1), Connect(2)}, ro);
+  ASSERT_THAT(redlock, IsOk());
+  absl::StatusOr<Lease> lease = AcquireNow(**redlock, "orders/7", Ttl(absl::Seconds(10)));
+  ASSERT_THAT(lease, IsOk());
+  std::optional<absl::StatusOr<Lease>> extended;
+  ASSERT_THAT((*redlock)->Extend(*lease, absl::Seconds(10),
+                                 [&](absl::StatusOr<Lease> r) { extended = std::move(r); }),
+              IsOk());
+  ASSERT_THAT(ReleaseNow(**redlock, *lease), IsOk());
+  RunUntil([&] { return extended.has_value(); });
+  EXPECT_THAT(*extended, StatusIs(absl::StatusCode::kFailedPrecondition));
+  loop_.AdvanceTime(absl::Seconds(1));
+
+  Scrape s = Collect();
+  auto late = [](const std::string& policy, const std::string& op, const std::string& reason) {
+    return Labels{{"policy", policy}, {"op", op}, {"reason", reason}};
+  };
+  EXPECT_EQ(s.Counter("dlock_late_grants_released_total", late("simple", "acquire", "cancelled")),
+            1.0);
+  EXPECT_EQ(s.Counter("dlock_late_grants_released_total", late("redlock", "extend", "released")),
+            3.0);
+  EXPECT_EQ(s.Counter("dlock_late_grants_released_total", late("redlock", "acquire", "released")),
+            std::nullopt);
+}
+
 TEST_F(PrometheusObserverTest, NoSeriesCarriesTheResourceNameByDefault) {
   SimpleLock a(&loop_, Connect(), Simple());
   const std::string resource = "customer-8812345/invoice";
@@ -401,6 +439,9 @@ TEST(PrometheusObserverOptionsTest, BadArgumentsAreRejectedWithAStatus) {
   auto registry = std::make_shared<prometheus::Registry>();
   PrometheusLockObserver::Options reserved;
   reserved.constant_labels = {{"outcome", "x"}};
+  EXPECT_THAT(PrometheusLockObserver::Create(registry, reserved).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  reserved.constant_labels = {{"reason", "x"}};  // the late grants' label
   EXPECT_THAT(PrometheusLockObserver::Create(registry, reserved).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
   PrometheusLockObserver::Options bad_name;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "prometheus/labels.h"
 
 namespace dlock {
@@ -153,6 +154,20 @@ Counter* SeriesCache::VoteSeries(absl::string_view op, absl::string_view server,
   return GetOrAdd((*inner->second)[code], families_.votes, [&] {
     return prometheus::Labels{
         {"op", std::string(op)}, {"server", std::string(server)}, {"outcome", OutcomeName(code)}};
+  });
+}
+
+Counter* SeriesCache::LateGrantSeries(absl::string_view policy, absl::string_view cls,
+                                      absl::string_view op, absl::string_view reason) {
+  MutexLock lock(&mu_);
+  Series* s = SeriesFor(policy, cls);
+  std::string key = absl::StrCat(op, absl::string_view("\0", 1), reason);
+  Counter*& slot = late_grants_[s][key];
+  return GetOrAdd(slot, families_.late_grants, [&] {
+    prometheus::Labels labels = s->policy_labels;
+    labels.emplace("op", std::string(op));
+    labels.emplace("reason", std::string(reason));
+    return labels;
   });
 }
 

@@ -70,6 +70,10 @@ class SeriesCache {
   Counter* VoteSeries(absl::string_view op, absl::string_view server, int code)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // dlock_late_grants_released_total{policy, [resource_class,] op, reason}.
+  Counter* LateGrantSeries(absl::string_view policy, absl::string_view cls, absl::string_view op,
+                           absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Series;
   using Votes = std::array<Counter*, kCodes>;
@@ -88,6 +92,10 @@ class SeriesCache {
   // Key: op, then server label.
   absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::unique_ptr<Votes>>> votes_
       ABSL_GUARDED_BY(mu_);
+  // Key: op and reason, NUL-separated (a rare event: built per event).
+  using LateGrants = absl::flat_hash_map<std::string, Counter*>;
+  // Per (policy, resource class) as series_; created on first use.
+  absl::flat_hash_map<const Series*, LateGrants> late_grants_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace metrics_internal

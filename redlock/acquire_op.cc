@@ -23,6 +23,10 @@ AcquireOp::AcquireOp(std::shared_ptr<Core> core, absl::string_view resource,
       clock_(core_->loop()->Now(), ttl_, core_->Drift(ttl_), options.wait),
       releases_(core_.get(), resource_, ttl_) {}
 
+AcquireOp::~AcquireOp() {
+  if (watching_) core_->Unwatch(&watch_);
+}
+
 bool AcquireOp::Cancel() { return End(/*cancel=*/true); }
 
 void AcquireOp::Shutdown() { End(/*cancel=*/false); }
@@ -32,6 +36,7 @@ bool AcquireOp::End(bool cancel) {
   std::shared_ptr<Op> self = shared_from_this();
   const Phase phase = phase_;
   phase_ = Phase::kDone;
+  if (phase == Phase::kVoting || phase == Phase::kSyncing) abandoned_attempt_ = attempt_;
   if (cancel) {
     Drop(absl::CancelledError("acquire cancelled"));
   } else {
@@ -62,6 +67,7 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
   // outlive it; such a key still expires by itself).
   const std::string& token = releases_.Draw(attempt, t0, t0 + 2 * timeout + ttl_);
   const uint32_t generation = round_.Begin(loop(), n, t0);
+  outstanding_ = 0;
   bool rejected = false;
   for (size_t i = 0; i < n; ++i) {
     // Leftovers of earlier attempts first: same connection, so the server
@@ -76,7 +82,9 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
         [self, attempt, generation, i](absl::StatusOr<int64_t> fence) {
           self->OnAcquireReply(attempt, generation, i, std::move(fence));
         });
-    if (!sent.ok()) {
+    if (sent.ok()) {
+      ++outstanding_;
+    } else {
       round_.Fail(i, sent);
       core_->run_ids().NoteResult(i, sent);
       rejected = true;
@@ -96,21 +104,34 @@ void AcquireOp::OnAcquireReply(int attempt, uint32_t generation, size_t i,
   const absl::Time now = loop()->Now();
   core_->ReportVote(resource_, "acquire", i, fence.status(), now - releases_.sent_at(attempt));
   core_->run_ids().NoteResult(i, fence.status());
+  if (attempt == attempt_) --outstanding_;
   if (!round_.IsCurrent(generation) || phase_ != Phase::kVoting) {
     OnStraggler(attempt, i, fence);
+    if (watching_ && outstanding_ == 0) {
+      core_->Unwatch(&watch_);
+      watching_ = false;
+    }
     return;
   }
   if (CountAcquireAnswer(round_, i, fence)) core_->run_ids().NoteYoung(i, fence.status());
   Evaluate();
 }
 
-// A reply after its attempt was decided: a grant of the attempt that
-// succeeded or is syncing is part of that lease and stays; the releases
-// handle the rest.
+// A reply after its attempt was decided. A grant is kept only while it can
+// still serve its lease: the attempt that succeeded, as long as the lease was
+// not released, or the current attempt while its fence is being synced.
+// Every other grant is released again (LATE GRANTS in redlock.h): of a
+// released lease, of an attempt that lost, of one abandoned by Cancel or
+// Shutdown.
 void AcquireOp::OnStraggler(int attempt, size_t i, const absl::StatusOr<int64_t>& fence) {
   const bool current = attempt == attempt_;
-  const bool kept = attempt == succeeded_attempt_ || (current && phase_ == Phase::kSyncing);
-  if (releases_.OnLateReply(shared_from_this(), i, attempt, fence, kept,
+  absl::string_view reason;  // empty: kept
+  if (attempt == succeeded_attempt_) {
+    if (watch_.released) reason = kLateGrantReleased;
+  } else if (!(current && phase_ == Phase::kSyncing)) {
+    reason = attempt == abandoned_attempt_ ? kLateGrantCancelled : kLateGrantLost;
+  }
+  if (releases_.OnLateReply(shared_from_this(), i, attempt, fence, reason,
                             /*final=*/current && phase_ == Phase::kReleasing) &&
       *fence < fence_) {
     // A late grant of the lease with a lagging counter: raise it too, so the
@@ -183,6 +204,12 @@ void AcquireOp::Succeed() {
   lease.ttl = ttl_;
   lease.deadline = clock_.ValidityEnd();
   succeeded_attempt_ = attempt_;
+  if (outstanding_ > 0) {
+    // Stragglers of this attempt may still grant: Release must reach them.
+    watch_.token = releases_.token(attempt_);
+    core_->Watch(&watch_);
+    watching_ = true;
+  }
   Finish(std::move(lease));
 }
 

@@ -96,14 +96,17 @@ bool AttemptReleases::StartFinal(const std::shared_ptr<Op>& owner, int attempt,
 }
 
 bool AttemptReleases::OnLateReply(const std::shared_ptr<Op>& owner, size_t i, int attempt,
-                                  const absl::StatusOr<int64_t>& fence, bool kept, bool final) {
+                                  const absl::StatusOr<int64_t>& fence, absl::string_view reason,
+                                  bool final) {
   if (final && absl::IsDeadlineExceeded(fence.status())) {
     Settle(i);
     return false;
   }
   if (!fence.ok()) return false;
-  if (!kept) Send(owner, i, attempt);
-  return kept;
+  if (reason.empty()) return true;
+  core_->ReportLateGrant(resource_, "acquire", reason, i);
+  Send(owner, i, attempt);
+  return false;
 }
 
 void AttemptReleases::Settle(size_t i) {

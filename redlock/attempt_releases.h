@@ -57,15 +57,17 @@ class AttemptReleases {
   bool StartFinal(const std::shared_ptr<Op>& owner, int attempt,
                   absl::Span<const bool> await, absl::AnyInvocable<void() &&> on_settled);
   // Server i answered attempt `attempt`'s acquire after the attempt was
-  // decided. `kept`: the attempt's grants are part of the lease (it
-  // succeeded, or its fence is being synced); `final`: it is the failed
-  // last attempt whose final release is running. A grant that is not kept
-  // is released again (the release sent at the decision normally already
-  // ran after it, but not if the acquire went through a NOSCRIPT fallback);
-  // a timeout of `final`'s acquire means its release on server i is not
+  // decided. `reason` empty: the grant is kept (part of the lease: its
+  // attempt succeeded and the lease was not released, or its fence is being
+  // synced). Otherwise it is one of the LateGrantEvent reasons (observer.h)
+  // and a grant is released again on server i -- the release sent at the
+  // decision (or by Release) may have run before it: through a NOSCRIPT
+  // fallback, or because that release failed -- and reported (OnLateGrant).
+  // `final`: the attempt is the failed last one whose final release is
+  // running; a timeout of its acquire means its release on server i is not
   // awaited either. Returns true for a kept grant.
   bool OnLateReply(const std::shared_ptr<Op>& owner, size_t i, int attempt,
-                   const absl::StatusOr<int64_t>& fence, bool kept, bool final);
+                   const absl::StatusOr<int64_t>& fence, absl::string_view reason, bool final);
   // The operation ended: no leftover is recorded any more and `on_settled`
   // never runs. Releases still in flight complete and are reported.
   void Close();

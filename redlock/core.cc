@@ -23,7 +23,10 @@ Core::Core(EventLoop* loop, RedLockOptions options, int quorum,
       observer_(ObserverOrNoop(options_.observer)),
       run_ids_(std::make_shared<RunIdTracker>(loop, options_, transports)),
       rng_(options_.jitter_seed != 0 ? options_.jitter_seed
-                                     : absl::Uniform<uint64_t>(absl::BitGen())) {
+                                     : absl::Uniform<uint64_t>(absl::BitGen())),
+      released_(kRememberedReleases) {
+  // NewToken()'s 32 hex characters fit without a reallocation later.
+  for (Released& r : released_) r.token.reserve(32);
   servers_.resize(transports.size());
   for (size_t i = 0; i < transports.size(); ++i) {
     servers_[i].transport = transports[i];
@@ -66,6 +69,43 @@ void Core::ReportVote(absl::string_view resource, absl::string_view operation,
   event.status = status;
   event.latency = latency;
   observer_->OnServerVote(event);
+}
+
+void Core::ReportLateGrant(absl::string_view resource, absl::string_view operation,
+                           absl::string_view reason, size_t i) {
+  LateGrantEvent event;
+  event.policy = kPolicy;
+  event.resource = resource;
+  event.operation = operation;
+  event.reason = reason;
+  event.server = static_cast<int>(i);
+  event.server_name = servers_[i].name;
+  observer_->OnLateGrant(event);
+}
+
+void Core::Unwatch(GrantWatch* watch) {
+  auto it = std::find(watches_.begin(), watches_.end(), watch);
+  if (it == watches_.end()) return;
+  *it = watches_.back();
+  watches_.pop_back();
+}
+
+void Core::NoteReleased(absl::string_view token, absl::Duration ttl) {
+  for (GrantWatch* w : watches_) {
+    if (w->token == token) w->released = true;
+  }
+  Released& r = released_[next_released_];
+  next_released_ = (next_released_ + 1) % released_.size();
+  r.token.assign(token.data(), token.size());
+  r.forget_at = loop_->Now() + ttl;
+}
+
+bool Core::WasReleased(absl::string_view token) const {
+  const absl::Time now = loop_->Now();
+  for (const Released& r : released_) {
+    if (now < r.forget_at && r.token == token) return true;
+  }
+  return false;
 }
 
 void Core::Register(std::shared_ptr<Op> op) {

@@ -73,6 +73,29 @@ class Core : public std::enable_shared_from_this<Core> {
   // OnServerVote for server i.
   void ReportVote(absl::string_view resource, absl::string_view operation,
                   size_t i, const absl::Status& status, absl::Duration latency);
+  // OnLateGrant for server i (see LATE GRANTS in redlock.h).
+  void ReportLateGrant(absl::string_view resource, absl::string_view operation,
+                       absl::string_view reason, size_t i);
+
+  // LATE GRANTS (redlock.h). An operation whose grants of a lease may still
+  // arrive -- an Acquire that succeeded before every server answered, an
+  // Extend with replies outstanding -- watches the lease's token while they
+  // may; Release of that token sets `released` on every watch of it, and the
+  // operation releases again what it is granted after that. A watch must be
+  // unwatched before it is destroyed.
+  struct GrantWatch {
+    absl::string_view token;  // the watching operation keeps the bytes
+    bool released = false;
+  };
+  void Watch(GrantWatch* watch) { watches_.push_back(watch); }
+  void Unwatch(GrantWatch* watch);
+  // Release(lease) was called: marks its watches, and remembers the token
+  // (among the last kRememberedReleases releases) until `ttl` from now, for
+  // WasReleased.
+  void NoteReleased(absl::string_view token, absl::Duration ttl);
+  // Whether `token` was released, while remembered: Extend refuses it.
+  bool WasReleased(absl::string_view token) const;
+  static constexpr size_t kRememberedReleases = 64;
 
   void Register(std::shared_ptr<Op> op);
   void Unregister(Op* op) { active_.erase(op); }
@@ -93,6 +116,16 @@ class Core : public std::enable_shared_from_this<Core> {
   const std::shared_ptr<RunIdTracker> run_ids_;
   std::mt19937_64 rng_;
   absl::flat_hash_map<Op*, std::shared_ptr<Op>> active_;
+  // The watches (a few: operations in flight), unordered.
+  std::vector<GrantWatch*> watches_;
+  // The last kRememberedReleases releases, a ring; slots keep their
+  // capacity, so remembering a token allocates nothing.
+  struct Released {
+    std::string token;
+    absl::Time forget_at = absl::InfinitePast();
+  };
+  std::vector<Released> released_;
+  size_t next_released_ = 0;
 };
 
 }  // namespace redlock_internal

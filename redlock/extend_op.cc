@@ -17,16 +17,33 @@ ExtendOp::ExtendOp(std::shared_ptr<Core> core, const Lease& lease, absl::Duratio
                    LeaseCallback callback)
     : QuorumOp(std::move(core), std::move(callback)), lease_(lease), ttl_(WholeMillis(ttl)) {}
 
+ExtendOp::~ExtendOp() { Unwatch(); }
+
+void ExtendOp::Unwatch() {
+  if (!watching_) return;
+  core_->Unwatch(&watch_);
+  watching_ = false;
+}
+
 void ExtendOp::Start() {
   const absl::Time t1 = loop()->Now();
   const size_t n = core_->n();
   const uint32_t generation = round_.Begin(loop(), n, t1);
+  if (core_->WasReleased(lease_.token)) {
+    // ExtendOrReacquire would set the released key again.
+    PostComplete(absl::FailedPreconditionError("extend: the lease was released"));
+    return;
+  }
   if (t1 >= lease_.deadline) {
     PostComplete(absl::FailedPreconditionError(
         "extend: the lease's local deadline has passed"));
     return;
   }
   const absl::Duration timeout = core_->Timeout(ttl_);
+  // A Release of the lease from now on must reach what this extend does.
+  watch_.token = lease_.token;
+  core_->Watch(&watch_);
+  watching_ = true;
   bool rejected = false;
   for (size_t i = 0; i < n; ++i) {
     const Probe probe = core_->run_ids().BeforeLockCommand(i, timeout, /*gates_votes=*/true);
@@ -36,11 +53,14 @@ void ExtendOp::Start() {
         [self, generation, i, probe](absl::Status status) {
           self->OnReply(generation, i, probe, std::move(status));
         });
-    if (!sent.ok()) {
+    if (sent.ok()) {
+      ++outstanding_;
+    } else {
       round_.Fail(i, sent);
       rejected = true;
     }
   }
+  if (outstanding_ == 0) Unwatch();
   ArmRoundDeadline(std::min(timeout, lease_.deadline - t1), &ExtendOp::OnDeadline);
   if (rejected) PostInRound(generation, &ExtendOp::Evaluate);
 }
@@ -54,6 +74,15 @@ void ExtendOp::OnReply(uint32_t generation, size_t i, const Probe& probe,
   const absl::Time now = loop()->Now();
   core_->ReportVote(lease_.resource, "extend", i, status, now - round_.sent_at());
   core_->run_ids().NoteResult(i, status);
+  --outstanding_;
+  if (status.ok() && watch_.released) {
+    // Released while this extend was on its way (before it or after it, or
+    // overtaken by its release through a NOSCRIPT fallback): what it
+    // extended or set again must not outlive the release.
+    core_->ReportLateGrant(lease_.resource, "extend", kLateGrantReleased, i);
+    ReleaseAgain(i);
+  }
+  if (outstanding_ == 0) Unwatch();
   if (!round_.IsCurrent(generation)) return;
   if (status.ok()) {
     round_.Set(i, core_->run_ids().Counted(i, now, probe) ? Vote::kYes : Vote::kUncounted);
@@ -65,6 +94,19 @@ void ExtendOp::OnReply(uint32_t generation, size_t i, const Probe& probe,
   Evaluate();
 }
 
+void ExtendOp::ReleaseAgain(size_t i) {
+  const absl::Time sent_at = loop()->Now();
+  auto self = std::static_pointer_cast<ExtendOp>(shared_from_this());
+  // Rejected (the connection is closed): the key expires with its TTL.
+  (void)core_->server(i).commands->Release(
+      lease_.resource, lease_.token, core_->Timeout(ttl_),
+      [self, i, sent_at](absl::Status status) {
+        Core& core = *self->core_;
+        core.ReportVote(self->lease_.resource, "release", i, status, core.loop()->Now() - sent_at);
+        core.run_ids().NoteResult(i, status);
+      });
+}
+
 void ExtendOp::OnDeadline() {
   round_.ExpirePending();
   Decide(/*round_over=*/true);
@@ -73,6 +115,11 @@ void ExtendOp::OnDeadline() {
 void ExtendOp::Decide(bool round_over) {
   if (!core_->run_ids().misconfigured().ok()) {
     Complete(core_->run_ids().misconfigured());
+    return;
+  }
+  if (watch_.released) {
+    Complete(absl::FailedPreconditionError(
+        "extend: the lease was released while the extend was in flight"));
     return;
   }
   const absl::Time now = loop()->Now();

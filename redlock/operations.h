@@ -29,6 +29,7 @@ class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
  public:
   AcquireOp(std::shared_ptr<Core> core, absl::string_view resource,
             const AcquireOptions& options, LeaseCallback callback);
+  ~AcquireOp() override;
 
   // Sends the first attempt. Never calls back from here.
   void Start() { StartAttempt(/*may_decide_now=*/false); }
@@ -65,6 +66,14 @@ class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
   int attempt_ = 0;
   int succeeded_attempt_ = 0;
   bool final_ = false;  // no more attempts (a configuration error)
+  // The attempt in flight when Cancel or Shutdown ended the operation.
+  int abandoned_attempt_ = 0;
+  // Acquire replies of the current attempt still to come.
+  int outstanding_ = 0;
+  // Watches the lease's token while grants of the attempt that succeeded
+  // may still arrive (LATE GRANTS in redlock.h).
+  Core::GrantWatch watch_;
+  bool watching_ = false;
   absl::Status final_status_;  // reported once the final release settled
   int64_t fence_ = 0;          // the current attempt's (the lease's) fence
   AttemptReleases releases_;
@@ -75,6 +84,7 @@ class ExtendOp final : public QuorumOp<absl::StatusOr<Lease>> {
  public:
   ExtendOp(std::shared_ptr<Core> core, const Lease& lease, absl::Duration ttl,
            LeaseCallback callback);
+  ~ExtendOp() override;
   void Start();
   // Extend hands out no handle; only Shutdown ends it early.
   bool Cancel() override { return false; }
@@ -82,13 +92,23 @@ class ExtendOp final : public QuorumOp<absl::StatusOr<Lease>> {
 
  private:
   void OnReply(uint32_t generation, size_t i, const Probe& probe, absl::Status status);
+  // Server i extended (or set again) the key of a lease released meanwhile:
+  // release it there again.
+  void ReleaseAgain(size_t i);
   void Evaluate() { Decide(/*round_over=*/false); }
   void OnDeadline();
   void Decide(bool round_over);
   void Report(const absl::Status& status) override;
 
+  void Unwatch();
+
   const Lease lease_;
   const absl::Duration ttl_;
+  // Replies still to come, and the watch of the lease's token while they
+  // may (LATE GRANTS in redlock.h).
+  int outstanding_ = 0;
+  Core::GrantWatch watch_;
+  bool watching_ = false;
 };
 
 class ReleaseOp final : public QuorumOp<absl::Status> {

@@ -89,6 +89,8 @@
 //                        deadline lasts
 //   kDeadlineExceeded    the old deadline (or the new validity) ran out
 //                        before a quorum answered
+// Also kFailedPrecondition: the lease was released (Release called) before
+// the Extend, or while it was in flight (see LATE GRANTS).
 // A failed Extend removes nothing; keys it did extend keep their new TTL.
 // If `ttl` is shorter than what is left of the lease, a failed Extend may
 // have shortened some keys: then treat the lease as valid only until
@@ -112,6 +114,29 @@
 //                        the lease had already expired everywhere
 //   kUnavailable         fewer than `quorum` confirmed (servers down):
 //                        what is left expires with its TTL
+//
+// LATE GRANTS. No key outlives its lease's release. A grant that arrives
+// when nobody can use it any more is released again on its server, by its
+// own token (compare-and-delete: never another owner's key), and reported
+// (OnLateGrant, observer.h):
+//   - a straggler of the attempt that won, when Release(lease) was called
+//     before it arrived (its release may have failed on that server, or run
+//     before the acquire through a NOSCRIPT fallback): reason "released";
+//   - a grant of an attempt that failed: "lost"; of one abandoned by Cancel
+//     or the RedLock's destruction: "cancelled" (see ACQUIRE step 5);
+//   - an extend that succeeded on a server after Release(lease) was called
+//     (ExtendOrReacquire sets a missing key again, so a late extend could
+//     re-create a released lease): "released", operation "extend"; that
+//     Extend reports kFailedPrecondition.
+// An operation whose grants may still arrive watches its lease's token
+// until they did (exact: no grant of a lease released through this RedLock
+// is missed). Extend of a released lease is refused on a later turn with
+// kFailedPrecondition, nothing sent, for the lease's ttl after the release
+// as long as it is among the RedLock's last 64 releases
+// (redlock_internal::Core::kRememberedReleases); past that an Extend of it
+// could set its keys again. Releases by other processes are not known here:
+// what keeps their keys gone is the per-connection command order.
+// See docs/late-grants.md.
 //
 // FENCING. Each server keeps its own counter -- its fence high-water mark
 // P"fence-hwm" (per slot on a Cluster), shared by every resource, raised by
@@ -184,9 +209,10 @@
 // sent is 0, and run_ids only serve the duplicate check.
 //
 // OBSERVER (`options.observer`): OnAcquire, OnAcquireWait (before each
-// retry), OnRelease and OnExtend with policy "redlock", and OnServerVote
+// retry), OnRelease and OnExtend with policy "redlock", OnServerVote
 // for every per-server reply, with operation "acquire", "extend",
-// "release" or "fence" (the fencing write-back).
+// "release" or "fence" (the fencing write-back), and OnLateGrant for every
+// late grant released again (LATE GRANTS).
 //
 // LIFETIMES. The loop and the transports are not owned and must outlive
 // the RedLock and every command it sent. Destroying the RedLock ends every

@@ -19,6 +19,9 @@ ReleaseOp::ReleaseOp(std::shared_ptr<Core> core, const Lease& lease,
       ttl_(lease.ttl) {}
 
 void ReleaseOp::Start() {
+  // From now on a late grant of this lease is released again, and Extend
+  // refuses it (LATE GRANTS in redlock.h).
+  core_->NoteReleased(token_, ttl_);
   const size_t n = core_->n();
   const uint32_t generation = round_.Begin(loop(), n, loop()->Now());
   const absl::Duration timeout = core_->ReleaseTimeout(ttl_);
