@@ -10,6 +10,7 @@ monorepo already uses for them:
   @libuv//:libuv
   @lua//:lua                           Lua 5.1, the fake Redis's script engine
   @openssl//:crypto                    libcrypto (script SHA-1s, token bytes)
+  @libpq//:libpq                       libpq (//fenced:pg_store only; include "postgresql/libpq-fe.h")
   @com_github_jupp0r_prometheus_cpp//core, //pull   prometheus-cpp (//metrics only)
   @rules_cc, @rules_java, @remote_coverage_tools   (Bazel 4 offline shims)
 
@@ -199,6 +200,12 @@ def dlock_dependencies():
         "lua",
         targets = {":lua": "lua5.1"},
         debian_package = "liblua5.1-0-dev",
+    )
+    _maybe(
+        _system_library_repository,
+        "libpq",
+        targets = {":libpq": "libpq"},
+        debian_package = "libpq-dev",
     )
     _maybe(
         _system_library_repository,
