@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -77,6 +78,45 @@ absl::StatusOr<std::string> FindBinDir() {
   return absl::NotFoundError(
       "PostgreSQL's initdb/postgres not found in /usr/lib/postgresql/*/bin or on PATH; "
       "install the Debian package postgresql (tools/setup)");
+}
+
+// The pids whose parent is `parent` (PostgreSQL's backends and auxiliary
+// processes are the postmaster's children, each in a session of its own, so
+// a process-group signal would miss them).
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream in(entry.path().string() + "/stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    // "pid (comm) state ppid ...": comm may hold spaces; parse after ')'.
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    long ppid = 0;
+    if (rest >> state >> ppid && ppid == parent) out.push_back(std::atoi(name.c_str()));
+  }
+  return out;
+}
+
+// Sends `sig` to the postmaster and to every child it has.
+void SignalServer(pid_t postmaster, int sig) {
+  if (sig == SIGCONT) {
+    for (pid_t c : ChildrenOf(postmaster)) kill(c, sig);
+    kill(postmaster, sig);
+    return;
+  }
+  // Stop/kill the postmaster first, so it starts no child after the scan.
+  std::vector<pid_t> children = ChildrenOf(postmaster);
+  kill(postmaster, sig);
+  for (pid_t c : children) kill(c, sig);
+  if (sig == SIGSTOP) {
+    for (pid_t c : ChildrenOf(postmaster)) kill(c, sig);
+  }
 }
 
 bool WriteFile(const char* path, const char* data) {
@@ -288,7 +328,7 @@ absl::Status PgProcess::WaitReady() {
 
 absl::Status PgProcess::Pause() {
   if (!running()) return absl::FailedPreconditionError("postgres not running");
-  if (kill(-pid_, SIGSTOP) != 0) return ErrnoStatus("kill(SIGSTOP)");
+  SignalServer(pid_, SIGSTOP);
   int wstatus = 0;
   if (waitpid(pid_, &wstatus, WUNTRACED) != pid_ || !WIFSTOPPED(wstatus)) {
     return absl::InternalError("postgres did not stop");
@@ -299,14 +339,14 @@ absl::Status PgProcess::Pause() {
 
 absl::Status PgProcess::Resume() {
   if (!running()) return absl::FailedPreconditionError("postgres not running");
-  if (kill(-pid_, SIGCONT) != 0) return ErrnoStatus("kill(SIGCONT)");
+  SignalServer(pid_, SIGCONT);
   paused_ = false;
   return absl::OkStatus();
 }
 
 absl::Status PgProcess::Kill() {
   if (!running()) return absl::OkStatus();
-  kill(-pid_, SIGKILL);
+  SignalServer(pid_, SIGKILL);
   int wstatus = 0;
   while (waitpid(pid_, &wstatus, 0) < 0 && errno == EINTR) {
   }
@@ -317,7 +357,7 @@ absl::Status PgProcess::Kill() {
 
 absl::Status PgProcess::Stop() {
   if (!running()) return absl::OkStatus();
-  if (paused_) kill(-pid_, SIGCONT);
+  if (paused_) SignalServer(pid_, SIGCONT);
   kill(pid_, SIGINT);  // fast shutdown: roll back open transactions
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (absl::Now() < deadline) {

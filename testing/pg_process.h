@@ -22,9 +22,11 @@
 //     user.
 //   - network: listens on 127.0.0.1 only; trust authentication, superuser
 //     `postgres`, database `postgres`.
-//   - no orphans: the postmaster runs in its own process group and dies with
-//     the thread that started it (PR_SET_PDEATHSIG=SIGKILL); its backends
-//     exit when they see the postmaster gone. The destructor stops it.
+//   - no orphans: the postmaster dies with the thread that started it
+//     (PR_SET_PDEATHSIG=SIGKILL); its backends exit when they see the
+//     postmaster gone. The destructor stops it. (Each backend runs in a
+//     session of its own, so Pause/Kill signal the postmaster's children
+//     one by one, found in /proc.)
 //
 // Made for speed, not durability: fsync=off. Data survives Kill() (the
 // processes die, the kernel keeps what they wrote), not a machine crash.
