@@ -227,6 +227,9 @@ TEST_F(PgFencedStoreTest, SyntaxErrorIsInvalidArgument) {
 // row first makes the other wait; a lower fence can never commit after a
 // higher one.
 TEST_F(PgFencedStoreTest, LowerFenceWaitingBehindAHigherOneIsRefusedWhenItCommits) {
+  // The resource's fence row exists already (A wrote with fence 1 before
+  // its pause), so the row lock, not the insert, must make A wait.
+  ASSERT_THAT(store_->Write("order:1", 1, kCharge, {"b", "1"}), IsOk());
   std::unique_ptr<PgFencedStore> a = NewStore();
   std::unique_ptr<PgFencedStore> b = NewStore();
   ASSERT_THAT(server_->Query("SELECT pg_advisory_lock(7)"), IsOk());
@@ -265,6 +268,34 @@ TEST_F(PgFencedStoreTest, HigherFenceWaitingBehindALowerOneAppliesAfterIt) {
   EXPECT_THAT(b_result, IsOk());
   EXPECT_EQ(Balance("a"), "101");
   EXPECT_THAT(store_->HighestFence("order:1"), IsOkAndHolds(2));
+}
+
+// A holder writing again with the fence it already recorded (no UPDATE of
+// the fence row needed) still holds the row: a newer holder's write waits
+// for it and so commits after it, never before.
+TEST_F(PgFencedStoreTest, WriteWithTheCurrentFenceHoldsBackAHigherFenceUntilItCommits) {
+  constexpr char kStalledLog[] =
+      "WITH gate AS (SELECT pg_advisory_xact_lock(7)) "
+      "INSERT INTO fence_log (fence) SELECT $1::bigint FROM gate";
+  ASSERT_THAT(store_->Write("order:1", 2, kCharge, {"a", "1"}), IsOk());
+  std::unique_ptr<PgFencedStore> b = NewStore();
+  std::unique_ptr<PgFencedStore> c = NewStore();
+  ASSERT_THAT(server_->Query("SELECT pg_advisory_lock(7)"), IsOk());
+  absl::StatusOr<PgResult> b_result = absl::UnknownError("not run");
+  absl::StatusOr<PgResult> c_result = absl::UnknownError("not run");
+  std::thread tb([&] { b_result = b->Write("order:1", 2, kStalledLog, {"2"}); });
+  AwaitAdvisoryWaiter();
+  std::thread tc([&] {
+    c_result = c->Write("order:1", 3, "INSERT INTO fence_log (fence) VALUES ($1)", {"3"});
+  });
+  AwaitRowLockWaiter();
+  ASSERT_THAT(server_->Query("SELECT pg_advisory_unlock(7)"), IsOk());
+  tb.join();
+  tc.join();
+  EXPECT_THAT(b_result, IsOk());
+  EXPECT_THAT(c_result, IsOk());
+  EXPECT_THAT(server_->Query("SELECT fence FROM fence_log ORDER BY seq"),
+              IsOkAndHolds(std::vector<std::vector<std::string>>{{"2"}, {"3"}}));
 }
 
 // Many connections write random fences at once: the writes that applied, in
