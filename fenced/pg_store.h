@@ -30,6 +30,14 @@
 // Writes to the same tables that bypass the store (no fence) are not
 // protected: route every writer of a protected resource through it.
 //
+// Read-modify-write: do the READ through Write too (any statement works,
+// a SELECT included). It records the reader's fence, so from then on an
+// older holder -- one that read before it and was paused -- is refused.
+// With only the write fenced, that older holder's write would still be
+// accepted while the newer holder has read but not yet written, and the
+// newer holder's write would then overwrite it: a lost update (the fenced
+// torture run, tests/torture/fenced_*, shows it).
+//
 // A fence equal to the highest seen is accepted (the same holder writing
 // again); a higher one raises the highest. The fence table holds one row per
 // resource ever written (delete rows of retired resources yourself).
@@ -119,8 +127,9 @@ class PgFencedStore {
   // fence bigint NOT NULL CHECK (fence >= 0)).
   absl::Status CreateFenceTable();
 
-  // Runs `sql` with `params` if `fence` is not stale for `resource` (see the
-  // header comment for every outcome), recording `fence`.
+  // Runs `sql` (any statement: UPDATE, INSERT, or the SELECT of a
+  // read-modify-write) with `params` if `fence` is not stale for `resource`
+  // (see the header comment for every outcome), recording `fence`.
   absl::StatusOr<PgResult> Write(absl::string_view resource, int64_t fence,
                                  const std::string& sql, const std::vector<PgParam>& params = {});
 

@@ -142,6 +142,24 @@ TEST_F(PgFencedStoreTest, EqualFenceAppliesAndHigherFenceRaisesTheHighest) {
   EXPECT_TRUE(IsStaleFence(store_->Write("order:1", 5, kCharge, {"a", "1"}).status()));
 }
 
+// Read-modify-write: the newer holder's fenced read already shuts the older
+// holder out, before the newer one writes anything.
+TEST_F(PgFencedStoreTest, FencedReadRefusesAnOlderHoldersLaterWrite) {
+  ASSERT_THAT(store_->Write("order:1", 1, "SELECT balance FROM accounts WHERE id = $1", {"a"}),
+              IsOk());  // A (fence 1) reads, then is paused
+  absl::StatusOr<PgResult> b_read =
+      store_->Write("order:1", 2, "SELECT balance FROM accounts WHERE id = $1", {"a"});
+  ASSERT_THAT(b_read, IsOk());  // B (fence 2) reads
+  ASSERT_EQ(b_read->rows.size(), 1u);
+  EXPECT_EQ(b_read->rows[0][0], absl::optional<std::string>("0"));
+  // A resumes and writes: refused, although B has not written yet.
+  EXPECT_TRUE(IsStaleFence(
+      store_->Write("order:1", 1, "UPDATE accounts SET balance = 1 WHERE id = 'a'").status()));
+  EXPECT_THAT(store_->Write("order:1", 2, "UPDATE accounts SET balance = 1 WHERE id = 'a'"),
+              IsOk());
+  EXPECT_EQ(Balance("a"), "1");
+}
+
 TEST_F(PgFencedStoreTest, FenceZeroNegativeAndEmptyResourceAreInvalidAndSendNothing) {
   EXPECT_THAT(store_->Write("order:1", 0, kCharge, {"a", "1"}),
               StatusIs(absl::StatusCode::kInvalidArgument));

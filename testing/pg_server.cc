@@ -21,13 +21,18 @@ void PgServer::Disconnect() {
   conn_ = nullptr;
 }
 
+// The server goes first, then the helper's connection: closing it first
+// would end its session (and release its locks) before the server goes.
 absl::Status PgServer::Kill() {
+  absl::Status s = process_->Kill();
   Disconnect();
-  return process_->Kill();
+  return s;
 }
 
 absl::Status PgServer::Restart() {
+  absl::Status s = process_->Stop();
   Disconnect();
+  if (!s.ok()) return s;
   return process_->Restart();
 }
 
