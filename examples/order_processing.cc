@@ -131,12 +131,8 @@ int MainPostgres(const std::vector<std::string>& urls) {
       "CREATE TABLE payments (id serial PRIMARY KEY, order_id text NOT NULL, worker text)",
       "INSERT INTO orders VALUES ('1001', 'pending', 0)",
   };
-  sc.read = [](fenced::PgFencedStore& db) -> absl::StatusOr<std::string> {
-    absl::StatusOr<fenced::PgResult> r = db.Exec("SELECT status FROM orders WHERE id = $1", {"1001"});
-    if (!r.ok()) return r.status();
-    if (r->rows.empty() || !r->rows[0][0]) return absl::NotFoundError("no order 1001");
-    return *r->rows[0][0];
-  };
+  sc.read_sql = "SELECT status FROM orders WHERE id = $1";
+  sc.read_params = {"1001"};
   sc.plan = [](const std::string& seen, const std::string& who) {
     PlannedWrite w;
     if (seen != "pending") {

@@ -79,12 +79,8 @@ int MainPostgres() {
       "CREATE TABLE sales (id serial PRIMARY KEY, sku text NOT NULL, buyer text)",
       "INSERT INTO stock VALUES ('sku-7', 1)",
   };
-  sc.read = [](fenced::PgFencedStore& db) -> absl::StatusOr<std::string> {
-    absl::StatusOr<fenced::PgResult> r = db.Exec("SELECT qty FROM stock WHERE sku = $1", {"sku-7"});
-    if (!r.ok()) return r.status();
-    if (r->rows.empty() || !r->rows[0][0]) return absl::NotFoundError("no sku-7");
-    return *r->rows[0][0];
-  };
+  sc.read_sql = "SELECT qty FROM stock WHERE sku = $1";
+  sc.read_params = {"sku-7"};
   sc.plan = [](const std::string& seen, const std::string& who) {
     PlannedWrite w;
     int64_t qty = 0;

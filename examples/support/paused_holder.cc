@@ -57,6 +57,19 @@ absl::StatusOr<fenced::PgResult> Apply(fenced::PgFencedStore& store, bool fencin
   return store.Exec(w.sql, w.params);
 }
 
+absl::StatusOr<std::string> Read(fenced::PgFencedStore& store, bool fencing,
+                                 const PausedHolderScenario& sc, int64_t fence) {
+  absl::StatusOr<fenced::PgResult> r = fencing
+                                           ? store.Write(sc.resource, fence, sc.read_sql,
+                                                         sc.read_params)
+                                           : store.Exec(sc.read_sql, sc.read_params);
+  if (!r.ok()) return r.status();
+  if (r->rows.empty() || r->rows[0].empty() || !r->rows[0][0].has_value()) {
+    return absl::NotFoundError(absl::StrCat("no value from ", sc.read_sql));
+  }
+  return *r->rows[0][0];
+}
+
 }  // namespace
 
 int RunPausedHolder(const PausedHolderScenario& sc, ExampleEnv& env, bool fencing) {
@@ -98,7 +111,7 @@ int RunPausedHolder(const PausedHolderScenario& sc, ExampleEnv& env, bool fencin
     Say(absl::StrCat("A: cannot take the lock: ", lease_a.status().ToString()));
     return 2;
   }
-  absl::StatusOr<std::string> seen_a = sc.read(**store_a);
+  absl::StatusOr<std::string> seen_a = Read(**store_a, fencing, sc, lease_a->fence);
   if (!seen_a.ok()) {
     Say(absl::StrCat("A: read failed: ", seen_a.status().ToString()));
     return 2;
@@ -128,8 +141,11 @@ int RunPausedHolder(const PausedHolderScenario& sc, ExampleEnv& env, bool fencin
     Say(absl::StrCat("B: cannot take the lock after A's TTL: ", lease_b.status().ToString()));
     return 2;
   }
-  absl::StatusOr<std::string> seen_b = sc.read(**store_b);
-  if (!seen_b.ok()) return 2;
+  absl::StatusOr<std::string> seen_b = Read(**store_b, fencing, sc, lease_b->fence);
+  if (!seen_b.ok()) {
+    Say(absl::StrCat("B: read failed: ", seen_b.status().ToString()));
+    return 2;
+  }
   const PlannedWrite plan_b = sc.plan(*seen_b, "B");
   Say(absl::StrCat("B: A's lease expired; B holds the lock (fence ", lease_b->fence,
                    "), reads \"", *seen_b, "\", decides to ", plan_b.description));

@@ -51,8 +51,11 @@ struct PausedHolderScenario {
   std::string resource;
   // Statements that create and fill the scenario's tables (one each).
   std::vector<std::string> setup;
-  // Reads what a holder bases its decision on; returns it as text.
-  std::function<absl::StatusOr<std::string>(fenced::PgFencedStore&)> read;
+  // The query whose first value a holder bases its decision on. With
+  // fencing it runs through the store with the holder's fence too (a
+  // read-modify-write's read must: see pg_store.h).
+  std::string read_sql;
+  std::vector<fenced::PgParam> read_params;
   // What holder `who` ("A"/"B") writes after reading `seen`.
   std::function<PlannedWrite(const std::string& seen, const std::string& who)> plan;
   // Checks the final rows; prints what it found; true when exactly right.
