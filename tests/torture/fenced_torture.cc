@@ -86,6 +86,7 @@ absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions&
                        {"--redis=" + (*redis)->url(), "--pg=" + (*pg)->conninfo(),
                         "--flags=" + root + "/flags", absl::StrCat("--id=", i),
                         o.fencing ? "--fencing" : "--nofencing",
+                        o.fence_reads ? "--fence_reads" : "--nofence_reads",
                         absl::StrCat("--ttl_ms=", absl::ToInt64Milliseconds(o.ttl)),
                         absl::StrCat("--seconds=", seconds)},
                        absl::StrCat(root, "/worker", i, ".err"), &workers[i]);
@@ -148,7 +149,8 @@ absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions&
 
 std::string FencedTortureRow(const FencedTortureOptions& o, const FencedTortureResult& r) {
   return absl::StrFormat("| %s | %d | %d | %s | %d | %d | %d | %d | **%d** | %d |",
-                         o.fencing ? "on" : "off", o.workers,
+                         !o.fencing ? "off" : o.fence_reads ? "on" : "writes only",
+                         o.workers,
                          static_cast<int>(absl::ToInt64Seconds(o.duration)),
                          absl::FormatDuration(o.ttl), r.pauses, r.kills, r.increments, r.counter,
                          r.lost_updates, r.stale_refused);

@@ -40,6 +40,9 @@ struct FencedTortureOptions {
   // A kill -9 (and respawn) of a random worker every this often.
   absl::Duration kill_every = absl::Seconds(2);
   bool fencing = true;
+  // With fencing: the read of each read-modify-write goes through the store
+  // too. false shows why it must (a few updates are lost).
+  bool fence_reads = true;
 };
 
 struct FencedTortureResult {
