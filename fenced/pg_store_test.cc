@@ -30,6 +30,23 @@ using ::testing::HasSubstr;
 
 constexpr char kCharge[] = "UPDATE accounts SET balance = balance + $2 WHERE id = $1";
 
+// A user's read-modify-write, as docs/fencing-postgres.md shows it (the doc
+// copies these lines; tools/check_readme_snippets keeps them equal).
+// Charges order `id` once, as the holder of the lock on "order:<id>" whose
+// lease has `fence`. The read and the write both go through the store.
+absl::Status ChargeOnce(PgFencedStore& db, const std::string& id, int64_t fence) {
+  const std::string resource = "order:" + id;
+  auto order = db.Write(resource, fence, "SELECT status FROM orders WHERE id = $1", {id});
+  if (!order.ok()) return order.status();  // stale: a newer holder has been here
+  if (order->rows.empty() || order->rows[0][0] != "pending") return absl::OkStatus();
+  // A long pause here is harmless: a newer holder's read makes this write stale.
+  auto paid = db.Write(resource, fence,
+                       "UPDATE orders SET status = 'paid', charged = charged + 1 WHERE id = $1",
+                       {id});
+  return paid.status();  // IsStaleFence(paid.status()): nothing was applied
+}
+
+
 class PgFencedStoreTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -140,6 +157,25 @@ TEST_F(PgFencedStoreTest, EqualFenceAppliesAndHigherFenceRaisesTheHighest) {
   EXPECT_EQ(Balance("a"), "3");
   EXPECT_THAT(store_->HighestFence("order:1"), IsOkAndHolds(9));
   EXPECT_TRUE(IsStaleFence(store_->Write("order:1", 5, kCharge, {"a", "1"}).status()));
+}
+
+TEST_F(PgFencedStoreTest, TheDocsReadModifyWriteChargesOnceAndRefusesAStaleHolder) {
+  ASSERT_THAT(server_->Query("CREATE TABLE orders (id text PRIMARY KEY, status text, charged int);"
+                             "INSERT INTO orders VALUES ('1001', 'pending', 0), "
+                             "('1002', 'pending', 0)"),
+              IsOk());
+  EXPECT_THAT(ChargeOnce(*store_, "1001", 1), IsOk());
+  EXPECT_THAT(ChargeOnce(*store_, "1001", 1), IsOk());  // already paid: nothing to do
+  EXPECT_THAT(server_->QueryValue("SELECT charged FROM orders WHERE id = '1001'"),
+              IsOkAndHolds(std::string("1")));
+  // A newer holder (fence 5) has read order 1002; the old one (fence 4) is refused.
+  ASSERT_THAT(store_->Write("order:1002", 5, "SELECT 1"), IsOk());
+  absl::Status stale = ChargeOnce(*store_, "1002", 4);
+  EXPECT_TRUE(IsStaleFence(stale)) << stale;
+  EXPECT_THAT(server_->QueryValue("SELECT charged FROM orders WHERE id = '1002'"),
+              IsOkAndHolds(std::string("0")));
+  EXPECT_THAT(ChargeOnce(*store_, "1002", 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_THAT(server_->Query("DROP TABLE orders"), IsOk());
 }
 
 // Read-modify-write: the newer holder's fenced read already shuts the older
