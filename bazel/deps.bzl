@@ -10,6 +10,7 @@ monorepo already uses for them:
   @libuv//:libuv
   @lua//:lua                           Lua 5.1, the fake Redis's script engine
   @openssl//:crypto                    libcrypto (script SHA-1s, token bytes)
+  @libpq//:libpq                       libpq (//fenced:pg_store only; include "postgresql/libpq-fe.h")
   @com_github_jupp0r_prometheus_cpp//core, //pull   prometheus-cpp (//metrics only)
   @rules_cc, @rules_java, @remote_coverage_tools   (Bazel 4 offline shims)
 
@@ -62,7 +63,10 @@ _ABSL_TARGETS = {
     },
     "absl/synchronization": {"synchronization": "absl_synchronization"},
     "absl/time": {"time": "absl_time"},
-    "absl/types": {"span": "absl_span"},
+    "absl/types": {
+        "optional": "absl_optional",
+        "span": "absl_span",
+    },
 }
 
 def _pkg_config_libs(rctx, module, debian_package):
@@ -199,6 +203,12 @@ def dlock_dependencies():
         "lua",
         targets = {":lua": "lua5.1"},
         debian_package = "liblua5.1-0-dev",
+    )
+    _maybe(
+        _system_library_repository,
+        "libpq",
+        targets = {":libpq": "libpq"},
+        debian_package = "libpq-dev",
     )
     _maybe(
         _system_library_repository,

@@ -11,6 +11,7 @@
 #   PkgConfig::dlock_hiredis  hiredis 0.14 (dlock::uv)
 #   PkgConfig::dlock_libuv    libuv 1.x (dlock::uv)
 #   PkgConfig::dlock_lua      Lua 5.1 (dlock::fake only)
+#   PkgConfig::dlock_libpq    libpq (dlock::fenced_pg only; optional)
 #   Threads::Threads
 if(NOT COMMAND pkg_check_modules)
   find_package(PkgConfig REQUIRED)
@@ -47,4 +48,9 @@ if(NOT TARGET PkgConfig::dlock_lua)
 endif()
 if(NOT TARGET PkgConfig::dlock_absl_flags)
   pkg_check_modules(dlock_absl_flags QUIET IMPORTED_TARGET GLOBAL ${DLOCK_ABSL_FLAGS_MODULES})
+endif()
+# Only the PostgreSQL fenced store (dlock::fenced_pg) needs libpq; without
+# it that component is not built.
+if(NOT TARGET PkgConfig::dlock_libpq)
+  pkg_check_modules(dlock_libpq QUIET IMPORTED_TARGET GLOBAL libpq)
 endif()

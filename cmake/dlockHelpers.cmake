@@ -24,13 +24,21 @@ endfunction()
 
 function(dlock_library name)
   cmake_parse_arguments(PARSE_ARGV 1 A "INSTALL;TESTONLY"
-                        "" "BAZEL;SRCS;HDRS;PUBLIC_DEPS;PRIVATE_DEPS")
+                        "" "BAZEL;SRCS;HDRS;PUBLIC_DEPS;PRIVATE_DEPS;REQUIRES")
   if(A_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "dlock_library(${name}): unknown arguments ${A_UNPARSED_ARGUMENTS}")
   endif()
   if(A_TESTONLY AND NOT DLOCK_BUILD_TESTS)
     return()
   endif()
+  # REQUIRES <targets>: an optional component, built only when they exist
+  # (e.g. PkgConfig::dlock_libpq for dlock::fenced_pg).
+  foreach(required IN LISTS A_REQUIRES)
+    if(NOT TARGET ${required})
+      message(STATUS "dlock: not building dlock::${name} (${required} not found)")
+      return()
+    endif()
+  endforeach()
   set(target dlock_${name})
   _dlock_prefix_sources(srcs ${A_SRCS})
   _dlock_prefix_sources(hdrs ${A_HDRS})

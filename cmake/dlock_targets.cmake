@@ -373,6 +373,18 @@ dlock_test(semaphore_torture_test BAZEL //tests/torture:semaphore_torture_test
 dlock_test(primitive_check_test BAZEL //tests/torture:primitive_check_test
   SRCS tests/torture/primitive_check_test.cc DEPS dlock::primitive_check)
 
+# ---- PostgreSQL fenced store (issue 24; optional: libpq) ------------------
+# PgFencedStore over libpq, on top of dlock::fenced (the stale-fence outcome).
+# Built only when libpq is found (pkg-config libpq, Debian libpq-dev).
+# pkg-config: dlock-fenced-pg.pc.
+dlock_library(fenced_pg INSTALL
+  BAZEL //fenced:pg_store
+  SRCS fenced/pg_store.cc
+  HDRS fenced/pg_store.h
+  PUBLIC_DEPS dlock::fenced PkgConfig::dlock_absl
+  PRIVATE_DEPS PkgConfig::dlock_libpq
+  REQUIRES dlock::fenced PkgConfig::dlock_libpq)
+
 # ---- Bazel targets CMake does not build ------------------------------------
 
 dlock_bazel_only(//metrics/...
@@ -402,3 +414,7 @@ dlock_bazel_only(//tests/torture:torture_driver //tests/torture:torture_worker
   //tests/torture:network_check //tests/torture:network_check_test
   //tests/torture:network_driver //tests/torture:network_torture_test //tests/netfault/...
   REASON "the torture run: redis-servers and Bazel runfiles")
+dlock_bazel_only(//testing:pg_process //testing:pg_server //testing:pg_server_test
+  //fenced:pg_store_test //tests/torture:fenced_worker //tests/torture:fenced_torture
+  //tests/torture:fenced_torture_test //tests/torture:fenced_torture_main
+  REASON "need a private PostgreSQL (initdb + postgres), run under Bazel")

@@ -5,7 +5,7 @@ cmake_minimum_required(VERSION 3.16)
 
 function(_dlock_print kind name)
   cmake_parse_arguments(PARSE_ARGV 2 A "INSTALL;TESTONLY" ""
-                        "BAZEL;SRCS;HDRS;PUBLIC_DEPS;PRIVATE_DEPS;DEPS")
+                        "BAZEL;SRCS;HDRS;PUBLIC_DEPS;PRIVATE_DEPS;DEPS;REQUIRES")
   list(JOIN A_BAZEL " " bazel)
   list(JOIN A_SRCS " " srcs)
   list(JOIN A_HDRS " " hdrs)
