@@ -62,7 +62,10 @@ _ABSL_TARGETS = {
     },
     "absl/synchronization": {"synchronization": "absl_synchronization"},
     "absl/time": {"time": "absl_time"},
-    "absl/types": {"span": "absl_span"},
+    "absl/types": {
+        "optional": "absl_optional",
+        "span": "absl_span",
+    },
 }
 
 def _pkg_config_libs(rctx, module, debian_package):
