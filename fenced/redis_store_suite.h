@@ -186,7 +186,8 @@ TYPED_TEST_P(RedisFencedStoreTest, ABatchAppliesEveryVerbInOrder) {
   Reply pttl = this->env_->Server({"PTTL", note});
   EXPECT_TRUE(pttl.is_integer() && pttl.integer > 0 && pttl.integer <= 60000) << pttl;
   EXPECT_EQ(this->Get(gone), Reply::Nil());
-  auto again = this->WriteNow("sku", 4, RedisWrite().Delete(gone).IncrBy(this->Key("sku", "new:"), 5));
+  auto again =
+      this->WriteNow("sku", 4, RedisWrite().Delete(gone).IncrBy(this->Key("sku", "new:"), 5));
   ASSERT_THAT(again, IsOk());
   EXPECT_THAT(again->values, ElementsAre(0, 5));
 }
