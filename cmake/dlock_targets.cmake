@@ -180,7 +180,8 @@ dlock_library(client INSTALL
 # ---- Fenced writes: the Redis store (issue 24) -----------------------------
 # The outcome every fenced store reports and the Redis fenced store, over
 # the transport interfaces only (dlock::fenced); its blocking wrapper over
-# PostAndWait (dlock::fenced_blocking). pkg-config: dlock-fenced.pc.
+# PostAndWait (dlock::fenced_blocking); the one-call client from a URL
+# (dlock::fenced_client). pkg-config: dlock-fenced.pc.
 
 dlock_library(fenced INSTALL
   BAZEL //fenced:fence_status //fenced:redis_store_script //fenced:redis_store
@@ -194,6 +195,13 @@ dlock_library(fenced_blocking INSTALL
   HDRS fenced/blocking_redis_store.h
   PUBLIC_DEPS dlock::fenced dlock::blocking dlock::transport PkgConfig::dlock_absl)
 
+dlock_library(fenced_client INSTALL
+  BAZEL //fenced:redis_store_client
+  SRCS fenced/redis_store_client.cc
+  HDRS fenced/redis_store_client.h
+  PUBLIC_DEPS dlock::fenced_blocking dlock::fenced dlock::transport PkgConfig::dlock_absl
+  PRIVATE_DEPS dlock::uv)
+
 dlock_library(redis_store_suite TESTONLY
   BAZEL //fenced:redis_store_suite
   HDRS fenced/redis_store_suite.h
@@ -205,7 +213,7 @@ dlock_test(redis_store_fake_test BAZEL //fenced:redis_store_fake_test
   SRCS fenced/redis_store_fake_test.cc
   DEPS dlock::redis_store_suite dlock::fenced dlock::fake dlock::status_matchers)
 
-dlock_bazel_only(//fenced:redis_store_real_test
+dlock_bazel_only(//fenced:redis_store_real_test //fenced:redis_store_client_real_test
   REASON "needs a redis-server (tools/test runs it under Bazel)")
 
 # ---- The dlock CLI ---------------------------------------------------------
