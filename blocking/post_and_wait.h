@@ -29,9 +29,9 @@
 // Called on the loop thread itself, `PostAndWait` cannot wait for its own
 // thread: it returns kFailedPrecondition without running `fn`.
 //
-// Results are copied so that they share no refcounted state with the loop
-// thread (absl::Status shares its rep between copies; Debian's absl is not
-// built with TSan, so a rep freed on one thread after the other dropped its
+// Results are copied (payloads included) so that they share no refcounted
+// state with the loop thread (absl::Status shares its rep between copies;
+// Debian's absl is not built with TSan, so a rep freed on one thread after the other dropped its
 // copy shows up as a false race).
 //
 // Thread-safe. std::mutex (not absl::Mutex): TSan-clean with Debian's
@@ -43,17 +43,26 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/string_view.h"
 #include "dlock/transport/loop_thread.h"
 
 namespace dlock {
 namespace blocking_internal {
 
 inline absl::Status Detached(const absl::Status& status) {
-  return status.ok() ? absl::OkStatus() : absl::Status(status.code(), status.message());
+  if (status.ok()) return absl::OkStatus();
+  absl::Status out(status.code(), status.message());
+  // Payloads too (e.g. the fenced stores' highest fence), each a fresh copy.
+  status.ForEachPayload([&out](absl::string_view url, const absl::Cord& payload) {
+    out.SetPayload(url, absl::Cord(std::string(payload)));
+  });
+  return out;
 }
 template <typename U>
 absl::StatusOr<U> Detached(absl::StatusOr<U> value) {

@@ -2,10 +2,12 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 #include "gtest/gtest.h"
 
@@ -79,6 +81,18 @@ class RefusingThread : public LoopThread {
   bool Post(absl::AnyInvocable<void() &&> fn) override { return false; }
   bool InLoopThread() const override { return false; }
 };
+
+TEST(PostAndWaitTest, AStatusKeepsItsPayloads) {
+  UvLoopThread thread;
+  absl::StatusOr<int> r = PostAndWait<absl::StatusOr<int>>(&thread, [](auto done) {
+    absl::Status s = absl::FailedPreconditionError("stale");
+    s.SetPayload("dlock.test/payload", absl::Cord("7"));
+    done(s);
+  });
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(r.status().GetPayload("dlock.test/payload").has_value());
+  EXPECT_EQ(std::string(*r.status().GetPayload("dlock.test/payload")), "7");
+}
 
 TEST(PostAndWaitTest, ARefusedPostIsCancelled) {
   RefusingThread thread;

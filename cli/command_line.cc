@@ -1,6 +1,7 @@
 #include "dlock/cli/command_line.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +33,7 @@ std::string ValueHint(const absl::CommandLineFlag& flag) {
   if (flag.IsOfType<absl::Duration>()) {
     return " (expected a duration such as 30s, 500ms, 2m, 1h30m)";
   }
-  if (flag.IsOfType<int>()) return " (expected an integer)";
+  if (flag.IsOfType<int>() || flag.IsOfType<int64_t>()) return " (expected an integer)";
   if (flag.IsOfType<bool>()) return " (expected true or false)";
   return "";
 }
@@ -54,7 +55,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(
       out.help = true;
       continue;
     }
-    if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
+    // A negative number (fenced-incr's DELTA) is an argument, not a flag.
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-" ||
+        arg.find_first_not_of("0123456789", 1) == std::string::npos) {
       out.positional.push_back(arg);
       continue;
     }
@@ -161,6 +164,16 @@ std::string UsageText(const std::string& program) {
       "      With --force declares it trusted, for servers that never served\n"
       "      locks or whose data survived; UNSAFE right after a restart that\n"
       "      lost data. Without --force on an untrusted server: exit 64.\n"
+      "  ", program, " fence-check [--store URL] [--fence N] RESOURCE\n"
+      "  ", program, " fenced-set [--store URL] [--fence N] RESOURCE KEY VALUE\n"
+      "  ", program, " fenced-incr [--store URL] [--fence N] [--floor F] RESOURCE KEY DELTA\n"
+      "      Fenced writes to a Redis store (--store, default the first\n"
+      "      --redis) with the fence from --fence or $DLOCK_FENCE (dlock run\n"
+      "      exports it): applied and the fence recorded only if it is >= the\n"
+      "      highest recorded for RESOURCE; else exit 80 (stale: a newer\n"
+      "      holder wrote). fence-check only records it; fenced-incr prints\n"
+      "      the new value, exit 81 if it would go below --floor. KEY must\n"
+      "      carry {RESOURCE} (one Cluster slot), e.g. stock:{sku-42}.\n"
       "\n"
       "URLs: redis://[user:password@]host:port[/db], unix:///path/to/sock[?db=N],\n"
       "rediss://[user:password@]host:port[/db] (TLS: the server certificate is\n"
@@ -177,7 +190,8 @@ std::string UsageText(const std::string& program) {
       "  run: the command's status (128+N if killed by signal N)\n"
       "  64 bad usage   69 Redis unavailable   70 internal error\n"
       "  75 lock busy   77 permission denied   78 check: unsafe setting\n"
-      "  79 lock lost   126 command not executable   127 command not found\n"
+      "  79 lock lost   80 stale fence   81 below the floor\n"
+      "  126 command not executable   127 command not found\n"
       "\n"
       "flags ('-' and '_' are interchangeable in names):\n");
   std::vector<absl::CommandLineFlag*> flags;

@@ -44,6 +44,16 @@ TEST_F(CommandLineTest, SplitsSubcommandRepeatedRedisAndCommand) {
   EXPECT_FALSE(cl->help);
 }
 
+TEST_F(CommandLineTest, ANegativeNumberIsAnArgumentNotAFlag) {
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(
+      {"dlock", "fenced-incr", "--fence", "3", "--floor", "-5", "sku", "stock:{sku}", "-1"});
+  ASSERT_THAT(cl, IsOk());
+  EXPECT_THAT(cl->positional, ElementsAre("fenced-incr", "sku", "stock:{sku}", "-1"));
+  EXPECT_EQ(absl::GetFlag(FLAGS_floor), -5);
+  EXPECT_EQ(absl::GetFlag(FLAGS_fence), 3);
+  EXPECT_THAT(ParseCommandLine({"dlock", "-1x"}), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST_F(CommandLineTest, BooleanNegationAndHelp) {
   absl::SetFlag(&FLAGS_verbose, true);
   absl::StatusOr<CommandLine> cl =

@@ -17,6 +17,9 @@
 //   79   | lock lost while the command ran: renewal was refused or did not
 //        | succeed before the lease's deadline; the command was signalled per
 //        | --on-lost, and dlock exits 79 once it has ended.
+//   80   | fenced write (fence-check, fenced-set, fenced-incr): stale fence,
+//        | a newer holder has written to the store; nothing was written.
+//   81   | fenced-incr: the result would be below --floor; nothing written.
 //   126  | the command could not be executed (permission, not executable).
 //   127  | the command was not found.
 //
@@ -47,6 +50,8 @@ inline constexpr int kExitBusy = 75;
 inline constexpr int kExitNoPermission = 77;
 inline constexpr int kExitUnsafe = 78;
 inline constexpr int kExitLost = 79;
+inline constexpr int kExitStaleFence = 80;
+inline constexpr int kExitBelowFloor = 81;
 inline constexpr int kExitCannotExecute = 126;
 inline constexpr int kExitNotFound = 127;
 

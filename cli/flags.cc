@@ -97,3 +97,12 @@ ABSL_FLAG(bool, tls_insecure_skip_verify, false,
           "rediss://: DANGEROUS, for throw-away test set-ups only: accept any "
           "server certificate (encrypted but not authenticated); dlock check "
           "warns");
+ABSL_FLAG(std::string, store, "",
+          "fence-check/fenced-set/fenced-incr: URL of the Redis store the "
+          "fenced write goes to (default: the first --redis)");
+ABSL_FLAG(int64_t, fence, 0,
+          "fence-check/fenced-set/fenced-incr: the holder's fence (default: "
+          "$DLOCK_FENCE, which dlock run exports)");
+ABSL_FLAG(int64_t, floor, 0,
+          "fenced-incr: refuse (exit 81, nothing written) a result below this "
+          "value (default: no floor)");

@@ -33,5 +33,8 @@ ABSL_DECLARE_FLAG(std::string, tls_server_name);
 ABSL_DECLARE_FLAG(bool, tls_insecure_skip_verify);
 ABSL_DECLARE_FLAG(int, min_replicas);
 ABSL_DECLARE_FLAG(absl::Duration, min_replicas_timeout);
+ABSL_DECLARE_FLAG(std::string, store);
+ABSL_DECLARE_FLAG(int64_t, fence);
+ABSL_DECLARE_FLAG(int64_t, floor);
 
 #endif  // DLOCK_CLI_FLAGS_H_

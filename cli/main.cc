@@ -18,6 +18,7 @@
 #include "dlock/cli/command_line.h"
 #include "dlock/cli/commands.h"
 #include "dlock/cli/exit_codes.h"
+#include "dlock/cli/fenced_commands.h"
 #include "dlock/cli/flags.h"
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/lock/lock_commands.h"
@@ -79,7 +80,9 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
   if (cl->positional.empty()) {
-    return UsageError(program, "missing subcommand (run, status, check, unlock or trust)");
+    return UsageError(program,
+                      "missing subcommand (run, status, check, unlock, trust, fence-check, "
+                      "fenced-set or fenced-incr)");
   }
   const std::string sub = cl->positional[0];
 
@@ -254,6 +257,13 @@ int Main(int argc, char** argv) {
     return TrustCommand(common, absl::GetFlag(FLAGS_restart_window),
                         absl::GetFlag(FLAGS_force));
   }
+  if (IsFencedCommand(sub)) {
+    const int64_t floor = absl::GetFlag(FLAGS_floor);
+    return FencedCommand(
+        common, sub, std::vector<std::string>(cl->positional.begin() + 1, cl->positional.end()),
+        absl::GetFlag(FLAGS_store), absl::GetFlag(FLAGS_fence),
+        cl->given.count("floor") > 0 ? &floor : nullptr);
+  }
   if (sub == "unlock") {
     if (cl->positional.size() != 2) {
       return UsageError(program, "unlock needs exactly one RESOURCE");
@@ -261,7 +271,8 @@ int Main(int argc, char** argv) {
     return UnlockCommand(common, cl->positional[1], absl::GetFlag(FLAGS_force));
   }
   return UsageError(program, absl::StrCat("unknown subcommand \"", sub,
-                                          "\" (expected run, status, check, unlock or trust)"));
+                                          "\" (expected run, status, check, unlock, trust, "
+                                          "fence-check, fenced-set or fenced-incr)"));
 }
 
 }  // namespace

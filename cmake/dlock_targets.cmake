@@ -177,12 +177,52 @@ dlock_library(client INSTALL
   PUBLIC_DEPS dlock::blocking dlock::lock dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS dlock::watchdog dlock::redlock dlock::uv)
 
+# ---- Fenced writes: the Redis store (issue 24) -----------------------------
+# The outcome every fenced store reports and the Redis fenced store, over
+# the transport interfaces only (dlock::fenced); its blocking wrapper over
+# PostAndWait (dlock::fenced_blocking); the one-call client from a URL
+# (dlock::fenced_client). pkg-config: dlock-fenced.pc.
+
+dlock_library(fenced INSTALL
+  BAZEL //fenced:fence_status //fenced:redis_store_script //fenced:redis_store
+  SRCS fenced/fence_status.cc fenced/redis_store_script.cc fenced/redis_store.cc
+  HDRS fenced/fence_status.h fenced/redis_store_script.h fenced/redis_store.h
+  PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl)
+
+dlock_library(fenced_blocking INSTALL
+  BAZEL //fenced:blocking_redis_store
+  SRCS fenced/blocking_redis_store.cc
+  HDRS fenced/blocking_redis_store.h
+  PUBLIC_DEPS dlock::fenced dlock::blocking dlock::transport PkgConfig::dlock_absl)
+
+dlock_library(fenced_client INSTALL
+  BAZEL //fenced:redis_store_client
+  SRCS fenced/redis_store_client.cc
+  HDRS fenced/redis_store_client.h
+  PUBLIC_DEPS dlock::fenced_blocking dlock::fenced dlock::transport PkgConfig::dlock_absl
+  PRIVATE_DEPS dlock::uv)
+
+dlock_library(redis_store_suite TESTONLY
+  BAZEL //fenced:redis_store_suite
+  HDRS fenced/redis_store_suite.h
+  PUBLIC_DEPS dlock::fenced dlock::status_matchers)
+
+dlock_test(fence_status_test BAZEL //fenced:fence_status_test
+  SRCS fenced/fence_status_test.cc DEPS dlock::fenced)
+dlock_test(redis_store_fake_test BAZEL //fenced:redis_store_fake_test
+  SRCS fenced/redis_store_fake_test.cc
+  DEPS dlock::redis_store_suite dlock::fenced dlock::fake dlock::status_matchers)
+
+dlock_bazel_only(//fenced:redis_store_real_test //fenced:redis_store_client_real_test
+  REASON "needs a redis-server (tools/test runs it under Bazel)")
+
 # ---- The dlock CLI ---------------------------------------------------------
 
 # Internal (not installed): the CLI's command line and subcommands.
 dlock_library(cli
-  BAZEL //cli:command_line //cli:check //cli:commands
+  BAZEL //cli:command_line //cli:check //cli:commands //cli:fenced_commands
   SRCS cli/command_line.cc cli/flags.cc cli/check.cc cli/check_command.cc
+       cli/fenced_commands.cc
        cli/lock_key.cc cli/run_command.cc cli/session.cc cli/status_command.cc
        cli/trust_command.cc cli/unlock_command.cc cli/readers_status.cc
        cli/fair_queue_status.cc
@@ -192,7 +232,8 @@ dlock_library(cli
        cli/commands.h cli/lock_key.h cli/session.h cli/readers_status.h
        cli/fair_queue_status.h
        cli/check_cluster.h cli/check_gather.h cli/trust_cluster.h
-  PUBLIC_DEPS dlock::client dlock::lock dlock::redlock dlock::watchdog
+       cli/fenced_commands.h
+  PUBLIC_DEPS dlock::client dlock::fenced dlock::lock dlock::redlock dlock::watchdog
               dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
               PkgConfig::dlock_libuv)
 

@@ -46,6 +46,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "dlock/fenced/redis_store_script.h"
 #include "dlock/lock/fair_scripts.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/semaphore_scripts.h"
@@ -1131,6 +1132,95 @@ TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
   EXPECT_GT(granted, 50);
   EXPECT_GT(full, 50);
   EXPECT_GT(trimmed, 50);
+}
+
+// The Redis fenced store's script (fenced/redis_store_script.h): a seeded
+// random sequence of fenced writes (fences 1-6 on two resources, 0-3
+// operations of every verb, floors, TTLs far away) with foreign data in the
+// data keys and the fence records, and inspection of both.
+TEST(DifferentialTest, FencedWriteScriptMatchesARealServer) {
+  auto server = testing::RedisServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  ManualEventLoop loop;
+  FakeRedis fake(&loop);
+  const Script& script = fenced::FencedRedisWriteScript();
+  const Argv load = {"SCRIPT", "LOAD", script.source()};
+  fake.Execute(load);
+  ASSERT_TRUE((*server)->Command(load).ok());
+  std::mt19937_64 rng(EnvInt("DLOCK_DIFFERENTIAL_SEED", 1));
+  auto pick = [&](std::vector<std::string> v) {
+    return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
+  };
+  auto number = [&](int lo, int hi) {
+    return absl::StrCat(std::uniform_int_distribution<int>(lo, hi)(rng));
+  };
+  int applied = 0, stale = 0, refused = 0;
+  std::deque<std::string> recent;
+  for (int i = 0; i < EnvInt("DLOCK_DIFFERENTIAL_COMMANDS", 3000); ++i) {
+    const std::string r = pick({"{a}", "{b}"});
+    const std::string record = "f:" + r;
+    Argv argv;
+    switch (std::uniform_int_distribution<int>(0, 9)(rng)) {
+      case 0: case 1: case 2: case 3: case 4: case 5: {
+        std::vector<std::string> data = {r + "x", r + "y", r + "z"};
+        std::shuffle(data.begin(), data.end(), rng);
+        const int n = std::uniform_int_distribution<int>(0, 3)(rng);
+        argv = {"EVALSHA", script.sha1(), absl::StrCat(n + 1), record};
+        for (int k = 0; k < n; ++k) argv.push_back(data[k]);
+        argv.push_back(number(1, 6));
+        for (int k = 0; k < n; ++k) {
+          const std::string op = pick({"set", "hset", "incr", "incr", "del"});
+          argv.push_back(op);
+          if (op == "set") {
+            argv.push_back(pick({"v", "12", ""}));
+            argv.push_back(pick({"0", "0", "9000000"}));
+          } else if (op == "hset") {
+            argv.push_back("2");
+            for (const char* f : {"f", "g"}) {
+              argv.push_back(f);
+              argv.push_back(number(0, 9));
+            }
+          } else if (op == "incr") {
+            argv.push_back(number(-4, 4));
+            argv.push_back(pick({"", "0", "-2"}));
+          }
+        }
+        break;
+      }
+      case 6:
+        argv = pick({"a", "b", "c"}) == "a" ? Argv{"HSET", r + pick({"x", "y"}), "f", "1"}
+                                            : Argv{"SET", r + pick({"x", "y"}),
+                                                   pick({"abc", "9007199254740993", "-0", "7"})};
+        break;
+      case 7:
+        argv = pick({"a", "b", "c", "d"}) == "a"
+                   ? Argv{"SET", record, pick({"zz", "3", "99999999999999999"})}
+                   : Argv{"DEL", record, r + "x"};
+        break;
+      case 8:
+        argv = {pick({"GET", "TYPE"}), pick({record, r + "x", r + "y", r + "z"})};
+        break;
+      default:
+        argv = {"HGETALL", r + pick({"x", "y", "z"})};
+    }
+    absl::StatusOr<Reply> real = (*server)->Command(argv);
+    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
+    const Reply mine = fake.Execute(argv);
+    ASSERT_TRUE(Agree(argv, mine, *real))
+        << "#" << i << " " << Render(argv) << "\n  fake: " << mine.DebugString()
+        << "\n  real: " << real->DebugString() << "\n  previous:\n    "
+        << absl::StrJoin(recent, "\n    ");
+    if (argv[0] == "EVALSHA" && mine.is_array() && !mine.elements.empty()) {
+      const std::string& tag = mine.elements[0].str;
+      (tag == "applied" ? applied : tag == "stale" ? stale : refused)++;
+    }
+    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
+    if (recent.size() > 8) recent.pop_front();
+  }
+  // The run met every kind of outcome many times.
+  EXPECT_GT(applied, 100);
+  EXPECT_GT(stale, 100);
+  EXPECT_GT(refused, 50);
 }
 
 // The fair lock's keyspace after a step, the same on both servers: the

@@ -1,0 +1,204 @@
+// Drives the real `dlock` binary's fenced-write subcommands (fence-check,
+// fenced-set, fenced-incr; cli/fenced_commands.h) against private
+// redis-servers, as a shell user would: with `dlock run`'s $DLOCK_FENCE, a
+// store that is another Redis than the lock's, and every refusal's exit
+// code (80 stale, 81 below the floor, 64 bad input, 69 store down, 70
+// foreign data).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "dlock/testing/redis_server.h"
+#include "dlock/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+extern char** environ;
+
+namespace dlock {
+namespace {
+
+using ::dlock::testing::IsOk;
+using ::dlock::testing::RedisServer;
+using ::testing::HasSubstr;
+
+constexpr int kExitUsage = 64;
+constexpr int kExitUnavailable = 69;
+constexpr int kExitInternal = 70;
+constexpr int kExitStaleFence = 80;
+constexpr int kExitBelowFloor = 81;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Binary() { return absl::StrCat(std::getenv("TEST_SRCDIR"), "/dlock/cli/dlock"); }
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs dlock with `args` (and `env` added to the environment) to the end.
+// Every command here is bounded by dlock's own --timeout.
+Outcome RunDlock(std::vector<std::string> args, std::vector<std::string> env = {}) {
+  static int counter = 0;
+  const std::string stem =
+      absl::StrCat(std::getenv("TEST_TMPDIR"), "/fenced-", getpid(), "-", ++counter);
+  std::vector<std::string> argv = {Binary(), "--timeout", "5s"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::vector<std::string> envs;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string(*e).rfind("DLOCK_FENCE=", 0) != 0) envs.emplace_back(*e);
+  }
+  envs.insert(envs.end(), env.begin(), env.end());
+  std::vector<char*> cenv;
+  for (std::string& e : envs) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, (stem + ".out").c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, (stem + ".err").c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  Outcome o;
+  if (rc != 0) return o;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  o.out = ReadFile(stem + ".out");
+  o.err = ReadFile(stem + ".err");
+  return o;
+}
+
+class DlockFencedCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto lock = RedisServer::Start();
+    ASSERT_THAT(lock.status(), IsOk());
+    lock_ = *std::move(lock);
+    auto store = RedisServer::Start();
+    ASSERT_THAT(store.status(), IsOk());
+    store_ = *std::move(store);
+  }
+
+  std::string LockUrl() const { return absl::StrCat("redis://", lock_->address()); }
+  std::string StoreUrl() const { return absl::StrCat("redis://", store_->address()); }
+  Reply Store(std::vector<std::string> argv) {
+    auto r = store_->Command(std::move(argv));
+    EXPECT_THAT(r.status(), IsOk());
+    return r.ok() ? *r : Reply::Error("no reply");
+  }
+
+  std::unique_ptr<RedisServer> lock_;
+  std::unique_ptr<RedisServer> store_;
+};
+
+TEST_F(DlockFencedCliTest, FenceCheckRecordsTheFenceAndRefusesALowerOneWith80) {
+  Outcome o = RunDlock({"fence-check", "--store", StoreUrl(), "--fence", "5", "job"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(Store({"GET", "dlock:fenced:{job}"}), Reply::String("5"));
+  o = RunDlock({"fence-check", "--store", StoreUrl(), "job"}, {"DLOCK_FENCE=5"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  o = RunDlock({"fence-check", "--store", StoreUrl(), "job"}, {"DLOCK_FENCE=4"});
+  EXPECT_EQ(o.code, kExitStaleFence);
+  EXPECT_THAT(o.err, HasSubstr("stale fence 4 < highest 5"));
+  // Per resource: another resource's fences are its own.
+  o = RunDlock({"fence-check", "--store", StoreUrl(), "--fence", "1", "other-job"});
+  EXPECT_EQ(o.code, 0) << o.err;
+}
+
+// The recipe of docs/fencing.md: the lock on one Redis, the data on
+// another. A's lease ended (here: its run finished) and B took the lock
+// with a higher fence and wrote; A's late write is refused, B's data stays.
+TEST_F(DlockFencedCliTest, ALateHolderOfDlockRunIsRefusedByTheStore) {
+  const std::string fence_file = absl::StrCat(std::getenv("TEST_TMPDIR"), "/a-fence");
+  Outcome a = RunDlock({"--redis", LockUrl(), "run", "job", "--", "sh", "-c",
+                   "echo $DLOCK_FENCE > " + fence_file});
+  ASSERT_EQ(a.code, 0) << a.err;
+  std::string a_fence(absl::StripAsciiWhitespace(ReadFile(fence_file)));
+  int64_t parsed = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(a_fence, &parsed)) << a_fence;
+  Outcome b = RunDlock({"--redis", LockUrl(), "run", "job", "--", Binary(), "fenced-set", "--store",
+                   StoreUrl(), "job", "result:{job}", "from-B"});
+  ASSERT_EQ(b.code, 0) << b.err;
+  Outcome late = RunDlock({"fenced-set", "--store", StoreUrl(), "job", "result:{job}", "from-A"},
+                     {"DLOCK_FENCE=" + a_fence});
+  EXPECT_EQ(late.code, kExitStaleFence) << late.err;
+  EXPECT_EQ(Store({"GET", "result:{job}"}), Reply::String("from-B"));
+}
+
+TEST_F(DlockFencedCliTest, FencedIncrPrintsTheValueAndStopsAtTheFloorWith81) {
+  Store({"SET", "stock:{sku}", "1"});
+  Outcome o = RunDlock({"fenced-incr", "--store", StoreUrl(), "--fence", "3", "--floor", "0", "sku",
+                   "stock:{sku}", "-1"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out, "0\n");
+  o = RunDlock({"fenced-incr", "--store", StoreUrl(), "--fence", "3", "--floor", "0", "sku",
+           "stock:{sku}", "-1"});
+  EXPECT_EQ(o.code, kExitBelowFloor) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("below the floor 0"));
+  EXPECT_EQ(Store({"GET", "stock:{sku}"}), Reply::String("0"));
+  // Without --store: the --redis server is the store.
+  o = RunDlock({"--redis", StoreUrl(), "fenced-incr", "--fence", "3", "sku", "stock:{sku}", "5"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out, "5\n");
+}
+
+TEST_F(DlockFencedCliTest, BadInputIs64AndWritesNothing) {
+  const std::string url = StoreUrl();
+  EXPECT_EQ(RunDlock({"fence-check", "--store", url, "job"}).code, kExitUsage);  // no fence
+  EXPECT_EQ(RunDlock({"fence-check", "--store", url, "--fence", "0", "job"}).code, kExitUsage);
+  EXPECT_EQ(RunDlock({"fence-check", "--store", url, "job"}, {"DLOCK_FENCE=-2"}).code, kExitUsage);
+  EXPECT_EQ(RunDlock({"fence-check", "--store", url, "job"}, {"DLOCK_FENCE=x"}).code, kExitUsage);
+  Outcome slot = RunDlock({"fenced-set", "--store", url, "--fence", "1", "job", "result", "v"});
+  EXPECT_EQ(slot.code, kExitUsage);
+  EXPECT_THAT(slot.err, HasSubstr("{job}"));
+  EXPECT_EQ(RunDlock({"fenced-incr", "--store", url, "--fence", "1", "job", "n:{job}", "x"}).code,
+            kExitUsage);
+  EXPECT_EQ(RunDlock({"fenced-set", "--store", url, "--fence", "1", "job", "k:{job}"}).code,
+            kExitUsage);
+  EXPECT_EQ(RunDlock({"fence-check", "--store", url, "--fence", "1", "--floor", "0", "job"}).code,
+            kExitUsage);
+  EXPECT_EQ(RunDlock({"fence-check", "--store", "http://x", "--fence", "1", "job"}).code,
+            kExitUsage);
+  EXPECT_EQ(Store({"EXISTS", "dlock:fenced:{job}", "result", "n:{job}", "k:{job}"}),
+            Reply::Integer(0));
+}
+
+TEST_F(DlockFencedCliTest, ForeignDataIs70AndAStoreThatIsDownIs69) {
+  Store({"HSET", "k:{job}", "f", "v"});
+  Outcome o =
+      RunDlock({"fenced-set", "--store", StoreUrl(), "--fence", "1", "job", "k:{job}", "v"});
+  EXPECT_EQ(o.code, kExitInternal);
+  EXPECT_THAT(o.err, HasSubstr("WRONGTYPE"));
+  const std::string url = StoreUrl();
+  ASSERT_THAT(store_->Stop(), IsOk());
+  o = RunDlock({"fence-check", "--store", url, "--fence", "1", "job"});
+  EXPECT_EQ(o.code, kExitUnavailable) << o.err;
+}
+
+}  // namespace
+}  // namespace dlock
