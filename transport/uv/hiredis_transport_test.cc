@@ -16,6 +16,7 @@
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/script.h"
+#include "dlock/transport/uv/script_order_check.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 #include "dlock/transport/uv/uv_test_loop.h"
 #include "gmock/gmock.h"
@@ -360,7 +361,7 @@ TEST_F(HiredisTransportTest, CommandsSentWhileConnectingWaitForTheConnection) {
   EXPECT_THAT(Call({"PING"}), IsOkAndHolds(Reply::Status("PONG")));
 }
 
-TEST_F(HiredisTransportTest, ScriptFallsBackToEvalAfterScriptFlush) {
+TEST_F(HiredisTransportTest, ScriptRunsAgainAfterScriptFlush) {
   MakeTransport(Options());
   static const Script script("return 'got ' .. ARGV[1] .. KEYS[1]");
   auto run = [&](std::string arg) {
@@ -376,6 +377,14 @@ TEST_F(HiredisTransportTest, ScriptFallsBackToEvalAfterScriptFlush) {
               IsOkAndHolds(Reply::Array({Reply::Integer(1)})));
   ASSERT_THAT(server_->Command({"SCRIPT", "FLUSH"}), IsOk());
   EXPECT_THAT(run("b"), IsOkAndHolds(Reply::String("got bk")));
+}
+
+TEST_F(HiredisTransportTest, ScriptsKeepCommandOrderWhateverTheScriptCacheHolds) {
+  MakeTransport(Options());
+  script_order_check::ExpectScriptsKeepOrderAcrossScriptFlush(
+      *transport_, loop_, [this](std::vector<std::string> argv) {
+        return server_->Command(std::move(argv));
+      });
 }
 
 TEST_F(HiredisTransportTest, SelectsTheConfiguredDatabase) {
