@@ -401,6 +401,7 @@ TEST_F(HiredisTransportTest, ScriptsAreLoadedAgainOnTheConnectionMadeAfterAResta
   ASSERT_THAT(*r0.result, IsOkAndHolds(Reply::Integer(1)));
   // A restart empties the cache; another client then loads the release.
   ASSERT_THAT(server_->Kill(), IsOk());
+  EXPECT_THAT(Call({"PING"}), StatusIs(absl::StatusCode::kUnavailable));  // seen lost
   ASSERT_THAT(server_->Restart(), IsOk());
   ASSERT_TRUE(loop_.RunUntil([&] { return transport_->connected(); }));
   ASSERT_THAT(server({"SCRIPT", "LOAD", ReleaseLike().source()}), IsOk());
