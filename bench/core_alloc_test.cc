@@ -61,6 +61,11 @@ class NullTransport : public Transport {
                                                                   : kOne;
     return absl::OkStatus();
   }
+  // A connection whose scripts are loaded (the steady state): EVALSHA.
+  absl::Status SendScript(absl::string_view, absl::Span<const absl::string_view> argv,
+                          absl::Duration timeout, ReplyCallback callback) override {
+    return SendArgv(argv, timeout, std::move(callback));
+  }
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
       std::string, MessageCallback, absl::AnyInvocable<void(absl::Status) &&>) override {
     return absl::UnimplementedError("no pub/sub");

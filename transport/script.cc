@@ -69,19 +69,14 @@ absl::Status Script::Run(Transport& transport, std::vector<std::string> keys,
 
 namespace script_internal {
 
-// Owns a call from the transport's callback; see SendOn for the fallback's
-// rejection. Fits a callback's inline storage (one pointer).
+// Owns a call from the transport's callback. Fits a callback's inline
+// storage (one pointer).
 struct ScriptCall::Owner {
   explicit Owner(ScriptCall* c) : call(c) {}
   Owner(Owner&& o) noexcept : call(std::exchange(o.call, nullptr)) {}
   Owner& operator=(Owner&&) = delete;
   ~Owner() {
-    if (call == nullptr) return;
-    if (call->in_fallback_send_) {
-      call->dropped_ = true;  // SendOn reports the rejection
-    } else {
-      Delete(call);
-    }
+    if (call != nullptr) Delete(call);
   }
   ScriptCall* call;
 };
@@ -110,11 +105,7 @@ absl::Status ScriptCall::Start(const Script& script, Transport& transport,
   const size_t bytes_at = views_at + argc * sizeof(absl::string_view);
   char* mem = static_cast<char*>(::operator new(bytes_at + bytes));
   ScriptCall* call = construct(mem);
-  call->script_ = &script;
-  call->transport_ = &transport;
-  call->timeout_ = timeout;
   call->argv_ = reinterpret_cast<absl::string_view*>(mem + views_at);
-  call->argc_ = argc;
   call->num_keys_ = keys.size();
   char* out = mem + bytes_at;
   auto copy = [&out](absl::string_view v) {
@@ -130,44 +121,17 @@ absl::Status ScriptCall::Start(const Script& script, Transport& transport,
   size_t i = 3;
   for (absl::string_view k : keys) new (&argv[i++]) absl::string_view(copy(k));
   for (absl::string_view a : args) new (&argv[i++]) absl::string_view(copy(a));
-  return call->SendOn(transport);
-}
-
-absl::Status ScriptCall::SendOn(Transport& transport) {
-  const absl::Span<const absl::string_view> argv(argv_, argc_);
-  const bool fallback = in_fallback_send_;
-  absl::Status s = transport.SendArgv(
-      argv, timeout_, [owner = Owner(this)](absl::StatusOr<Reply> reply) mutable {
-        OnReply(std::exchange(owner.call, nullptr), std::move(reply));
+  // The views and the script's body stay valid until the callback has run
+  // or been destroyed (the Owner deletes the call only then), as
+  // SendScript requires. A rejection destroys the callback, and with it the
+  // call and its handler (never run), as the transport contract says.
+  return transport.SendScript(
+      script.source(), absl::MakeConstSpan(argv, argc), timeout,
+      [owner = Owner(call)](absl::StatusOr<Reply> reply) mutable {
+        ScriptCall* c = std::exchange(owner.call, nullptr);
+        c->Deliver(std::move(reply));
+        Delete(c);
       });
-  // Only the fallback gets here with the call still to answer: the first
-  // send's rejection destroyed it with its handler (never run), as the
-  // transport contract says.
-  if (fallback) {
-    in_fallback_send_ = false;
-    if (dropped_) {
-      Deliver(s.ok() ? absl::InternalError("transport dropped an accepted command")
-                     : std::move(s));
-      Delete(this);
-    }
-    return absl::OkStatus();
-  }
-  return s;
-}
-
-void ScriptCall::OnReply(ScriptCall* call, absl::StatusOr<Reply> reply) {
-  if (!reply.ok() || !reply->IsErrorWithPrefix("NOSCRIPT") || call->argv_[0] == "EVAL") {
-    call->Deliver(std::move(reply));
-    Delete(call);
-    return;
-  }
-  // Not cached on this server: the script did not run. Send the body. We
-  // are inside a transport callback, so the new callback cannot run inside
-  // this send; exactly-once is kept by the transport.
-  call->argv_[0] = "EVAL";
-  call->argv_[1] = call->script_->source();
-  call->in_fallback_send_ = true;
-  (void)call->SendOn(*call->transport_);
 }
 
 }  // namespace script_internal

@@ -1,10 +1,11 @@
 // This header defines `Script`: a Lua script for Redis with its SHA-1, run
-// by `EVALSHA` and, when the server answers `NOSCRIPT` (script cache empty:
-// a restart, a failover, `SCRIPT FLUSH`), transparently again by `EVAL`.
-//
-// A `NOSCRIPT` reply means the script did not run, so the fallback can never
-// run it twice. The fallback `EVAL` gets the same `timeout` again, so the
-// whole call is bounded by twice the timeout.
+// through `Transport::SendScript`, which keeps command order whatever the
+// server's script cache holds (transport.h): a real connection sends
+// `SCRIPT LOAD body` right before the first EVALSHA of a script on each new
+// connection, so an empty cache (a restart, a failover, `SCRIPT FLUSH`)
+// never sends the script one round trip later, behind commands sent after
+// it (issue 22: a release overtaking its acquire's fallback EVAL left a
+// ghost key). The whole call is bounded by `timeout`.
 //
 // A Script is immutable after construction and thread-safe; it may be
 // shared by any number of transports and loops. It must outlive the commands
@@ -34,9 +35,10 @@ namespace script_internal {
 
 // One script call in flight. It is ONE heap allocation: this object, the
 // caller's reply handler (a derived Handler<F>) and, behind them, a copy
-// of the call's argv (views and bytes) kept for the NOSCRIPT fallback. The
-// transport's callback holds only a pointer to it, so it stays in the
-// callback's inline storage.
+// of the call's EVALSHA argv (views and bytes), which Transport::SendScript
+// may read until the callback has run (a connection re-sends it after a
+// flush, or writes it once connected). The transport's callback holds only
+// a pointer to it, so it stays in the callback's inline storage.
 class ScriptCall {
  public:
   ScriptCall(const ScriptCall&) = delete;
@@ -44,7 +46,7 @@ class ScriptCall {
 
   // Allocates a call of `handler_size` bytes (built by `construct` in the
   // memory given to it) plus room for the argv, copies the argv, and sends
-  // EVALSHA on `transport`. Returns the transport's rejection (the handler
+  // it with `transport.SendScript`. Returns the transport's rejection (the handler
   // is then destroyed and never runs).
   static absl::Status Start(const Script& script, Transport& transport,
                             absl::Span<const absl::string_view> keys,
@@ -67,17 +69,9 @@ class ScriptCall {
  private:
   struct Owner;
   static void Delete(ScriptCall* call);
-  static void OnReply(ScriptCall* call, absl::StatusOr<Reply> reply);
-  absl::Status SendOn(Transport& transport);
 
-  const Script* script_ = nullptr;
-  Transport* transport_ = nullptr;
-  absl::Duration timeout_;
-  absl::string_view* argv_ = nullptr;  // cmd, body, numkeys, keys, args
-  size_t argc_ = 0;
+  absl::string_view* argv_ = nullptr;  // EVALSHA, sha1, numkeys, keys, args
   size_t num_keys_ = 0;
-  bool in_fallback_send_ = false;
-  bool dropped_ = false;
 };
 
 template <typename F>
@@ -126,10 +120,10 @@ class Script {
   // this call returns) and any move-only handler, called as
   // `on_reply(StatusOr<Reply>)` or, if it takes them,
   // `on_reply(StatusOr<Reply>, Span<const string_view> keys)` (the call's
-  // keys, e.g. to name them in an error). The handler, a copy of the argv
-  // for the fallback and the call's state share ONE heap allocation, and
-  // the argv goes to the transport as views (Transport::SendArgv): the
-  // lock primitives' hot path.
+  // keys, e.g. to name them in an error). The handler, the copy of the
+  // argv that Transport::SendScript reads, and the call's state share ONE
+  // heap allocation, and the argv goes to the transport as views: the lock
+  // primitives' hot path.
   template <typename F>
   absl::Status Invoke(Transport& transport, absl::Span<const absl::string_view> keys,
                       absl::Span<const absl::string_view> args,

@@ -20,6 +20,17 @@
 //     transport was closed.
 //   - Commands sent in one loop turn are written together (pipelining) and
 //     answered in order.
+//   - Order (issue 22): a command sent after another on one transport is
+//     applied on the server after it, scripts included, whatever the
+//     server's script cache holds. A script sent with `SendScript` is never
+//     re-sent behind a later command: when a `NOSCRIPT` reply (the cache was
+//     flushed under the connection: `SCRIPT FLUSH`, or Redis >= 7.4 evicting
+//     scripts) finds that something was sent after the script on the same
+//     connection, the script did not run and the callback gets kUnavailable
+//     ("the server's script cache was flushed under the connection"), never
+//     a reordered re-send. A transport that forwards to others (Sentinel,
+//     Cluster) keeps the order per connection it forwards to: commands that
+//     went to different nodes have no order between them.
 //
 // Not thread-safe: call only on the loop's thread.
 #ifndef DLOCK_TRANSPORT_TRANSPORT_H_
@@ -32,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -82,6 +94,33 @@ class Transport {
     for (absl::string_view a : argv) owned.emplace_back(a);
     return Send(std::move(owned), timeout, std::move(callback));
   }
+
+  // Runs a Lua script, keeping the order above. `evalsha_argv` is
+  // `EVALSHA sha1 numkeys keys... args...` (at least 3 entries; argv[1] is
+  // the lower-case hex SHA-1 of `body`); `body` is the script's source.
+  // The reply is the script's, as EVAL would give it: a NOSCRIPT reply never
+  // reaches the callback (see the order rule above; it becomes kUnavailable
+  // when the script could not be re-sent in order).
+  //
+  // Lifetime: `body` and the views of `evalsha_argv` must stay valid until
+  // the callback has run or been destroyed (a connection may write them
+  // later: while it waits to connect, or to re-send after a flush). Script
+  // (script.h) keeps them in the call's one allocation.
+  //
+  // Same rejections as Send, plus kInvalidArgument for fewer than 3 argv
+  // entries. The default (for transports written outside dlock) sends
+  // `EVAL body numkeys keys... args...` through SendArgv: always in order,
+  // whatever the cache holds, at the cost of the body on every call. The
+  // real connections (ReconnectingTransport: hiredis and TLS; FakeTransport)
+  // keep, per connection, the SHA-1s known loaded on it: a script not yet
+  // known goes out as `SCRIPT LOAD body` pipelined right before its EVALSHA
+  // (SCRIPT LOAD, not EVAL: Redis >= 7.4 may evict scripts loaded by EVAL,
+  // never those loaded by SCRIPT LOAD), so the EVALSHA behind it finds it
+  // whatever happened before; the set starts empty on every new connection.
+  // Forwarding transports (Sentinel, Cluster, UvTransport) forward it.
+  virtual absl::Status SendScript(absl::string_view body,
+                                  absl::Span<const absl::string_view> evalsha_argv,
+                                  absl::Duration timeout, ReplyCallback callback);
 
   // Subscribes to `channel`. `on_ready` runs once, on the loop, with OK when
   // the server has confirmed the subscription (messages published after that
@@ -139,6 +178,26 @@ class Transport {
   // (the transport does not tell; owners then cannot wait for it to drain).
   virtual size_t pending_commands() const { return 0; }
 };
+
+inline absl::Status Transport::SendScript(absl::string_view body,
+                                         absl::Span<const absl::string_view> evalsha_argv,
+                                         absl::Duration timeout, ReplyCallback callback) {
+  if (evalsha_argv.size() < 3) {
+    return absl::InvalidArgumentError("a script command needs EVALSHA, sha1 and numkeys");
+  }
+  absl::InlinedVector<absl::string_view, 16> eval(evalsha_argv.begin(), evalsha_argv.end());
+  eval[0] = "EVAL";
+  eval[1] = body;
+  return SendArgv(eval, timeout, std::move(callback));
+}
+
+// The kUnavailable message of a script that did not run because the
+// server's script cache was flushed under its connection and something had
+// been sent after it (see the order rule above).
+inline constexpr absl::string_view kScriptCacheFlushedMessage =
+    "the script did not run: the server's script cache was flushed under the "
+    "connection after it was loaded, and a later command had already been sent, so it "
+    "was not re-sent out of order (SCRIPT FLUSH, or Redis evicting scripts)";
 
 inline absl::Status Transport::Connect(
     absl::AnyInvocable<void(absl::Status) &&> callback) {

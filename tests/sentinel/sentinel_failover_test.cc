@@ -33,6 +33,7 @@ using ::dlock::testing::IsOk;
 using ::dlock::testing::SentinelDeployment;
 using ::dlock::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class SentinelFailoverTest : public ::testing::Test {
  protected:
@@ -202,6 +203,8 @@ TEST_F(SentinelFailoverTest, HeldLeaseSurvivesSentinelFailoverWithReplicaAck) {
   ASSERT_TRUE(FollowsTo(holder_conn, *new_master) || FollowsTo(holder_conn, *new_master))
       << holder_conn->sentinel()->last_error();
   ASSERT_TRUE(FollowsTo(rival_conn, *new_master)) << rival_conn->sentinel()->last_error();
+  // Counted from here: the scripts below are the first on the new master.
+  ASSERT_THAT(deployment_->data(*new_master).Command({"CONFIG", "RESETSTAT"}), IsOk());
 
   // The other replica follows the new master within the failover; the old
   // master rejoins as a replica only later (Sentinel converts it after its
@@ -212,6 +215,17 @@ TEST_F(SentinelFailoverTest, HeldLeaseSurvivesSentinelFailoverWithReplicaAck) {
   EXPECT_THAT(stolen, StatusIs(absl::StatusCode::kAborted));
   absl::StatusOr<Lease> extended = ExtendNow(Lock(holder_conn, 1), *held);
   EXPECT_THAT(extended, IsOk());
+  // Issue 22: each connection to the new master loaded its scripts right
+  // before their first EVALSHA there; none met NOSCRIPT, and no EVAL was
+  // sent a round trip later, behind commands sent after it.
+  absl::StatusOr<Reply> errors = deployment_->data(*new_master).Command({"INFO", "errorstats"});
+  ASSERT_THAT(errors, IsOk());
+  EXPECT_THAT(errors->str, Not(HasSubstr("errorstat_NOSCRIPT"))) << errors->str;
+  absl::StatusOr<Reply> commands =
+      deployment_->data(*new_master).Command({"INFO", "commandstats"});
+  ASSERT_THAT(commands, IsOk());
+  EXPECT_THAT(commands->str, HasSubstr("cmdstat_script|load:"));
+  EXPECT_THAT(commands->str, Not(HasSubstr("cmdstat_eval:")));
 
   // The subscription moved to the new master.
   loop_.RunUntil([&] {
@@ -248,8 +262,7 @@ TEST_F(SentinelFailoverTest, KillMinusNineOfTheMasterIsFollowed) {
   absl::StatusOr<Lease> two = AcquireNow(lock, "after");
   EXPECT_THAT(two, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_TRUE(IsReplicaShortfall(two.status())) << two.status();
-  // Its key is released in the background (the release script may need the
-  // EVAL fallback on a new master, so it can land after a later command).
+  // Its key is released in the background.
   EXPECT_TRUE(loop_.RunUntil([&] {
     absl::StatusOr<Reply> r =
         deployment_->data(*new_master).Command({"EXISTS", keys_.LockKey("after")});

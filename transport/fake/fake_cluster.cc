@@ -205,6 +205,27 @@ absl::Status FakeClusterConnection::Send(std::vector<std::string> argv,
   return inner_.Send(std::move(argv), timeout, std::move(callback));
 }
 
+absl::Status FakeClusterConnection::SendScript(
+    absl::string_view body, absl::Span<const absl::string_view> evalsha_argv,
+    absl::Duration timeout, ReplyCallback callback) {
+  if (evalsha_argv.empty() || cluster_ == nullptr) {
+    return inner_.SendScript(body, evalsha_argv, timeout, std::move(callback));
+  }
+  std::vector<std::string> argv;
+  argv.reserve(evalsha_argv.size());
+  for (absl::string_view a : evalsha_argv) argv.emplace_back(a);
+  cluster_->received_[address_].push_back(argv);
+  const bool asking = asking_;
+  asking_ = false;
+  std::optional<Reply> answer = cluster_->Intercept(address_, asking, argv);
+  if (answer.has_value()) {
+    // Not applied (nor its load); the answer comes back after the round
+    // trip, in order.
+    inner_.FailNextWithReply(1, *std::move(answer));
+  }
+  return inner_.SendScript(body, evalsha_argv, timeout, std::move(callback));
+}
+
 absl::StatusOr<std::unique_ptr<Subscription>> FakeClusterConnection::Subscribe(
     std::string channel, MessageCallback on_message,
     absl::AnyInvocable<void(absl::Status) &&> on_ready) {

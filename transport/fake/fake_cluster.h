@@ -117,6 +117,12 @@ class FakeClusterConnection : public Transport {
 
   absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
                     ReplyCallback callback) override;
+  // Answered like its EVALSHA (MOVED, ASK, ...); when served, the inner
+  // FakeTransport's SendScript (loads the script first on a connection
+  // that has not).
+  absl::Status SendScript(absl::string_view body,
+                          absl::Span<const absl::string_view> evalsha_argv,
+                          absl::Duration timeout, ReplyCallback callback) override;
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
       std::string channel, MessageCallback on_message,
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;

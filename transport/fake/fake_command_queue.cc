@@ -1,6 +1,7 @@
 #include "dlock/transport/fake/fake_command_queue.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 namespace dlock {
@@ -15,20 +16,31 @@ uint64_t FakeCommandQueue::Add(absl::Duration timeout, ReplyCallback callback) {
   return id;
 }
 
-void FakeCommandQueue::Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply) {
+void FakeCommandQueue::Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply,
+                             std::string load_body) {
   const absl::Time now = tasks_->loop()->Now();
   const absl::Time apply_at = std::max(now + faults_->request_latency(), last_apply_at_);
   last_apply_at_ = apply_at;
   unapplied_[id] = tasks_->Schedule(apply_at - now, [this, id, argv = std::move(argv),
-                                                     drop_reply]() mutable {
-    RunApply(id, std::move(argv), drop_reply);
+                                                     drop_reply,
+                                                     load_body = std::move(load_body)]() mutable {
+    RunApply(id, std::move(argv), drop_reply, std::move(load_body));
   });
 }
 
-void FakeCommandQueue::RunApply(uint64_t id, std::vector<std::string> argv, bool drop_reply) {
+void FakeCommandQueue::RunApply(uint64_t id, std::vector<std::string> argv, bool drop_reply,
+                                std::string load_body) {
   unapplied_.erase(id);
+  std::optional<Reply> load_error;
+  if (!load_body.empty()) {
+    std::vector<Reply> loaded = session_->Command({"SCRIPT", "LOAD", std::move(load_body)});
+    if (!loaded.empty() && loaded.front().is_error()) load_error = loaded.front();
+  }
   std::vector<Reply> replies = session_->Command(std::move(argv));
   if (drop_reply || requests_.count(id) == 0) return;  // lost, or timed out
+  if (load_error.has_value() && replies.front().IsErrorWithPrefix("NOSCRIPT")) {
+    replies.front() = *std::move(load_error);
+  }
   Answer(id, std::move(replies.front()), faults_->reply_latency());
 }
 

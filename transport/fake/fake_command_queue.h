@@ -48,7 +48,12 @@ class FakeCommandQueue {
   uint64_t Add(absl::Duration timeout, ReplyCallback callback);
   // Applies `argv` on the server after the request latency (in order);
   // the reply is delivered after the reply latency unless `drop_reply`.
-  void Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply);
+  // With a `load_body`, `SCRIPT LOAD load_body` is applied right before
+  // `argv` (an EVALSHA; pipelined, as FakeTransport::SendScript writes
+  // them); if the load is refused, its error reply stands for the
+  // EVALSHA's NOSCRIPT.
+  void Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply,
+             std::string load_body = {});
   // Delivers `outcome` to command `id` `delay` from now (no earlier than
   // any outcome scheduled before it), replacing one already scheduled.
   void Answer(uint64_t id, absl::StatusOr<Reply> outcome, absl::Duration delay);
@@ -69,7 +74,8 @@ class FakeCommandQueue {
     uint64_t deliver_task = 0;
   };
 
-  void RunApply(uint64_t id, std::vector<std::string> argv, bool drop_reply);
+  void RunApply(uint64_t id, std::vector<std::string> argv, bool drop_reply,
+                std::string load_body);
   void Complete(uint64_t id, absl::StatusOr<Reply> outcome);
 
   TrackedTasks* const tasks_;

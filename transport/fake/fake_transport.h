@@ -17,6 +17,17 @@
 // turn: never inside Send. A command is atomic on the server: nothing else
 // runs between the redis.call()s of a script.
 //
+// Scripts (SendScript) keep command order as a real connection does
+// (transport.h): the connection keeps the SHA-1s loaded on it (forgotten on
+// every new connection: a server restart, Partition()); a script not yet
+// loaded goes out as `SCRIPT LOAD body` + `EVALSHA`, back to back (both in
+// sent(); the pair takes ONE fate from the fault plan: FailNext(1) fails
+// the script, not just its load). A NOSCRIPT reply (the cache was flushed
+// under the connection: SCRIPT FLUSH on the server) forgets every SHA-1;
+// the script is sent again (load + EVALSHA), once, if nothing was sent
+// after it on this connection, else the callback gets kUnavailable
+// (kScriptCacheFlushedMessage) -- never a re-send behind later commands.
+//
 // Outcomes (the callback runs exactly once, on the loop, never inside Send):
 //   - the Reply (an error reply like "NOSCRIPT ..." is a Reply of type kError);
 //   - kDeadlineExceeded at send + timeout when no reply came by then (the
@@ -71,11 +82,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/fake/fake_command_queue.h"
 #include "dlock/transport/fake/fake_fault_plan.h"
@@ -99,6 +112,10 @@ class FakeTransport : public Transport {
   // Transport (see the header comment).
   absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
                     ReplyCallback callback) override;
+  // See "Scripts" above. Copies what it keeps.
+  absl::Status SendScript(absl::string_view body,
+                          absl::Span<const absl::string_view> evalsha_argv,
+                          absl::Duration timeout, ReplyCallback callback) override;
   // kInvalidArgument for a null on_message, kCancelled after Close().
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
       std::string channel, MessageCallback on_message,
@@ -159,6 +176,20 @@ class FakeTransport : public Transport {
   EventLoop* loop() const { return loop_; }
 
  private:
+  // A script command in flight (SendScript), kept for a re-send.
+  struct ScriptSend {
+    std::string body;
+    std::vector<std::string> evalsha;
+    absl::Time deadline;
+    uint64_t serial = 0;  // sent_serial_ when it was sent
+    uint64_t epoch = 0;
+    bool resent = false;
+    ReplyCallback callback;
+  };
+  void IssueScript(ScriptSend send);
+  void OnNoScript(ScriptSend send);
+  void Log(std::vector<std::string> argv);
+
   EventLoop* loop_;
   FakeRedis* server_;
   // The pieces, each with one job (see their headers): the faults to
@@ -173,6 +204,11 @@ class FakeTransport : public Transport {
 
   bool closed_ = false;
   uint64_t epoch_ = 1;
+  // Commands sent on this connection (Send and SendScript), and the SHA-1s
+  // loaded on it (valid for loaded_epoch_ only).
+  uint64_t sent_serial_ = 0;
+  absl::flat_hash_set<std::string> loaded_;
+  uint64_t loaded_epoch_ = 1;
 
   uint64_t next_waiter_ = 1;
   std::map<uint64_t, absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;

@@ -275,7 +275,7 @@ TEST_F(FakeTransportTest, ConnectionEpochChangesOnlyWhenTheConnectionIsRemade) {
   EXPECT_EQ(conn_.connection_epoch(), 0u);
 }
 
-TEST_F(FakeTransportTest, ScriptFallsBackToEvalAfterRestartFlushedTheCache) {
+TEST_F(FakeTransportTest, ScriptIsLoadedOnEveryNewConnectionBeforeItRuns) {
   const Script script("return redis.call('incr', KEYS[1])");
   std::vector<std::string> results;
   auto run = [&] {
@@ -284,15 +284,197 @@ TEST_F(FakeTransportTest, ScriptFallsBackToEvalAfterRestartFlushedTheCache) {
                 IsOk());
     loop_.RunUntilIdle();
   };
-  run();  // NOSCRIPT, then EVAL
-  run();  // EVALSHA hits
+  run();  // SCRIPT LOAD + EVALSHA
+  run();  // EVALSHA
   server_.Restart();
-  run();  // NOSCRIPT again
+  run();  // a new connection: SCRIPT LOAD + EVALSHA again
   EXPECT_THAT(results, ElementsAre("(integer) 1", "(integer) 2", "(integer) 1"));
   EXPECT_EQ(conn_.CountSent("EVALSHA"), 3);
-  EXPECT_EQ(conn_.CountSent("eval"), 2);
-  EXPECT_EQ(conn_.CountScriptRuns(script.sha1()), 5);
+  EXPECT_EQ(conn_.CountSent("SCRIPT"), 2);
+  EXPECT_EQ(conn_.CountSent("eval"), 0);
+  EXPECT_EQ(conn_.CountScriptRuns(script.sha1()), 3);
   EXPECT_EQ(conn_.CountScriptRuns(Sha1Hex("other")), 0);
+}
+
+// ---- Order (issue 22): a command sent after a script runs after it ---------
+
+// The lock's three operations in miniature: a token-checked SET NX, a
+// compare-and-delete, and an extend that re-creates a missing key (what
+// RedLock's ExtendOrReacquire may do).
+const Script& AcquireLike() {
+  static const Script* s =
+      new Script("return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 60000)");
+  return *s;
+}
+const Script& ReleaseLike() {
+  static const Script* s = new Script(
+      "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end "
+      "return 0");
+  return *s;
+}
+const Script& ExtendOrReacquireLike() {
+  static const Script* s = new Script(
+      "local v = redis.call('get', KEYS[1]) "
+      "if v == ARGV[1] or not v then redis.call('set', KEYS[1], ARGV[1], 'PX', 60000) "
+      "return 1 end return 0");
+  return *s;
+}
+
+class ScriptOrderTest : public FakeTransportTest {
+ protected:
+  void RunScript(FakeTransport& t, const Script& script, std::string key, std::string arg,
+                 Outcome* out) {
+    ASSERT_THAT(script.Run(t, {std::move(key)}, {std::move(arg)}, kTimeout,
+                           [this, out](absl::StatusOr<Reply> r) {
+                             out->result = std::move(r);
+                             out->at = loop_.Now();
+                             ++out->calls;
+                           }),
+                IsOk());
+  }
+  // The commands the server applied for `conn_`, in order, as "NAME".
+  std::vector<std::string> Applied() {
+    std::vector<std::string> names;
+    for (const FakeRedis::LogEntry& e : server_.log()) {
+      if (e.session_id == conn_.session_id() && !e.from_script) names.push_back(e.argv[0]);
+    }
+    return names;
+  }
+};
+
+TEST_F(ScriptOrderTest, ColdScriptRunsBeforeACommandPipelinedBehindIt) {
+  // Nothing loaded: the acquire script is the first on the connection, and
+  // a DEL is written right behind it. The DEL must find the key.
+  conn_.SetLatency(absl::Milliseconds(2));
+  Outcome acquire, del;
+  RunScript(conn_, AcquireLike(), "lock", "t1", &acquire);
+  SendTo(conn_, {"DEL", "lock"}, &del);
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  ASSERT_EQ(acquire.calls, 1);
+  ASSERT_EQ(del.calls, 1);
+  EXPECT_THAT(*acquire.result, IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_THAT(*del.result, IsOkAndHolds(Reply::Integer(1)));
+  EXPECT_FALSE(server_.Exists("lock")) << "the acquire ran after the DEL: a ghost key";
+  EXPECT_EQ(conn_.CountSent("EVAL"), 0);
+  EXPECT_THAT(Applied(), ElementsAre("SCRIPT", "EVALSHA", "DEL"));
+}
+
+TEST_F(ScriptOrderTest, ReleaseCachedButAcquireNotLeavesNoKey) {
+  // Another client has run the release script on this server (it is in the
+  // cache), never the acquire. Acquire and release go out back to back on
+  // one connection, with latency: the release must run second.
+  server_.Execute({"SCRIPT", "LOAD", ReleaseLike().source()});
+  conn_.SetLatency(absl::Milliseconds(2));
+  Outcome acquire, release;
+  RunScript(conn_, AcquireLike(), "lock", "t1", &acquire);
+  RunScript(conn_, ReleaseLike(), "lock", "t1", &release);
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  ASSERT_EQ(acquire.calls, 1);
+  ASSERT_EQ(release.calls, 1);
+  EXPECT_THAT(*acquire.result, IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_THAT(*release.result, IsOkAndHolds(Reply::Integer(1)));
+  EXPECT_FALSE(server_.Exists("lock")) << "ghost key: the acquire ran after its release";
+  EXPECT_EQ(conn_.CountSent("EVAL"), 0);
+}
+
+TEST_F(ScriptOrderTest, ColdAcquireAndReleaseScriptsRunInOrderAndLoadFirst) {
+  conn_.SetLatency(absl::Milliseconds(2));
+  Outcome acquire, release;
+  RunScript(conn_, AcquireLike(), "lock", "t1", &acquire);
+  RunScript(conn_, ReleaseLike(), "lock", "t1", &release);
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  EXPECT_THAT(*acquire.result, IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_THAT(*release.result, IsOkAndHolds(Reply::Integer(1)));
+  EXPECT_FALSE(server_.Exists("lock"));
+  // One round trip, no NOSCRIPT: each script loaded right before it runs.
+  EXPECT_EQ(acquire.at, release.at);
+  EXPECT_THAT(Applied(), ElementsAre("SCRIPT", "EVALSHA", "SCRIPT", "EVALSHA"));
+}
+
+TEST_F(ScriptOrderTest, FlushUnderTheConnectionNeverLetsAnExtendRunAfterTheRelease) {
+  // Both scripts loaded on the connection, the lock held with token t1.
+  Outcome warm1, warm2;
+  RunScript(conn_, ExtendOrReacquireLike(), "lock", "t1", &warm1);
+  RunScript(conn_, ReleaseLike(), "other", "x", &warm2);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(server_.Exists("lock"));
+  // SCRIPT FLUSH on the server; then another client loads the release
+  // script again (it released a lock of its own). The connection still
+  // believes both loaded: the extend's EVALSHA meets NOSCRIPT, the
+  // release's runs. The extend must never run after the release.
+  server_.Execute({"SCRIPT", "FLUSH"});
+  server_.Execute({"SCRIPT", "LOAD", ReleaseLike().source()});
+  conn_.SetLatency(absl::Milliseconds(2));
+  Outcome extend, release;
+  RunScript(conn_, ExtendOrReacquireLike(), "lock", "t1", &extend);
+  RunScript(conn_, ReleaseLike(), "lock", "t1", &release);
+  loop_.AdvanceTime(absl::Milliseconds(20));
+  ASSERT_EQ(extend.calls, 1);
+  ASSERT_EQ(release.calls, 1);
+  EXPECT_THAT(*release.result, IsOkAndHolds(Reply::Integer(1)));
+  // The extend did not run, and says so: kUnavailable, never re-sent.
+  EXPECT_THAT(*extend.result, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_FALSE(server_.Exists("lock")) << "the extend re-created a released key";
+  EXPECT_EQ(conn_.CountSent("EVAL"), 0);
+  // After the NOSCRIPT the connection knows nothing loaded: the next script
+  // is loaded first, and runs.
+  Outcome again;
+  RunScript(conn_, ExtendOrReacquireLike(), "lock2", "t2", &again);
+  loop_.AdvanceTime(absl::Milliseconds(20));
+  EXPECT_THAT(*again.result, IsOkAndHolds(Reply::Integer(1)));
+}
+
+TEST_F(ScriptOrderTest, NoScriptWithNothingSentAfterItIsResentTransparently) {
+  Outcome warm;
+  RunScript(conn_, AcquireLike(), "warm", "t0", &warm);
+  loop_.RunUntilIdle();
+  server_.Execute({"SCRIPT", "FLUSH"});
+  conn_.ClearSent();
+  conn_.SetLatency(absl::Milliseconds(2));
+  Outcome acquire;
+  RunScript(conn_, AcquireLike(), "lock", "t1", &acquire);
+  loop_.AdvanceTime(absl::Milliseconds(20));
+  ASSERT_EQ(acquire.calls, 1);
+  EXPECT_THAT(*acquire.result, IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_TRUE(server_.Exists("lock"));
+  // EVALSHA (NOSCRIPT), then SCRIPT LOAD + EVALSHA: never EVAL.
+  ASSERT_EQ(conn_.sent().size(), 3u);
+  EXPECT_EQ(conn_.sent()[0][0], "EVALSHA");
+  EXPECT_EQ(conn_.sent()[1][0], "SCRIPT");
+  EXPECT_EQ(conn_.sent()[2][0], "EVALSHA");
+  EXPECT_EQ(conn_.CountSent("EVAL"), 0);
+}
+
+TEST_F(ScriptOrderTest, ARefusedLoadIsTheScriptsAnswer) {
+  const Script broken("this is not lua");
+  Outcome out;
+  ASSERT_THAT(broken.Run(conn_, {}, {}, kTimeout,
+                         [&](absl::StatusOr<Reply> r) {
+                           out.result = std::move(r);
+                           ++out.calls;
+                         }),
+              IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_EQ(out.calls, 1);
+  ASSERT_TRUE(out.result->ok());
+  EXPECT_TRUE((*out.result)->is_error());
+  EXPECT_FALSE((*out.result)->IsErrorWithPrefix("NOSCRIPT")) << (*out.result)->str;
+}
+
+TEST_F(ScriptOrderTest, LoadAndScriptTakeOneFaultTogether) {
+  conn_.FailNext(1, absl::UnavailableError("injected"));
+  Outcome first, second;
+  RunScript(conn_, AcquireLike(), "lock", "t1", &first);
+  RunScript(conn_, ReleaseLike(), "lock", "t1", &second);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*first.result, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(*second.result, IsOkAndHolds(Reply::Integer(0)));
+  // The failed pair was not applied, so its script is still loaded first
+  // next time.
+  Outcome third;
+  RunScript(conn_, AcquireLike(), "lock", "t1", &third);
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*third.result, IsOkAndHolds(Reply::Status("OK")));
 }
 
 TEST_F(FakeTransportTest, KeysExpireInVirtualTime) {

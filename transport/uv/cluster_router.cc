@@ -16,6 +16,12 @@ struct ClusterRouter::Request {
   int redirects = 0;
   std::string ask_target;  // non-empty: ASKING + argv there, once
   std::string last_error;  // the last TRYAGAIN/CLUSTERDOWN, for the deadline
+  // A script command: its body, and views of `argv` that a node's
+  // SendScript may read until its callback has run (the request outlives
+  // it: it is erased only after, or by Close, which closes the nodes at
+  // once).
+  absl::string_view script_body;
+  std::vector<absl::string_view> script_views;
 };
 
 ClusterRouter::ClusterRouter(EventLoop* loop, const ClusterTransportOptions& options,
@@ -27,10 +33,14 @@ ClusterRouter::~ClusterRouter() {
 }
 
 void ClusterRouter::Route(std::vector<std::string> argv, int slot, absl::Duration timeout,
-                          ReplyCallback callback) {
+                          ReplyCallback callback, absl::string_view script_body) {
   const uint64_t id = next_id_++;
   auto r = std::make_unique<Request>();
   r->argv = std::move(argv);
+  if (!script_body.empty()) {
+    r->script_body = script_body;
+    r->script_views.assign(r->argv.begin(), r->argv.end());
+  }
   r->deadline = loop_->Now() + timeout;
   r->callback = std::move(callback);
   r->slot = slot;
@@ -96,12 +106,23 @@ void ClusterRouter::Dispatch(uint64_t id) {
     // both go out in order on the node's one command connection.
     (*node)->Send({"ASKING"}, remaining, [](absl::StatusOr<Reply>) {}).IgnoreError();
   }
-  absl::Status s = (*node)->Send(
-      r.argv, remaining,
-      [this, life = std::weak_ptr<int>(life_), id](absl::StatusOr<Reply> reply) {
-        if (life.expired() || closed_) return;
-        OnReply(id, std::move(reply));
-      });
+  ReplyCallback on_reply = [this, life = std::weak_ptr<int>(life_),
+                            id](absl::StatusOr<Reply> reply) {
+    if (life.expired() || closed_) return;
+    OnReply(id, std::move(reply));
+  };
+  absl::Status s;
+  if (r.script_body.empty()) {
+    s = (*node)->Send(r.argv, remaining, std::move(on_reply));
+  } else if (asking) {
+    // EVAL, not a SCRIPT LOAD that would take the ASKING for itself.
+    std::vector<std::string> eval = r.argv;
+    eval[0] = "EVAL";
+    eval[1] = std::string(r.script_body);
+    s = (*node)->Send(std::move(eval), remaining, std::move(on_reply));
+  } else {
+    s = (*node)->SendScript(r.script_body, r.script_views, remaining, std::move(on_reply));
+  }
   if (!s.ok()) FinishLater(id, s);
 }
 

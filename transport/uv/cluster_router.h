@@ -41,8 +41,14 @@ class ClusterRouter {
   // Takes a validated command routed by `slot` (-1: any master): sent now
   // when a map is loaded, else held until one is (then kDeadlineExceeded
   // when `timeout` passes first). Starts a refresh when there is no map.
+  // `script_body`, when not empty, makes it a script command: `argv` is its
+  // EVALSHA argv and it goes to the node with Transport::SendScript (the
+  // node's connection loads the script first if it has not: the first
+  // script on a node new to it, after MOVED, is loaded before it runs),
+  // except after ASK: `ASKING` then `EVAL body ...`, so that nothing comes
+  // between ASKING and the script. The body must outlive the command.
   void Route(std::vector<std::string> argv, int slot, absl::Duration timeout,
-             ReplyCallback callback);
+             ReplyCallback callback, absl::string_view script_body = {});
   // A map was loaded: the held commands go out, in the order routed.
   void MapLoaded();
   // No map could be loaded: the held commands fail with `status` on a

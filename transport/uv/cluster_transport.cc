@@ -54,6 +54,27 @@ Transport* ClusterTransport::Node(const std::string& address) {
   return nullptr;
 }
 
+absl::Status ClusterTransport::SendScript(absl::string_view body,
+                                          absl::Span<const absl::string_view> evalsha_argv,
+                                          absl::Duration timeout, ReplyCallback callback) {
+  if (closed_) return absl::CancelledError("cluster transport closed");
+  if (evalsha_argv.size() < 3) {
+    return absl::InvalidArgumentError("a script command needs EVALSHA, sha1 and numkeys");
+  }
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout must be positive");
+  }
+  if (!callback) return absl::InvalidArgumentError("null callback");
+  if (body.empty()) return absl::InvalidArgumentError("empty script body");
+  std::vector<std::string> argv;
+  argv.reserve(evalsha_argv.size());
+  for (absl::string_view a : evalsha_argv) argv.emplace_back(a);
+  absl::StatusOr<int> slot = CommandSlot(argv);
+  if (!slot.ok()) return slot.status();
+  router_.Route(std::move(argv), *slot, timeout, std::move(callback), body);
+  return absl::OkStatus();
+}
+
 absl::Status ClusterTransport::Send(std::vector<std::string> argv, absl::Duration timeout,
                                     ReplyCallback callback) {
   if (closed_) return absl::CancelledError("cluster transport closed");

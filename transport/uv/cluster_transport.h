@@ -31,9 +31,12 @@
 //     kDeadlineExceeded naming the last reply.
 //   - At most `max_redirects` MOVED per command (a map that keeps changing);
 //     then the MOVED error reply is the result.
-//   - `NOSCRIPT` (the new master after a failover has an empty script
-//     cache) is passed through: Script::Run (transport/script.h) answers it
-//     with EVAL, which the cluster routes like the EVALSHA.
+//   - Scripts (SendScript) go to the node with the node's own SendScript:
+//     each node connection loads a script before its first EVALSHA on that
+//     connection (transport.h), so the first script on a node -- a new
+//     master after a failover, the target of a MOVED -- is loaded right
+//     before it runs, in order with what follows it on that node. After
+//     ASK the script goes as `ASKING` + `EVAL body ...`.
 //   A resend happens only on an error reply, which means the command did not
 //   run; a timeout or a lost connection is reported (kDeadlineExceeded,
 //   kUnavailable: the command may have run) and never resent.
@@ -103,6 +106,11 @@ class ClusterTransport : public Transport {
 
   absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
                     ReplyCallback callback) override;
+  // Routed like the EVALSHA (first KEYS entry), and sent again on MOVED,
+  // TRYAGAIN and CLUSTERDOWN with the node's SendScript (see above).
+  absl::Status SendScript(absl::string_view body,
+                          absl::Span<const absl::string_view> evalsha_argv,
+                          absl::Duration timeout, ReplyCallback callback) override;
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
       std::string channel, MessageCallback on_message,
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -367,16 +368,28 @@ TEST_F(ClusterTransportTest, FailoverWhileHolding) {
 
   auto promoted = cluster->Failover(*master);
   ASSERT_TRUE(promoted.ok()) << promoted.status();
+  // Counted from here: the scripts below are the first on the promoted node.
+  ASSERT_TRUE(cluster->Command(*promoted, {"CONFIG", "RESETSTAT"}).ok());
 
   // Still held: no second holder after the failover.
   EXPECT_THAT(AcquireNow(lb, r).status(), StatusIs(absl::StatusCode::kAborted));
-  // MOVED from the demoted master, NOSCRIPT from the promoted one, EVAL.
+  // MOVED from the demoted master; on the promoted one, whose cache is
+  // empty, the script is loaded right before its EVALSHA (issue 22).
   auto extended = ExtendNow(la, *lease);
   ASSERT_THAT(extended.status(), IsOk());
   cached = cluster->Command(*promoted, {"SCRIPT", "EXISTS", extend_sha});
   ASSERT_TRUE(cached.ok() && cached->is_array());
   EXPECT_EQ(cached->elements[0].integer, 1);
   EXPECT_GT(a->moved_count(), 0u);
+  // No script met NOSCRIPT there, and none was sent as EVAL a round trip
+  // later (behind whatever was sent after it).
+  auto errors = cluster->Command(*promoted, {"INFO", "errorstats"});
+  ASSERT_TRUE(errors.ok());
+  EXPECT_FALSE(absl::StrContains(errors->str, "errorstat_NOSCRIPT")) << errors->str;
+  auto commands = cluster->Command(*promoted, {"INFO", "commandstats"});
+  ASSERT_TRUE(commands.ok());
+  EXPECT_TRUE(absl::StrContains(commands->str, "cmdstat_script|load:")) << commands->str;
+  EXPECT_FALSE(absl::StrContains(commands->str, "cmdstat_eval:")) << commands->str;
   EXPECT_THAT(ReleaseNow(la, *extended), IsOk());
   auto next = AcquireNow(lb, r);
   ASSERT_THAT(next.status(), IsOk());

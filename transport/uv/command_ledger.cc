@@ -49,7 +49,8 @@ void CommandLedger::Wait(std::unique_ptr<CommandRequest> r,
   waiting_.push_back(std::move(r));
 }
 
-void CommandLedger::Answer(std::unique_ptr<CommandRequest> r, Reply reply) {
+void CommandLedger::Answer(std::unique_ptr<CommandRequest> r,
+                           absl::StatusOr<Reply> reply) {
   if (r->done) return;  // its deadline passed: drop the late reply
   // Answered: the deadline no longer applies.
   deadlines_.Remove(r.get());

@@ -49,8 +49,16 @@ struct CommandRequest : DeadlineNode {
   std::vector<std::string> argv;  // kept only while waiting for a connection
   CommandRequest* next = nullptr; // RequestQueue link
   bool done = false;              // callback delivered (e.g. timed out)
-  bool internal = false;          // AUTH / SELECT / PING of the handshake
+  bool internal = false;          // AUTH / SELECT / PING of the handshake,
+                                  // or a SCRIPT LOAD (script_load)
   const char* internal_name = "";
+  // A script command (Transport::SendScript): its EVALSHA argv and body,
+  // owned by the caller until the callback has run or been destroyed, so
+  // read only while !done. Empty for any other command.
+  absl::Span<const absl::string_view> script_argv;
+  absl::string_view script_body;
+  bool script_resent = false;  // re-sent once after a NOSCRIPT already
+  bool script_load = false;    // internal: the SCRIPT LOAD before an EVALSHA
 };
 
 // A FIFO of owned requests linked through CommandRequest::next (no
@@ -115,8 +123,13 @@ class CommandLedger {
   // Takes the waiting queue (into an empty `out`).
   void TakeWaiting(RequestQueue* out) { out->swap(waiting_); }
 
-  // `r` got `reply`: delivered by DeliverReplies (dropped if `r` is done).
-  void Answer(std::unique_ptr<CommandRequest> r, Reply reply);
+  // `r` got `reply` (or a failure decided on reading its reply): delivered
+  // by DeliverReplies, in order with the other replies (dropped if `r` is
+  // done).
+  void Answer(std::unique_ptr<CommandRequest> r, absl::StatusOr<Reply> reply);
+  // Queues a script request `r` until a connection is ready, keeping no
+  // copy: its argv is the caller's (CommandRequest::script_argv).
+  void WaitScript(std::unique_ptr<CommandRequest> r) { waiting_.push_back(std::move(r)); }
   // `r` failed (or was answered without a read): delivered on a later turn.
   void Complete(std::unique_ptr<CommandRequest> r, absl::StatusOr<Reply> result);
   // Runs `notice` on a later loop turn, in order with the failures.

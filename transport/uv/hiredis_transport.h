@@ -44,6 +44,11 @@
 //     have run), kCancelled by Close().
 //   - Commands sent in one loop turn go out in one write (pipelining); any
 //     number may be in flight.
+//   - Scripts (SendScript) keep that order whatever the server's script
+//     cache holds: a script goes out as SCRIPT LOAD + EVALSHA the first
+//     time on each connection, and a NOSCRIPT under a flushed cache is
+//     re-sent only when nothing was written after it, else kUnavailable
+//     (reconnecting_connection.h, transport.h).
 //   - SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE, PUNSUBSCRIBE and MONITOR change the
 //     connection's protocol and are rejected by Send (kInvalidArgument); use
 //     Subscribe.

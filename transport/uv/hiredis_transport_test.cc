@@ -12,10 +12,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/script.h"
+#include "dlock/transport/uv/script_order_check.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 #include "dlock/transport/uv/uv_test_loop.h"
 #include "gmock/gmock.h"
@@ -360,7 +362,7 @@ TEST_F(HiredisTransportTest, CommandsSentWhileConnectingWaitForTheConnection) {
   EXPECT_THAT(Call({"PING"}), IsOkAndHolds(Reply::Status("PONG")));
 }
 
-TEST_F(HiredisTransportTest, ScriptFallsBackToEvalAfterScriptFlush) {
+TEST_F(HiredisTransportTest, ScriptRunsAgainAfterScriptFlush) {
   MakeTransport(Options());
   static const Script script("return 'got ' .. ARGV[1] .. KEYS[1]");
   auto run = [&](std::string arg) {
@@ -376,6 +378,43 @@ TEST_F(HiredisTransportTest, ScriptFallsBackToEvalAfterScriptFlush) {
               IsOkAndHolds(Reply::Array({Reply::Integer(1)})));
   ASSERT_THAT(server_->Command({"SCRIPT", "FLUSH"}), IsOk());
   EXPECT_THAT(run("b"), IsOkAndHolds(Reply::String("got bk")));
+}
+
+TEST_F(HiredisTransportTest, ScriptsKeepCommandOrderWhateverTheScriptCacheHolds) {
+  MakeTransport(Options());
+  script_order_check::ExpectScriptsKeepOrderAcrossScriptFlush(
+      *transport_, loop_, [this](std::vector<std::string> argv) {
+        return server_->Command(std::move(argv));
+      });
+}
+
+TEST_F(HiredisTransportTest, ScriptsAreLoadedAgainOnTheConnectionMadeAfterARestart) {
+  MakeTransport(Options());
+  using script_order_check::AcquireLike;
+  using script_order_check::ReleaseLike;
+  auto server = [this](std::vector<std::string> argv) {
+    return server_->Command(std::move(argv));
+  };
+  // Both scripts loaded on the first connection.
+  script_order_check::Outcome a0, r0;
+  script_order_check::AcquireThenRelease(*transport_, loop_, "warm", "t0", &a0, &r0);
+  ASSERT_THAT(*r0.result, IsOkAndHolds(Reply::Integer(1)));
+  // A restart empties the cache; another client then loads the release.
+  ASSERT_THAT(server_->Kill(), IsOk());
+  EXPECT_THAT(Call({"PING"}), StatusIs(absl::StatusCode::kUnavailable));  // seen lost
+  ASSERT_THAT(server_->Restart(), IsOk());
+  ASSERT_TRUE(loop_.RunUntil([&] { return transport_->connected(); }));
+  ASSERT_THAT(server({"SCRIPT", "LOAD", ReleaseLike().source()}), IsOk());
+  // The new connection knows nothing loaded: the acquire is loaded before
+  // it runs, and the release behind it finds the key.
+  script_order_check::Outcome a1, r1;
+  script_order_check::AcquireThenRelease(*transport_, loop_, "after", "t1", &a1, &r1);
+  EXPECT_THAT(*a1.result, IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_THAT(*r1.result, IsOkAndHolds(Reply::Integer(1)));
+  EXPECT_FALSE(script_order_check::KeyExists(server, "after"));
+  absl::StatusOr<Reply> errors = server({"INFO", "errorstats"});
+  ASSERT_THAT(errors, IsOk());
+  EXPECT_FALSE(absl::StrContains(errors->str, "NOSCRIPT")) << errors->str;
 }
 
 TEST_F(HiredisTransportTest, SelectsTheConfiguredDatabase) {

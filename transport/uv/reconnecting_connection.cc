@@ -16,6 +16,8 @@ namespace dlock {
 
 void LinkSession::Attach(std::unique_ptr<RedisLink> link) {
   link_ = std::move(link);
+  loaded_.clear();  // a new connection: nothing is known loaded on it
+  load_error_.reset();
   handshake_left_ = 0;
   handshake_failed_ = false;
 }
@@ -59,6 +61,49 @@ void LinkSession::Issue(std::unique_ptr<CommandRequest> request,
   fifo_.push_back(std::move(request));
 }
 
+void LinkSession::IssueScript(std::unique_ptr<CommandRequest> request) {
+  const absl::Span<const absl::string_view> argv = request->script_argv;
+  const absl::string_view sha = argv[1];
+  if (!loaded_.contains(sha)) {
+    // Written right before the EVALSHA: nothing can come between them.
+    const absl::string_view load_argv[] = {"SCRIPT", "LOAD", request->script_body};
+    if (link_ == nullptr || !link_->Write(load_argv)) {
+      Issue(std::move(request), argv);  // fails it: the link is going away
+      return;
+    }
+    auto load = std::make_unique<CommandRequest>();
+    load->internal = true;
+    load->internal_name = "SCRIPT LOAD";
+    load->script_load = true;
+    load->argv.emplace_back(sha);
+    fifo_.push_back(std::move(load));
+    loaded_.emplace(sha);
+  }
+  Issue(std::move(request), argv);
+}
+
+void LinkSession::OnNoScript(std::unique_ptr<CommandRequest> r) {
+  if (load_error_.has_value()) {
+    // Our own SCRIPT LOAD, right before it, was refused: that is the answer.
+    Reply why = *std::move(load_error_);
+    load_error_.reset();
+    p_->ledger->Answer(std::move(r), std::move(why));
+    return;
+  }
+  // The cache was flushed under the link: nothing is known loaded now.
+  loaded_.clear();
+  if (!r->done && !r->script_resent && fifo_.empty() && link_ != nullptr) {
+    // Nothing was written after the script on this link, and no user
+    // callback has run since its reply was read (they run after the read):
+    // sending it again now keeps the order.
+    r->script_resent = true;
+    IssueScript(std::move(r));
+    return;
+  }
+  p_->ledger->Answer(std::move(r), absl::UnavailableError(absl::StrCat(
+                                       *p_->endpoint, ": ", kScriptCacheFlushedMessage)));
+}
+
 bool LinkSession::WritePush(absl::Span<const absl::string_view> argv) {
   return link_ != nullptr && link_->Write(argv);
 }
@@ -75,8 +120,24 @@ void LinkSession::OnLinkReply(Reply reply) {
     return;
   }
   if (!r->internal) {
+    if (!r->script_argv.empty()) {
+      const bool noscript = reply.IsErrorWithPrefix("NOSCRIPT");
+      if (noscript) {
+        OnNoScript(std::move(r));
+        return;
+      }
+      load_error_.reset();
+    }
     // Delivered once the read has returned (AfterLinkIo).
     p_->ledger->Answer(std::move(r), std::move(reply));
+    return;
+  }
+  if (r->script_load) {
+    load_error_.reset();
+    if (reply.is_error()) {
+      loaded_.erase(r->argv.front());
+      load_error_ = std::move(reply);
+    }
     return;
   }
   if (handshake_failed_) return;

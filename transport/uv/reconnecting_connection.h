@@ -15,14 +15,29 @@
 // link: replies are handed to the CommandLedger in order, and when the link
 // goes every command still in it fails with the reason.
 //
+// Scripts keep command order (transport.h, issue 22). The session keeps the
+// SHA-1s loaded on its link (empty for every new link). A script request
+// whose SHA-1 is not in the set goes out as `SCRIPT LOAD body` + `EVALSHA`,
+// written back to back, and the SHA-1 joins the set at once (every later
+// EVALSHA on the link is behind the load). A SCRIPT LOAD refused (ACL,
+// compile error) takes the SHA-1 out again, and its error reply stands for
+// the EVALSHA's NOSCRIPT. A NOSCRIPT otherwise means the cache was flushed
+// under the link: the set is cleared; if nothing was written after the
+// script on this link (the FIFO behind it is empty, checked while its reply
+// is read, before any user callback can send), load + EVALSHA are written
+// again, once, inside the read, which keeps the order; else the script
+// fails with kUnavailable (kScriptCacheFlushedMessage).
+//
 // Not thread-safe: call only on the loop's thread.
 #ifndef DLOCK_TRANSPORT_UV_RECONNECTING_CONNECTION_H_
 #define DLOCK_TRANSPORT_UV_RECONNECTING_CONNECTION_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -93,6 +108,8 @@ class LinkSession : private LinkEvents {
   // See ReconnectingConnection::Issue and WritePush.
   void Issue(std::unique_ptr<CommandRequest> request,
              absl::Span<const absl::string_view> argv);
+  // See ReconnectingConnection::IssueScript.
+  void IssueScript(std::unique_ptr<CommandRequest> request);
   bool WritePush(absl::Span<const absl::string_view> argv);
   // Drops the link (it never calls back) and fails the commands in flight
   // with `why`, through the ledger.
@@ -108,7 +125,14 @@ class LinkSession : private LinkEvents {
   ReconnectingConnection* const conn_;
   const ConnectionParams* const p_;
   std::unique_ptr<RedisLink> link_;
+  // A script request's NOSCRIPT reply (see the header comment).
+  void OnNoScript(std::unique_ptr<CommandRequest> r);
+
   RequestQueue fifo_;  // sent on `link_`, in reply order
+  // SHA-1s loaded on `link_` (SCRIPT LOAD written; see the header comment).
+  absl::flat_hash_set<std::string> loaded_;
+  // The error reply of a refused SCRIPT LOAD, for the EVALSHA right behind.
+  std::optional<Reply> load_error_;
   int handshake_left_ = 0;
   bool handshake_failed_ = false;
 };
@@ -137,6 +161,12 @@ class ReconnectingConnection {
   void Issue(std::unique_ptr<CommandRequest> request,
              absl::Span<const absl::string_view> argv) {
     session_.Issue(std::move(request), argv);
+  }
+  // Sends a script request (CommandRequest::script_argv set) on the ready
+  // connection, loading the script first if the link has not (see the
+  // header comment); its reply (or failure) goes to the ledger.
+  void IssueScript(std::unique_ptr<CommandRequest> request) {
+    session_.IssueScript(std::move(request));
   }
   // Sends a command whose replies come as pushes (SUBSCRIBE, UNSUBSCRIBE).
   // False when there is no link to write to.

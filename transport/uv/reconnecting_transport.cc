@@ -78,9 +78,19 @@ absl::Status ReconnectingTransport::SendArgv(absl::Span<const absl::string_view>
   return Submit(argv, nullptr, timeout, std::move(callback));
 }
 
+absl::Status ReconnectingTransport::SendScript(absl::string_view body,
+                                               absl::Span<const absl::string_view> evalsha_argv,
+                                               absl::Duration timeout, ReplyCallback callback) {
+  if (!closed_ && evalsha_argv.size() < 3) {
+    return absl::InvalidArgumentError("a script command needs EVALSHA, sha1 and numkeys");
+  }
+  return Submit(evalsha_argv, nullptr, timeout, std::move(callback), &body);
+}
+
 absl::Status ReconnectingTransport::Submit(absl::Span<const absl::string_view> argv,
                                            std::vector<std::string>* owned,
-                                           absl::Duration timeout, ReplyCallback callback) {
+                                           absl::Duration timeout, ReplyCallback callback,
+                                           const absl::string_view* script_body) {
   if (closed_) return absl::CancelledError("transport closed");
   if (absl::Status s = ValidateSendArguments(
           argv.size(), argv.empty() ? absl::string_view() : argv[0], timeout,
@@ -89,13 +99,25 @@ absl::Status ReconnectingTransport::Submit(absl::Span<const absl::string_view> a
     return s;
   }
   std::unique_ptr<CommandRequest> r = ledger_.Start(std::move(callback), timeout);
+  if (script_body != nullptr) {
+    r->script_argv = argv;
+    r->script_body = *script_body;
+  }
   switch (cmd_.state()) {
     case ReconnectingConnection::State::kReady:
-      cmd_.Issue(std::move(r), argv);
+      if (script_body != nullptr) {
+        cmd_.IssueScript(std::move(r));
+      } else {
+        cmd_.Issue(std::move(r), argv);
+      }
       break;
     case ReconnectingConnection::State::kIdle:
     case ReconnectingConnection::State::kConnecting:
-      ledger_.Wait(std::move(r), argv, owned);
+      if (script_body != nullptr) {
+        ledger_.WaitScript(std::move(r));
+      } else {
+        ledger_.Wait(std::move(r), argv, owned);
+      }
       break;
     case ReconnectingConnection::State::kBackoff:
       ledger_.Complete(std::move(r),
@@ -154,6 +176,10 @@ void ReconnectingTransport::OnConnectionReady(ReconnectingConnection& conn) {
   while (!waiting.empty()) {
     std::unique_ptr<CommandRequest> r = waiting.pop_front();
     if (r->done) continue;  // timed out while waiting
+    if (!r->script_argv.empty()) {
+      cmd_.IssueScript(std::move(r));  // loaded first: a new connection
+      continue;
+    }
     std::vector<std::string> argv = std::move(r->argv);
     absl::InlinedVector<absl::string_view, 16> views(argv.begin(), argv.end());
     cmd_.Issue(std::move(r), views);

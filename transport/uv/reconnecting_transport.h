@@ -49,6 +49,13 @@ class ReconnectingTransport : public Transport, private ConnectionOwner {
   // connected (copied only while waiting).
   absl::Status SendArgv(absl::Span<const absl::string_view> argv,
                         absl::Duration timeout, ReplyCallback callback) override;
+  // See Transport::SendScript: a script not yet loaded on the current
+  // connection goes out as SCRIPT LOAD + EVALSHA, back to back; one that
+  // waits for a connection keeps the caller's views (no copy) and is loaded
+  // on the connection it goes out on (reconnecting_connection.h).
+  absl::Status SendScript(absl::string_view body,
+                          absl::Span<const absl::string_view> evalsha_argv,
+                          absl::Duration timeout, ReplyCallback callback) override;
   // See Transport::Subscribe. kInvalidArgument for a null on_message,
   // kCancelled after Close().
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
@@ -104,9 +111,10 @@ class ReconnectingTransport : public Transport, private ConnectionOwner {
 
   // Send and SendArgv: `owned` (may be null) holds the same argv as
   // `argv`, to be moved instead of copied while waiting for a connection.
+  // SendScript: `script_body` is set (and `argv` kept by the caller).
   absl::Status Submit(absl::Span<const absl::string_view> argv,
                       std::vector<std::string>* owned, absl::Duration timeout,
-                      ReplyCallback callback);
+                      ReplyCallback callback, const absl::string_view* script_body = nullptr);
   // Tells every Connect waiter `status` (on a later turn).
   void NotifyWaiters(const absl::Status& status);
 

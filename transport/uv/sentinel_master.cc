@@ -55,26 +55,34 @@ void SentinelMaster::Bury(std::unique_ptr<Transport> transport) {
 
 absl::Status SentinelMaster::Send(std::vector<std::string> argv, absl::Duration timeout,
                                   ReplyCallback callback) {
+  return master_->Send(std::move(argv), timeout, Wrap(std::move(callback)));
+}
+
+absl::Status SentinelMaster::SendScript(absl::string_view body,
+                                        absl::Span<const absl::string_view> evalsha_argv,
+                                        absl::Duration timeout, ReplyCallback callback) {
+  return master_->SendScript(body, evalsha_argv, timeout, Wrap(std::move(callback)));
+}
+
+ReplyCallback SentinelMaster::Wrap(ReplyCallback callback) {
   const uint64_t generation = generation_;
-  return master_->Send(
-      std::move(argv), timeout,
-      [this, life = std::weak_ptr<int>(life_), generation,
-       callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
-        if (!life.expired() && !closed_) {
-          if (generation != generation_) {
-            // Never re-sent: a lock script run again on the new master is
-            // not the same outcome.
-            reply = absl::UnavailableError(
-                "Sentinel: the master changed while this command was in flight "
-                "(it may or may not have run on the old master)");
-          } else if ((reply.ok() && reply->is_error() &&
-                      absl::StartsWith(reply->str, "READONLY")) ||
-                     (!reply.ok() && absl::IsUnavailable(reply.status()))) {
-            on_suspect_();  // a replica answered, or the connection was lost
-          }
-        }
-        std::move(callback)(std::move(reply));
-      });
+  return [this, life = std::weak_ptr<int>(life_), generation,
+          callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
+    if (!life.expired() && !closed_) {
+      if (generation != generation_) {
+        // Never re-sent: a lock script run again on the new master is
+        // not the same outcome.
+        reply = absl::UnavailableError(
+            "Sentinel: the master changed while this command was in flight "
+            "(it may or may not have run on the old master)");
+      } else if ((reply.ok() && reply->is_error() &&
+                  absl::StartsWith(reply->str, "READONLY")) ||
+                 (!reply.ok() && absl::IsUnavailable(reply.status()))) {
+        on_suspect_();  // a replica answered, or the connection was lost
+      }
+    }
+    std::move(callback)(std::move(reply));
+  };
 }
 
 std::unique_ptr<Subscription> SentinelMaster::Subscribe(

@@ -61,6 +61,12 @@ class SentinelMaster {
   // Sends on the master (which must be set); see above.
   absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
                     ReplyCallback callback);
+  // Transport::SendScript on the master (which must be set), with Send's
+  // reply rules. Each master connection loads its scripts itself (a new
+  // master's connection knows none), so order holds after a switch too.
+  absl::Status SendScript(absl::string_view body,
+                          absl::Span<const absl::string_view> evalsha_argv,
+                          absl::Duration timeout, ReplyCallback callback);
   // Registers a subscription and places it on the master, if any.
   std::unique_ptr<Subscription> Subscribe(std::string channel, MessageCallback on_message,
                                           SubscriptionRelay::ReadyCallback on_ready);
@@ -91,6 +97,9 @@ class SentinelMaster {
   TimerId graveyard_timer_ = 0;
   // Declared after master_, so its subscriptions go first.
   SubscriptionRelay subs_;
+  // Wraps `callback` with Send's reply rules (see above).
+  ReplyCallback Wrap(ReplyCallback callback);
+
   // Expires when this is destroyed; callbacks check it.
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };

@@ -152,6 +152,24 @@ absl::Status SentinelTransport::Send(std::vector<std::string> argv,
   return master_.Send(std::move(argv), timeout, std::move(callback));
 }
 
+absl::Status SentinelTransport::SendScript(absl::string_view body,
+                                           absl::Span<const absl::string_view> evalsha_argv,
+                                           absl::Duration timeout, ReplyCallback callback) {
+  if (closed_ || master_.get() == nullptr) {
+    // Held (as EVAL) until a master is confirmed, like any command.
+    return Transport::SendScript(body, evalsha_argv, timeout, std::move(callback));
+  }
+  if (evalsha_argv.size() < 3) {
+    return absl::InvalidArgumentError("a script command needs EVALSHA, sha1 and numkeys");
+  }
+  if (absl::Status s = ValidateSendArguments(evalsha_argv.size(), evalsha_argv[0], timeout,
+                                             callback != nullptr);
+      !s.ok()) {
+    return s;
+  }
+  return master_.SendScript(body, evalsha_argv, timeout, std::move(callback));
+}
+
 absl::StatusOr<std::unique_ptr<Subscription>> SentinelTransport::Subscribe(
     std::string channel, MessageCallback on_message,
     absl::AnyInvocable<void(absl::Status) &&> on_ready) {

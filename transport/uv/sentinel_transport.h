@@ -94,6 +94,14 @@ class SentinelTransport : public Transport {
 
   absl::Status Send(std::vector<std::string> argv, absl::Duration timeout,
                     ReplyCallback callback) override;
+  // Forwarded to the master's connection (which loads the script on each
+  // new connection: after a master change the first script on the new
+  // master is loaded right before it runs). While no master is known the
+  // script is held like any command, as `EVAL body ...` (Transport's
+  // default): order-safe whatever the new master's cache holds.
+  absl::Status SendScript(absl::string_view body,
+                          absl::Span<const absl::string_view> evalsha_argv,
+                          absl::Duration timeout, ReplyCallback callback) override;
   // Subscribes on the current master, and again on every new master.
   // on_ready runs once: with the first master's confirmation or failure.
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/uv/redis_url.h"
+#include "dlock/transport/uv/script_order_check.h"
 #include "dlock/transport/uv/tls_test_server.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 #include "dlock/transport/uv/uv_test_loop.h"
@@ -136,6 +137,14 @@ TEST_F(TlsTransportTest, CommandsRoundTripOverTls) {
   EXPECT_THAT(Call({"GET", "big"}), IsOkAndHolds(Reply::String(big)));
   EXPECT_THAT(transport_->Send({"SUBSCRIBE", "x"}, kLong, [](absl::StatusOr<Reply>) {}),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(TlsTransportTest, ScriptsKeepCommandOrderWhateverTheScriptCacheHolds) {
+  MakeTransport(Options());
+  script_order_check::ExpectScriptsKeepOrderAcrossScriptFlush(
+      *transport_, loop_, [this](std::vector<std::string> argv) {
+        return server_->server().Command(std::move(argv));
+      });
 }
 
 TEST_F(TlsTransportTest, ConnectsByIpAddressInTheCertificate) {

@@ -66,6 +66,12 @@ absl::Status UvTransport::SendArgv(absl::Span<const absl::string_view> argv,
   return inner_->SendArgv(argv, timeout, std::move(callback));
 }
 
+absl::Status UvTransport::SendScript(absl::string_view body,
+                                     absl::Span<const absl::string_view> evalsha_argv,
+                                     absl::Duration timeout, ReplyCallback callback) {
+  return inner_->SendScript(body, evalsha_argv, timeout, std::move(callback));
+}
+
 absl::StatusOr<std::unique_ptr<Subscription>> UvTransport::Subscribe(
     std::string channel, MessageCallback on_message,
     absl::AnyInvocable<void(absl::Status) &&> on_ready) {

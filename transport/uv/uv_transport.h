@@ -46,6 +46,9 @@ class UvTransport : public Transport {
                     ReplyCallback callback) override;
   absl::Status SendArgv(absl::Span<const absl::string_view> argv,
                         absl::Duration timeout, ReplyCallback callback) override;
+  absl::Status SendScript(absl::string_view body,
+                          absl::Span<const absl::string_view> evalsha_argv,
+                          absl::Duration timeout, ReplyCallback callback) override;
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
       std::string channel, MessageCallback on_message,
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
