@@ -214,10 +214,10 @@ struct CycleRunner {
   TokenSource tokens;
   std::vector<Chain> chains;
   std::string kSet = "SET", kNx = "NX", kPx = "PX", kEvalsha = "EVALSHA", kOne = "1",
-              kFour = "4", kZero = "0";
-  // dlock's acquire script also takes the data-set marker (read only with
-  // a restart window; 0 here) and the server's fence mark.
-  std::string marker = "dlock:data-set-began", hwm = "dlock:fence-hwm";
+              kThree = "3", kZero = "0";
+  // dlock's acquire script also reads (or creates) the data-set marker;
+  // restart window 0: never refused.
+  std::string marker = "dlock:data-set-began";
 
   int servers() const { return static_cast<int>(rig->conns.size()); }
   int quorum() const { return servers() / 2 + 1; }
@@ -240,7 +240,7 @@ struct CycleRunner {
     for (redisAsyncContext* ac : rig->conns) {
       if (o->dlock_scripts) {
         SendArgv(ac, &CycleRunner::OnAcquire, c->NextSlot(),
-                 {&kEvalsha, &acquire_sha, &kFour, &c->key, &c->fence_key, &marker, &hwm,
+                 {&kEvalsha, &acquire_sha, &kThree, &c->key, &c->fence_key, &marker,
                   &c->token, &ttl, &kZero});
       } else {
         SendArgv(ac, &CycleRunner::OnAcquire, c->NextSlot(),

@@ -40,18 +40,14 @@
 #include "dlock/cli/session.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/read_write_scripts.h"
-#include "dlock/lock/script_prelude.h"
 #include "dlock/transport/script.h"
 
 namespace dlock {
 namespace cli {
 namespace {
 
-// KEYS[1] lock key, KEYS[2] the old per-resource fence counter, KEYS[3]
-// readers hash, KEYS[4] writer-intent marker, KEYS[5] fair queue, KEYS[6]
-// the data-set marker, KEYS[7] the fence high-water mark (the fence is
-// bumped as an acquire issues one: lock/script_prelude.h, FENCES); ARGV[1]
-// release channel, ARGV[2]
+// KEYS[1] lock key, KEYS[2] fence key, KEYS[3] readers hash, KEYS[4]
+// writer-intent marker, KEYS[5] fair queue; ARGV[1] release channel, ARGV[2]
 // the fair waiters' channel prefix. Returns {lock type, pttl, value|false,
 // hash owners, new fence|false, publish error|false, permits, readers,
 // intent pttl (-2: none), fair waiters, {foreign side keys}}. Nothing is
@@ -71,7 +67,7 @@ local value, owners, permits = false, 0, 0
 if t == 'string' then
   value = redis.call('GET', KEYS[1])
 elseif t == 'hash' then
-  owners = redis.call('HLEN', KEYS[1]) - redis.call('HEXISTS', KEYS[1], '#fence')
+  owners = redis.call('HLEN', KEYS[1])
 elseif t == 'zset' then
   permits = redis.call('ZCARD', KEYS[1])
 elseif t ~= 'none' then
@@ -99,10 +95,9 @@ if qt == 'hash' then
 elseif qt ~= 'none' then
   foreign[#foreign + 1] = KEYS[5] .. ' holds a ' .. qt
 end
-)lua" "local bumped = false\n"
-    "if t ~= 'none' or readers > 0 then\n"
-    DLOCK_FENCE_NEXT(7, 2, 6) DLOCK_FENCE_COMMIT(7, 2) R"lua(
-  bumped = fence
+local fence = false
+if t ~= 'none' or readers > 0 then
+  fence = redis.call('INCR', KEYS[2])
 end
 if t ~= 'none' then redis.call('DEL', KEYS[1]) end
 if rt == 'hash' then redis.call('DEL', KEYS[3]) end
@@ -117,7 +112,7 @@ if t ~= 'none' or readers > 0 or intent ~= -2 then publish(ARGV[1], 'released') 
 for _, w in ipairs(waiters) do
   publish(ARGV[2] .. string.match(w, '^[^:]*'), w)
 end
-return {t, pttl, value, owners, bumped, perr, permits, readers, intent, #waiters, foreign}
+return {t, pttl, value, owners, fence, perr, permits, readers, intent, #waiters, foreign}
 )lua");
   return *kScript;
 }
@@ -184,9 +179,7 @@ int UnlockCommand(const CommonOptions& common, const std::string& resource, bool
     absl::StatusOr<Reply> reply = s.RunScript(
         i, ForceUnlockScript(),
         {keys.LockKey(resource), keys.FenceKey(resource), ReadersKey(keys, resource),
-         WriterIntentKey(keys, resource), FairQueueKey(keys, resource),
-         ServerKeys(s, i, keys).DataSetKey(resource),
-         ServerKeys(s, i, keys).FenceHwmKey(resource)},
+         WriterIntentKey(keys, resource), FairQueueKey(keys, resource)},
         {keys.ChannelKey(resource), FairWaiterChannelPrefix(keys)});
     if (!reply.ok() || reply->is_error()) {
       std::printf("  %s: FAILED: %s\n", where.c_str(),

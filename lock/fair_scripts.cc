@@ -50,9 +50,9 @@ constexpr char kFairAcquire[] = DLOCK_DATA_SET_PRELUDE(3, 3)
 local member = ARGV[4]
 )lua" DLOCK_LOCK_KEY_CHECK R"lua(end
 if kind == 'none' and (head == false or head == member) then
-)lua" DLOCK_FENCE_NEXT(5, 2, 3) R"lua(
+)lua" DLOCK_FENCE_BASE R"lua(
+  local fence = redis.call('incr', KEYS[2])
   redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
-)lua" DLOCK_FENCE_COMMIT(5, 2) R"lua(
   if mine then
     if live == 1 then
       redis.call('del', KEYS[4])
@@ -117,7 +117,7 @@ return released
 // SHA-1 constants as in scripts.cc: lock:fair_lock_test checks them.
 const Script& FairAcquireScript() {
   static const Script* const s =
-      new Script(kFairAcquire, "21e60e1ea5543e408cc802b1c6d8e02e8cd243f0");
+      new Script(kFairAcquire, "edfd52241fb20232d548bb44a7c8aae8cb1a2b76");
   return *s;
 }
 
@@ -129,7 +129,7 @@ const Script& FairReleaseScript() {
 
 std::vector<NamedScript> FairScripts() {
   return {
-      {"fair_acquire", &FairAcquireScript(), 5},
+      {"fair_acquire", &FairAcquireScript(), 4},
       {"fair_release", &FairReleaseScript(), 2},
   };
 }

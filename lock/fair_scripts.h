@@ -3,8 +3,7 @@
 //
 // Keys of resource R with prefix P (all in R's Redis Cluster slot, see
 // keys.h): P{R} the lock (the same string key SimpleLock uses, so fair and
-// plain holders exclude each other), P{R}:fence (an old per-resource
-// counter, read and deleted), the server's fence mark (script_prelude.h), and
+// plain holders exclude each other), P{R}:fence, and
 //   P{R}:queue   a hash: waiter -> "ticket:expiry_ms" (expiry on the server's
 //                TIME), plus the field "#next" (the last ticket handed out).
 //                Waiter ids are "<lock instance id>:<wait id>". The lowest
@@ -16,9 +15,8 @@
 //
 //   script        | KEYS             | ARGV                         | reply
 //   --------------+------------------+------------------------------+------------------------
-//   FairAcquire   | lock, old fence, | token, ttl_ms, window_ms,    | fence (granted), or
-//                 | data-set, queue, | waiter ('' = do not queue),  | {'queued', position,
-//                 | fence mark       |                              |
+//   FairAcquire   | lock, fence,     | token, ttl_ms, window_ms,    | fence (granted), or
+//                 | data-set, queue  | waiter ('' = do not queue),  | {'queued', position,
 //                 |                  | queue_ttl_ms, channel prefix | waiters} (position 0:
 //                 |                  |                              | not queued), or a refusal
 //                 |                  |                              | as AcquireScript's

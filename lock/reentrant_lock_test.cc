@@ -54,9 +54,7 @@ class ReentrantLockTest : public ::testing::Test {
     auto hash = server_.GetHash(keys_.LockKey("r"));
     if (!hash.has_value()) return "none";
     std::string out;
-    for (auto& [field, value] : *hash) {
-      if (field != "#fence") out += field + "=" + value + ";";  // the holding's fence
-    }
+    for (auto& [field, value] : *hash) out += field + "=" + value + ";";
     return out;
   }
 
@@ -112,10 +110,10 @@ TEST_F(ReentrantLockTest, DroppedReplyOnFirstAcquireLeavesNoKeyBehind) {
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
   loop_.RunUntilIdle();
   EXPECT_EQ(Count(), "none");
-  // Nothing but the server's fence mark (and the data-set marker) remains
-  // (no acquire marker either).
+  // Nothing but the fence counter (and the data-set marker) remains (no
+  // acquire marker either).
   EXPECT_EQ(server_.Keys(),
-            (std::vector<std::string>{keys_.DataSetKey(), keys_.FenceHwmKey()}));
+            (std::vector<std::string>{keys_.DataSetKey(), keys_.FenceKey("r")}));
 }
 
 TEST_F(ReentrantLockTest, CancelAfterSendUndoesTheAcquisition) {

@@ -6,19 +6,16 @@
 namespace dlock {
 namespace {
 
-// SET NX PX and the next fence (script_prelude.h: FENCES) in one script,
-// after the restart rule (only when the window is on). KEYS: lock, the old
-// per-resource counter, data-set marker, fence high-water mark. What it
-// touches when the resource is free, the window off and the mark present:
-// GET mark, GET old counter (both read before any write, so a bad value
-// fails the script before the lock key is written), SET NX PX, SET mark --
-// no TYPE, no TIME. Only a refused SET NX looks at what holds the key:
-// another type, or a string with no TTL, is foreign data ({'foreign', type,
-// -1 with no TTL else 0}); a string with a TTL is another holder (nil).
-constexpr char kAcquire[] = DLOCK_LAZY_DATA_SET_PRELUDE(3, 3) DLOCK_FENCE_NEXT(4, 2, 3) R"lua(
-if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
-)lua" DLOCK_HELD_OR_FOREIGN R"lua(end
-)lua" DLOCK_FENCE_COMMIT(4, 2) R"lua(return fence
+// SET NX PX and INCR of the fence in one script, after the data-set marker
+// check. Anything under the lock key but a string with a TTL is foreign data
+// ({'foreign', type, -1 with no TTL else 0}); a string with a TTL is another holder (nil).
+// The INCR comes before the SET, so a fence key of the wrong type fails the
+// script before the lock key was written (Redis scripts do not roll back).
+constexpr char kAcquire[] = DLOCK_DATA_SET_PRELUDE(3, 3) "\n" DLOCK_LOCK_KEY_HELD
+    DLOCK_FENCE_BASE R"lua(
+local fence = redis.call('incr', KEYS[2])
+redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+return fence
 )lua";
 
 // Compare-and-delete, then publish the released token (so a RetryLock that
@@ -66,27 +63,23 @@ end
 return 0
 )lua";
 
-// Owner-counted hash, after the restart rule (KEYS[4], ARGV[3]). KEYS:
-// lock, old per-resource counter, request marker, data-set marker, fence
-// high-water mark. A fresh acquire issues the next fence (script_prelude.h)
-// and keeps it in the hash's field '#fence' (an owner id always holds a
-// ':', so no owner is named so); a re-acquire by the same owner increments
-// its count and raises the TTL to ttl_ms if that is longer than what is
-// left (never shortens an outer holder's lease), and reports the fence of
-// the current holding ('#fence'; a holding from before it was kept there
-// gets a new fence). Every counted acquire also sets its request marker
-// (KEYS[3], unique per request, PX ttl) so that an acquire whose reply was
-// lost can be undone exactly once (ReentrantUndo) without ever
-// decrementing a hold it did not add. Anything under the lock key but a
-// hash with a TTL is foreign data ({'foreign', type, -1 with no TTL else 0}).
-constexpr char kReentrantAcquire[] = DLOCK_LAZY_DATA_SET_PRELUDE(4, 3) R"lua(
+// Owner-counted hash, after the data-set marker check (KEYS[4], ARGV[3]).
+// A fresh acquire increments the fence; a re-acquire by the same owner
+// increments its count and raises the TTL to ttl_ms if that is longer than
+// what is left (never shortens an outer holder's lease). A re-acquire
+// reports the fence of the current holding. Every counted acquire also sets
+// its marker key (KEYS[3], unique per request, PX ttl) so that an acquire
+// whose reply was lost can be undone exactly once (ReentrantUndo) without
+// ever decrementing a hold it did not add. Anything under the lock key but
+// a hash with a TTL is foreign data ({'foreign', type, -1 with no TTL else 0}).
+constexpr char kReentrantAcquire[] = DLOCK_DATA_SET_PRELUDE(4, 3) R"lua(
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
-)lua" DLOCK_FENCE_NEXT(5, 2, 4) R"lua(
-  redis.call('hset', KEYS[1], ARGV[1], 1, '#fence', string.format('%.0f', fence))
+)lua" DLOCK_FENCE_BASE R"lua(
+  local fence = redis.call('incr', KEYS[2])
+  redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   redis.call('set', KEYS[3], 1, 'px', ARGV[2])
-)lua" DLOCK_FENCE_COMMIT(5, 2) R"lua(
   return {1, fence}
 end
 local pttl = redis.call('pttl', KEYS[1])
@@ -96,18 +89,17 @@ end
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return false
 end
-local held = tonumber(redis.call('hget', KEYS[1], '#fence'))
-if held == nil then
-)lua" DLOCK_FENCE_NEXT(5, 2, 4) DLOCK_FENCE_COMMIT(5, 2) R"lua(
-  held = fence
-  redis.call('hset', KEYS[1], '#fence', string.format('%.0f', fence))
-end
 local count = redis.call('hincrby', KEYS[1], ARGV[1], 1)
 if pttl < tonumber(ARGV[2]) then
   redis.call('pexpire', KEYS[1], ARGV[2])
 end
 redis.call('set', KEYS[3], 1, 'px', ARGV[2])
-return {count, held}
+local fence = redis.call('get', KEYS[2])
+if not fence then
+  redis.call('set', KEYS[2], string.format('%.0f', began * 1000))
+  fence = redis.call('incr', KEYS[2])
+end
+return {count, tonumber(fence)}
 )lua";
 
 // Undoes one ReentrantAcquire whose outcome is unknown: only if its marker
@@ -157,11 +149,11 @@ return 1
 }  // namespace
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
-DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "ed9f480b1d69eacc7498d2e4317fb5254b6d394f")
+DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "af6950c5ff8796b6e4df930af005c7ba0f9d4c73")
 DLOCK_DEFINE_SCRIPT(ReleaseScript, kRelease, "4a7024c06869cacd04e4851399793af3c417a4d6")
 DLOCK_DEFINE_SCRIPT(ExtendScript, kExtend, "71624710076548808e9a8a50d03a8bb55499c2c5")
 DLOCK_DEFINE_SCRIPT(ExtendOrReacquireScript, kExtendOrReacquire, "2e97109bf58e5111535896ecbe564d6287032eb7")
-DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "d20b34a450e0492f6823332b22e82e4da4609b0e")
+DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "5dc631492c34859e26a6fe9262ed1b3ec0d43213")
 DLOCK_DEFINE_SCRIPT(ReentrantReleaseScript, kReentrantRelease, "fec45ffc43d415bb27c9e9a2710d3e5db0fcfe5a")
 DLOCK_DEFINE_SCRIPT(ReentrantExtendScript, kReentrantExtend, "40454865f65ef1e9f9a88ad2d3e210f44f8605ce")
 DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo, "daa3646e32b8cce98ef39be66be824172ff1e6ba")
@@ -169,16 +161,16 @@ DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo, "daa3646e32b8cce98ef39b
 
 std::vector<NamedScript> AllScripts() {
   return {
-      {"acquire", &AcquireScript(), 4},
+      {"acquire", &AcquireScript(), 3},
       {"release", &ReleaseScript(), 1},
       {"extend", &ExtendScript(), 1},
       {"extend_or_reacquire", &ExtendOrReacquireScript(), 1},
-      {"reentrant_acquire", &ReentrantAcquireScript(), 5},
+      {"reentrant_acquire", &ReentrantAcquireScript(), 4},
       {"reentrant_release", &ReentrantReleaseScript(), 1},
       {"reentrant_extend", &ReentrantExtendScript(), 1},
       {"reentrant_undo", &ReentrantUndoScript(), 2},
-      {"read_acquire", &ReadAcquireScript(), 6},
-      {"write_acquire", &WriteAcquireScript(), 6},
+      {"read_acquire", &ReadAcquireScript(), 5},
+      {"write_acquire", &WriteAcquireScript(), 5},
       {"read_release", &ReadReleaseScript(), 1},
       {"read_extend", &ReadExtendScript(), 1},
   };

@@ -321,7 +321,7 @@ TEST_F(SimpleLockTest, KeyPrefixIsConfigurable) {
   ASSERT_THAT(*r, IsOk());
   // The data-set marker is per prefix (the fixture trusted "dlock:"'s).
   EXPECT_EQ(server_.Keys(), (std::vector<std::string>{"app:locks:data-set-began",
-                                                      "app:locks:fence-hwm", "app:locks:{r}",
+                                                      "app:locks:{r}", "app:locks:{r}:fence",
                                                       "dlock:data-set-began"}));
   EXPECT_EQ(lock.keys().prefix, "app:locks:");
 }
@@ -415,7 +415,7 @@ TEST_F(LockCommandsTest, TryAcquireIncrementsTheFenceAndAbortsWhenHeld) {
     return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(1), std::move(cb));
   });
   EXPECT_THAT(again, StatusIs(absl::StatusCode::kAborted));
-  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), "1");  // the server's fence mark
+  EXPECT_EQ(server_.GetString(keys_.FenceKey("r")), "1");
 }
 
 TEST_F(LockCommandsTest, ExtendOrReacquireExtendsOwnReSetsMissingAndSparesOthers) {

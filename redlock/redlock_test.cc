@@ -45,8 +45,6 @@ std::string LockKey(absl::string_view resource = kResource) {
 std::string FenceKey(absl::string_view resource = kResource) {
   return KeyScheme().FenceKey(resource);
 }
-// The server's fence high-water mark, which the write-back raises.
-std::string HwmKey() { return KeyScheme().FenceHwmKey(); }
 
 RedLockOptions TestOptions() {
   RedLockOptions options;
@@ -782,12 +780,12 @@ TEST_F(RedLockTest, FenceIsTheQuorumMaximumAndIsWrittenBackSoItNeverRegresses) {
   EXPECT_EQ(first.lease->fence, 11);
   // Written back on a quorum of the granting servers before the lease was
   // handed out (server 0 already had 11: one write-back was enough)...
-  EXPECT_TRUE(servers_[1]->GetString(HwmKey()) == "11" ||
-              servers_[2]->GetString(HwmKey()) == "11");
+  EXPECT_TRUE(servers_[1]->GetString(FenceKey()) == "11" ||
+              servers_[2]->GetString(FenceKey()) == "11");
   // ...and on every lagging granting server soon after.
   Drain();
-  EXPECT_EQ(servers_[1]->GetString(HwmKey()), "11");
-  EXPECT_EQ(servers_[2]->GetString(HwmKey()), "11");
+  EXPECT_EQ(servers_[1]->GetString(FenceKey()), "11");
+  EXPECT_EQ(servers_[2]->GetString(FenceKey()), "11");
   ASSERT_THAT(Release(c, *first.lease), IsOk());
 
   // The next holder gets a quorum without server 0: its fence is still

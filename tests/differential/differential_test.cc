@@ -610,8 +610,6 @@ class Generator {
     // every FLUSHALL), since one created from TIME differs by the clocks'
     // skew (DataSetMarkerCreatedOnFirstContactAgrees covers creation).
     if (acquire) argv.push_back(DataSetMarkers()[Pick(DataSetMarkers().size())].first);
-    // The fence high-water mark (a few names, one of another type).
-    if (acquire) argv.push_back(One({"m:hwm", "m:hwm", "m:hwm2", "h2"}));
     argv.push_back(One({"tokA", "tokB", "ownerX"}));
     if (name == "release" || name == "reentrant_release" || name == "reentrant_undo") {
       argv.push_back(One({"{r}lock:released", "ch"}));
@@ -643,7 +641,6 @@ class Generator {
     argv.push_back(readers);
     argv.push_back(One({"{r}lock:writer-waiting", "{r}lock:writer-waiting", "h2"}));
     argv.push_back(DataSetMarkers()[Pick(DataSetMarkers().size())].first);
-    argv.push_back(One({"m:hwm", "m:hwm", "m:hwm2"}));
     argv.push_back(One({"tokA", "tokB"}));
     argv.push_back(LongTtl(false));
     argv.push_back(One({"0", "0", "60000"}));
@@ -965,8 +962,8 @@ TEST(DifferentialTest, ChannelAclRefusalsMatchARealServer) {
        "w:"},
       {"EXISTS", "{r}lock"},
       {"HGETALL", "{r}lock:queue"},
-      {"EVAL", FairAcquireScript().source(), "5", "{r}lock", "{r}lock:fence", "m:began",
-       "{r}lock:queue", "m:hwm", "tokB", "100000", "0", "i2:1", "99999999999", "w:"},
+      {"EVAL", FairAcquireScript().source(), "4", "{r}lock", "{r}lock:fence", "m:began",
+       "{r}lock:queue", "tokB", "100000", "0", "i2:1", "99999999999", "w:"},
       {"HLEN", "{r}lock:queue"},
       {"EXISTS", "{r}lock"},
   };
@@ -1082,7 +1079,7 @@ TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
             DataSetMarkers()[std::uniform_int_distribution<size_t>(0, 9)(rng) % 3 == 0
                                  ? std::uniform_int_distribution<size_t>(0, 2)(rng)
                                  : 0];
-        argv = {"EVALSHA", acquire, "4", key, key + ":fence", marker.first, "m:hwm", pick(tokens),
+        argv = {"EVALSHA", acquire, "3", key, key + ":fence", marker.first, pick(tokens),
                 ttl(), pick({"0", "0", "0", "60000"}), pick({"1", "2", "3", "3"})};
         break;
       }
@@ -1373,12 +1370,11 @@ TEST(DifferentialTest, FairScriptsMatchARealServer) {
       if (!head.empty() && below(2)) waiter = head;
       was_queued = fake.Execute({"HEXISTS", queue, waiter}) == Reply::Integer(1);
       const auto& marker = DataSetMarkers()[below(10) == 0 ? below(3) : 0];
-      argv = {"EVALSHA", acquire, "5", lock, fence, marker.first, queue, "m:hwm", pick(tokens),
+      argv = {"EVALSHA", acquire, "4", lock, fence, marker.first, queue, pick(tokens),
               long_ttl(), pick({"0", "0", "0", "60000"}), waiter, long_ttl(),
               pick({"dlock:waiter:", "w:"})};
     } else if (kind == 11) {
-      argv = {"EVALSHA", acquire, "5", lock, fence, "m:began-trusted", queue, "m:hwm",
-              pick(tokens),
+      argv = {"EVALSHA", acquire, "4", lock, fence, "m:began-trusted", queue, pick(tokens),
               long_ttl(), "0", "", long_ttl(), "dlock:waiter:"};
     } else if (kind < 16) {
       argv = {"EVALSHA", release, "2", lock, queue, holder_token,
@@ -1462,17 +1458,14 @@ TEST(DifferentialTest, ErrorsInsideDlockScriptsMatchARealServer) {
       {"SCRIPT", "LOAD", DlockSource("reentrant_extend")},
       // A fence key of the wrong type: WRONGTYPE from INCR inside the script.
       {"HSET", "{r}lock:fence", "f", "1"},
-      {"EVALSHA", DlockSha("acquire"), "4", "{r}lock", "{r}lock:fence", "m:began", "m:hwm",
-       "tokA", "100000"},
+      {"EVALSHA", DlockSha("acquire"), "2", "{r}lock", "{r}lock:fence", "tokA", "100000"},
       {"EXISTS", "{r}lock"},
       // A fence counter at int64 max.
       {"SET", "{r}lock:fence", "9223372036854775807"},
-      {"EVALSHA", DlockSha("acquire"), "4", "{r}lock", "{r}lock:fence", "m:began", "m:hwm",
-       "tokA", "100000"},
+      {"EVALSHA", DlockSha("acquire"), "2", "{r}lock", "{r}lock:fence", "tokA", "100000"},
       // Not an integer.
       {"SET", "{r}lock:fence", "abc"},
-      {"EVALSHA", DlockSha("acquire"), "4", "{r}lock", "{r}lock:fence", "m:began", "m:hwm",
-       "tokA", "100000"},
+      {"EVALSHA", DlockSha("acquire"), "2", "{r}lock", "{r}lock:fence", "tokA", "100000"},
       // The reentrant extend only raises the TTL.
       {"HSET", "{r}lock", "ownerX", "1"},
       {"PEXPIRE", "{r}lock", "3000000"},
@@ -1505,7 +1498,7 @@ TEST(DifferentialTest, DataSetMarkerCreatedOnFirstContactAgrees) {
     Argv argv = {"EVAL", s.script->source(), absl::StrCat(s.num_keys), "{" + name + "}",
                  "{" + name + "}:fence"};
     if (name == "reentrant_acquire") argv.push_back("{" + name + "}:acquire:1");
-    argv.insert(argv.end(), {name + ":began", name + ":hwm", "tok", "1000000", "60000"});
+    argv.insert(argv.end(), {name + ":began", "tok", "1000000", "60000"});
     absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
     ASSERT_TRUE(now.ok());
     loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
