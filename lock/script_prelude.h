@@ -96,5 +96,12 @@
     static const Script* const s = new Script(src, sha1); \
     return *s;                                            \
   }
+// The same for a script that may run later than commands sent after it
+// (Script::LateRun::kSafe): a compare-and-delete by the lease's own token.
+#define DLOCK_DEFINE_LATE_SAFE_SCRIPT(fn, src, sha1)                               \
+  const Script& fn() {                                                             \
+    static const Script* const s = new Script(src, sha1, Script::LateRun::kSafe); \
+    return *s;                                                                     \
+  }
 
 #endif  // DLOCK_LOCK_SCRIPT_PRELUDE_H_

@@ -150,7 +150,7 @@ return 1
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
 DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "af6950c5ff8796b6e4df930af005c7ba0f9d4c73")
-DLOCK_DEFINE_SCRIPT(ReleaseScript, kRelease, "4a7024c06869cacd04e4851399793af3c417a4d6")
+DLOCK_DEFINE_LATE_SAFE_SCRIPT(ReleaseScript, kRelease, "4a7024c06869cacd04e4851399793af3c417a4d6")
 DLOCK_DEFINE_SCRIPT(ExtendScript, kExtend, "71624710076548808e9a8a50d03a8bb55499c2c5")
 DLOCK_DEFINE_SCRIPT(ExtendOrReacquireScript, kExtendOrReacquire, "2e97109bf58e5111535896ecbe564d6287032eb7")
 DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "5dc631492c34859e26a6fe9262ed1b3ec0d43213")

@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -11,6 +12,9 @@ namespace dlock {
 
 Script::Script(std::string source, std::string sha1)
     : source_(std::move(source)), sha1_(std::move(sha1)) {}
+
+Script::Script(std::string source, std::string sha1, LateRun late_run)
+    : source_(std::move(source)), sha1_(std::move(sha1)), late_run_(late_run) {}
 
 namespace {
 
@@ -76,7 +80,12 @@ struct ScriptCall::Owner {
   Owner(Owner&& o) noexcept : call(std::exchange(o.call, nullptr)) {}
   Owner& operator=(Owner&&) = delete;
   ~Owner() {
-    if (call != nullptr) Delete(call);
+    if (call == nullptr) return;
+    if (call->in_resend_) {
+      call->dropped_ = true;  // OnReply reports the re-send's rejection
+    } else {
+      Delete(call);
+    }
   }
   ScriptCall* call;
 };
@@ -105,6 +114,10 @@ absl::Status ScriptCall::Start(const Script& script, Transport& transport,
   const size_t bytes_at = views_at + argc * sizeof(absl::string_view);
   char* mem = static_cast<char*>(::operator new(bytes_at + bytes));
   ScriptCall* call = construct(mem);
+  call->script_ = &script;
+  call->transport_ = &transport;
+  call->timeout_ = timeout;
+  call->argc_ = argc;
   call->argv_ = reinterpret_cast<absl::string_view*>(mem + views_at);
   call->num_keys_ = keys.size();
   char* out = mem + bytes_at;
@@ -125,13 +138,33 @@ absl::Status ScriptCall::Start(const Script& script, Transport& transport,
   // or been destroyed (the Owner deletes the call only then), as
   // SendScript requires. A rejection destroys the callback, and with it the
   // call and its handler (never run), as the transport contract says.
-  return transport.SendScript(
-      script.source(), absl::MakeConstSpan(argv, argc), timeout,
-      [owner = Owner(call)](absl::StatusOr<Reply> reply) mutable {
-        ScriptCall* c = std::exchange(owner.call, nullptr);
-        c->Deliver(std::move(reply));
-        Delete(c);
+  return call->Send();
+}
+
+absl::Status ScriptCall::Send() {
+  return transport_->SendScript(
+      script_->source(), absl::MakeConstSpan(argv_, argc_), timeout_,
+      [owner = Owner(this)](absl::StatusOr<Reply> reply) mutable {
+        OnReply(std::exchange(owner.call, nullptr), std::move(reply));
       });
+}
+
+void ScriptCall::OnReply(ScriptCall* call, absl::StatusOr<Reply> reply) {
+  if (!reply.ok() && !call->resent_ && call->script_->safe_to_run_late() &&
+      reply.status().code() == absl::StatusCode::kUnavailable &&
+      absl::EndsWith(reply.status().message(), kScriptCacheFlushedMessage)) {
+    // Did not run, and running it after later commands is harmless: send
+    // it again (the connection now loads it first). We are inside the
+    // transport's callback, so the new callback cannot run inside Send.
+    call->resent_ = true;
+    call->in_resend_ = true;
+    absl::Status sent = call->Send();
+    call->in_resend_ = false;
+    if (!call->dropped_) return;  // accepted: its callback owns the call
+    reply = sent.ok() ? reply.status() : sent;
+  }
+  call->Deliver(std::move(reply));
+  Delete(call);
 }
 
 }  // namespace script_internal

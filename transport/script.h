@@ -69,9 +69,19 @@ class ScriptCall {
  private:
   struct Owner;
   static void Delete(ScriptCall* call);
+  // Sends argv_ with transport_->SendScript; the reply goes to OnReply.
+  absl::Status Send();
+  static void OnReply(ScriptCall* call, absl::StatusOr<Reply> reply);
 
+  const Script* script_ = nullptr;
+  Transport* transport_ = nullptr;
+  absl::Duration timeout_;
   absl::string_view* argv_ = nullptr;  // EVALSHA, sha1, numkeys, keys, args
+  size_t argc_ = 0;
   size_t num_keys_ = 0;
+  bool resent_ = false;     // re-sent once after kScriptCacheFlushedMessage
+  bool in_resend_ = false;  // inside that re-send's SendScript
+  bool dropped_ = false;    // the re-send's callback was destroyed unrun
 };
 
 template <typename F>
@@ -103,6 +113,18 @@ class Script {
   // Computes the SHA-1 with OpenSSL. Defined in //transport:script_sha1
   // (link it to use this constructor); the core does not.
   explicit Script(std::string source);
+
+  // Whether running this script later than commands sent after it is
+  // harmless (e.g. a compare-and-delete by a token nobody reuses). Such a
+  // script that did not run because the server's script cache was flushed
+  // under its connection (kScriptCacheFlushedMessage, transport.h) is sent
+  // once more, by Invoke itself -- now loaded first -- instead of failing:
+  // a release must not leave its key behind for a SCRIPT FLUSH. Every other
+  // script reports that kUnavailable to its caller (re-running it out of
+  // order could, e.g., re-create a released key).
+  enum class LateRun { kUnsafe, kSafe };
+  Script(std::string source, std::string sha1, LateRun late_run);
+  bool safe_to_run_late() const { return late_run_ == LateRun::kSafe; }
 
   const std::string& source() const { return source_; }
   // Lower-case hex SHA-1 of the source, as Redis computes it.
@@ -146,6 +168,7 @@ class Script {
  private:
   std::string source_;
   std::string sha1_;
+  LateRun late_run_ = LateRun::kUnsafe;
 };
 
 // Lower-case hex SHA-1 of `data` (OpenSSL). Defined in

@@ -424,6 +424,38 @@ TEST_F(ScriptOrderTest, FlushUnderTheConnectionNeverLetsAnExtendRunAfterTheRelea
   EXPECT_THAT(*again.result, IsOkAndHolds(Reply::Integer(1)));
 }
 
+// A script marked safe to run late (a compare-and-delete by a token nobody
+// reuses) that met NOSCRIPT with a command behind it is sent once more,
+// loaded first, instead of failing: a SCRIPT FLUSH must not leave the key of
+// a released lease behind (the network torture's RedLock ghost).
+const Script& LateSafeReleaseLike() {
+  static const Script* s = new Script(ReleaseLike().source(), ReleaseLike().sha1(),
+                                      Script::LateRun::kSafe);
+  return *s;
+}
+
+TEST_F(ScriptOrderTest, ALateSafeScriptCutOffByAFlushIsSentAgainAndRuns) {
+  Outcome warm1, warm2;
+  RunScript(conn_, AcquireLike(), "lock", "t1", &warm1);
+  RunScript(conn_, LateSafeReleaseLike(), "other", "x", &warm2);
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(server_.Exists("lock"));
+  server_.Execute({"SCRIPT", "FLUSH"});
+  conn_.SetLatency(absl::Milliseconds(2));
+  Outcome release, behind;
+  RunScript(conn_, LateSafeReleaseLike(), "lock", "t1", &release);
+  RunScript(conn_, AcquireLike(), "unrelated", "t2", &behind);
+  loop_.AdvanceTime(absl::Milliseconds(20));
+  ASSERT_EQ(release.calls, 1);
+  ASSERT_EQ(behind.calls, 1);
+  // The command behind it could not be re-sent in order (kUnavailable);
+  // the release was, and ran.
+  EXPECT_THAT(*behind.result, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(*release.result, IsOkAndHolds(Reply::Integer(1)));
+  EXPECT_FALSE(server_.Exists("lock")) << "a flush left the released key behind";
+  EXPECT_EQ(conn_.CountSent("EVAL"), 0);
+}
+
 TEST_F(ScriptOrderTest, NoScriptWithNothingSentAfterItIsResentTransparently) {
   Outcome warm;
   RunScript(conn_, AcquireLike(), "warm", "t0", &warm);
