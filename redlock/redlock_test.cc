@@ -1664,7 +1664,7 @@ class StallingLoop : public EventLoop {
 // overtaken by the next Acquire on the same connection: this needs the
 // transport's ordering guarantee (transport/script.cc, branch `order`) as
 // well as the re-release of late grants.
-TEST_F(RedLockTest, DISABLED_IssueReproNoKeyOfAReleasedLeaseBlocksTheNextAcquire) {
+TEST_F(RedLockTest, IssueReproNoKeyOfAReleasedLeaseBlocksTheNextAcquire) {
   MakeServers(3);
   Client& c = MakeClient();
   c.conn(0).SetLatency(absl::Milliseconds(2));
