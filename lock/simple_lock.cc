@@ -82,8 +82,22 @@ absl::Status SimpleLock::Release(const Lease& lease, StatusCallback callback) {
   absl::Status s = ValidateResource(lease.resource);
   if (!s.ok()) return s;
   return ReleaseAndReport(core_, "simple", lease, std::move(callback), [&](auto on_notice) {
-    return core_->commands.ReleaseNotifying(lease.resource, lease.token,
-                                            core_->command_timeout, std::move(on_notice));
+    // An unknown outcome (timed out, connection lost) may mean the release
+    // never ran: e.g. it met NOSCRIPT after a SCRIPT FLUSH with later
+    // commands already behind it, after its callback had timed out. The
+    // compare-and-delete is safe to repeat (the token is ours alone), so it
+    // is sent again in the background while the key may still exist (now +
+    // the lease's ttl bounds it); the caller still hears the first outcome.
+    return core_->commands.ReleaseNotifying(
+        lease.resource, lease.token, core_->command_timeout,
+        [core = core_, resource = lease.resource, token = lease.token,
+         key_expiry = core_->loop->Now() + lease.ttl,
+         on_notice = std::move(on_notice)](absl::StatusOr<ReleaseNotice> notice) mutable {
+          if (!notice.ok() && IsUnknownOutcome(notice.status())) {
+            CleanupToken(core, std::move(resource), std::move(token), key_expiry);
+          }
+          std::move(on_notice)(std::move(notice));
+        });
   });
 }
 

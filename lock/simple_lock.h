@@ -107,7 +107,9 @@ class SimpleLock : public Lock, private ReleaseNotifier {
   // user without channel permission -- still OK, and the observer's
   // ReleaseEvent carries a warning that waiters will not be woken). kFailedPrecondition: the key is gone or
   // holds another token (nothing touched). kUnavailable /
-  // kDeadlineExceeded: unknown (the key still expires by its TTL).
+  // kDeadlineExceeded: unknown; the release is sent again in the background
+  // (as a failed acquire's cleanup: up to 3 times, 100 ms apart, while the
+  // key may exist), and the key expires by its TTL at the latest.
   // kInvalidArgument (from the call) for a lease with a bad resource or an
   // empty token.
   absl::Status Release(const Lease& lease, StatusCallback callback) override;

@@ -212,6 +212,36 @@ TEST_F(SimpleLockTest, CleanupIsRetriedWhileTheServerIsUnreachable) {
   EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
 }
 
+// Issue 22's last ghost: a release whose request timed out on the client
+// met NOSCRIPT (SCRIPT FLUSH) with a later command already written behind
+// it, so the transport could not re-send it in order and nobody heard its
+// "did not run". The lock sends the release again after the unknown
+// outcome: the key is gone long before its TTL.
+TEST_F(SimpleLockTest, AReleaseThatTimedOutAndNeverRanIsSentAgain) {
+  SimpleLockOptions options;
+  options.command_timeout = absl::Milliseconds(200);
+  SimpleLock lock(&loop_, &conn_, options);
+  // Both scripts known loaded on the connection (a release ran on it).
+  auto warm = Start(lock, "warm", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*warm, IsOk());
+  ASSERT_THAT(lock.Release(**warm, [](absl::Status) {}), IsOk());
+  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  loop_.RunUntilIdle();
+  ASSERT_THAT(*r, IsOk());
+  server_.Execute({"SCRIPT", "FLUSH"});
+  conn_.SetLatency(absl::Milliseconds(300));  // beyond the command timeout
+  absl::Status released = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Release(**r, [&](absl::Status s) { released = s; }), IsOk());
+  auto behind = Start(lock, "other", Ttl(absl::Seconds(30)));
+  loop_.AdvanceTime(absl::Milliseconds(250));
+  EXPECT_THAT(released, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  loop_.AdvanceTime(absl::Seconds(3));
+  for (const auto& e : server_.log()) { if (!e.from_script) std::printf("LOG %lld %llu %s %s %s\n", (long long)e.time_ms, (unsigned long long)e.session_id, e.argv[0].c_str(), e.argv.size()>1?e.argv[1].substr(0,12).c_str():"", e.argv.size()>3?e.argv[3].c_str():""); }
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")))
+      << "the released key stays until its TTL: a ghost";
+}
+
 TEST_F(SimpleLockTest, DestroyingTheLockStopsCleanupRetriesSoTheTransportMayGo) {
   auto transport = std::make_unique<FakeTransport>(&loop_, &server_);
   auto lock = std::make_unique<SimpleLock>(&loop_, transport.get());

@@ -6,12 +6,15 @@
 
 namespace dlock {
 
-uint64_t FakeCommandQueue::Add(absl::Duration timeout, ReplyCallback callback) {
+uint64_t FakeCommandQueue::Add(absl::Duration timeout, ReplyCallback callback,
+                               LateReplyHook on_late_reply) {
   const uint64_t id = next_id_++;
   Pending& p = requests_[id];
   p.callback = std::move(callback);
+  if (on_late_reply != nullptr) late_.emplace(id, std::move(on_late_reply));
   p.timeout_task = tasks_->Schedule(timeout, [this, id] {
-    Complete(id, absl::DeadlineExceededError("FakeTransport: no reply before the deadline"));
+    Complete(id, absl::DeadlineExceededError("FakeTransport: no reply before the deadline"),
+             /*timed_out=*/true);
   });
   return id;
 }
@@ -37,10 +40,26 @@ void FakeCommandQueue::RunApply(uint64_t id, std::vector<std::string> argv, bool
     if (!loaded.empty() && loaded.front().is_error()) load_error = loaded.front();
   }
   std::vector<Reply> replies = session_->Command(std::move(argv));
-  if (drop_reply || requests_.count(id) == 0) return;  // lost, or timed out
   if (load_error.has_value() && replies.front().IsErrorWithPrefix("NOSCRIPT")) {
     replies.front() = *std::move(load_error);
   }
+  if (drop_reply) {
+    late_.erase(id);
+    return;
+  }
+  auto hook = late_.find(id);
+  if (hook != late_.end()) {
+    // The reply is read when it arrives; the hook sees it if the command
+    // timed out by then (a delivered outcome removes the hook first).
+    tasks_->Schedule(faults_->reply_latency(), [this, id, reply = replies.front()] {
+      auto it = late_.find(id);
+      if (it == late_.end()) return;
+      LateReplyHook h = std::move(it->second);
+      late_.erase(it);
+      if (requests_.count(id) == 0) std::move(h)(reply);
+    });
+  }
+  if (requests_.count(id) == 0) return;  // timed out: only the hook hears it
   Answer(id, std::move(replies.front()), faults_->reply_latency());
 }
 
@@ -58,13 +77,14 @@ void FakeCommandQueue::Answer(uint64_t id, absl::StatusOr<Reply> outcome,
       });
 }
 
-void FakeCommandQueue::Complete(uint64_t id, absl::StatusOr<Reply> outcome) {
+void FakeCommandQueue::Complete(uint64_t id, absl::StatusOr<Reply> outcome, bool timed_out) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   ReplyCallback callback = std::move(it->second.callback);
   tasks_->Cancel(it->second.timeout_task);
   tasks_->Cancel(it->second.deliver_task);
   requests_.erase(it);
+  if (!timed_out) late_.erase(id);
   // Last: the callback may destroy the owner (and this queue).
   std::move(callback)(std::move(outcome));
 }
@@ -72,6 +92,7 @@ void FakeCommandQueue::Complete(uint64_t id, absl::StatusOr<Reply> outcome) {
 void FakeCommandQueue::DropInFlight(const absl::Status& why) {
   for (auto& [id, task] : unapplied_) tasks_->Cancel(task);
   unapplied_.clear();
+  late_.clear();  // the connection is gone: no reply will be read
   std::vector<uint64_t> ids;
   for (auto& [id, p] : requests_) ids.push_back(id);
   for (uint64_t id : ids) Answer(id, why, absl::ZeroDuration());
@@ -82,6 +103,7 @@ std::vector<ReplyCallback> FakeCommandQueue::TakeAll() {
   for (auto& [id, p] : requests_) callbacks.push_back(std::move(p.callback));
   requests_.clear();
   unapplied_.clear();
+  late_.clear();
   return callbacks;
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -42,10 +43,18 @@ class FakeCommandQueue {
   FakeCommandQueue(const FakeCommandQueue&) = delete;
   FakeCommandQueue& operator=(const FakeCommandQueue&) = delete;
 
+  // What a client does with the reply of a command whose callback already
+  // got kDeadlineExceeded: a real client still reads it off the connection
+  // (FakeTransport learns from a late NOSCRIPT that the cache was flushed).
+  using LateReplyHook = absl::AnyInvocable<void(const Reply&) &&>;
+
   // Registers a command: `callback` gets kDeadlineExceeded `timeout` from
   // now unless an outcome comes first. Returns its id; then call one of
-  // Apply or Answer, or neither (a dropped request).
-  uint64_t Add(absl::Duration timeout, ReplyCallback callback);
+  // Apply or Answer, or neither (a dropped request). If the command timed
+  // out and its reply still arrives (not dropped, connection not lost),
+  // `on_late_reply` gets it when it would have been delivered.
+  uint64_t Add(absl::Duration timeout, ReplyCallback callback,
+               LateReplyHook on_late_reply = nullptr);
   // Applies `argv` on the server after the request latency (in order);
   // the reply is delivered after the reply latency unless `drop_reply`.
   // With a `load_body`, `SCRIPT LOAD load_body` is applied right before
@@ -76,7 +85,8 @@ class FakeCommandQueue {
 
   void RunApply(uint64_t id, std::vector<std::string> argv, bool drop_reply,
                 std::string load_body);
-  void Complete(uint64_t id, absl::StatusOr<Reply> outcome);
+  // `timed_out`: the deadline's kDeadlineExceeded (the late hook stays).
+  void Complete(uint64_t id, absl::StatusOr<Reply> outcome, bool timed_out = false);
 
   TrackedTasks* const tasks_;
   const FakeFaultPlan* const faults_;
@@ -84,6 +94,7 @@ class FakeCommandQueue {
   uint64_t next_id_ = 1;
   std::map<uint64_t, Pending> requests_;
   std::map<uint64_t, uint64_t> unapplied_;  // request id -> apply task
+  std::map<uint64_t, LateReplyHook> late_;   // request id -> its late hook
   absl::Time last_apply_at_ = absl::InfinitePast();
   absl::Time last_deliver_at_ = absl::InfinitePast();
 };

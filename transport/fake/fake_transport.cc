@@ -118,6 +118,11 @@ void FakeTransport::IssueScript(ScriptSend send) {
           return;
         }
         std::move(send.callback)(std::move(reply));
+      },
+      // A NOSCRIPT read after the command timed out still tells that the
+      // cache was flushed (as LinkSession::OnNoScript for the real link).
+      [this, epoch = epoch_](const Reply& late) {
+        if (late.IsErrorWithPrefix("NOSCRIPT") && epoch == epoch_) loaded_.clear();
       });
   if (faults_.partitioned()) {
     commands_.Answer(id, absl::UnavailableError("FakeTransport: partitioned"),

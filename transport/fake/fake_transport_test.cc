@@ -456,6 +456,35 @@ TEST_F(ScriptOrderTest, ALateSafeScriptCutOffByAFlushIsSentAgainAndRuns) {
   EXPECT_EQ(conn_.CountSent("EVAL"), 0);
 }
 
+TEST_F(ScriptOrderTest, ANoScriptReadAfterItsCommandTimedOutStillMeansNothingIsLoaded) {
+  // Both scripts loaded; SCRIPT FLUSH; then a script whose reply comes
+  // after its timeout, with another written behind it. Neither callback
+  // hears the NOSCRIPT, but the connection reads it: the next script must
+  // be loaded first (else every later EVALSHA meets NOSCRIPT too and, with
+  // commands behind it, never runs: the release retried forever).
+  Outcome warm1, warm2;
+  RunScript(conn_, AcquireLike(), "lock", "t1", &warm1);
+  RunScript(conn_, ReleaseLike(), "other", "x", &warm2);
+  loop_.RunUntilIdle();
+  server_.Execute({"SCRIPT", "FLUSH"});
+  conn_.SetLatency(kTimeout * 2);
+  Outcome timed_out, behind;
+  RunScript(conn_, ReleaseLike(), "lock", "t1", &timed_out);
+  RunScript(conn_, AcquireLike(), "unrelated", "t2", &behind);
+  loop_.AdvanceTime(kTimeout * 3);
+  ASSERT_EQ(timed_out.calls, 1);
+  EXPECT_THAT(*timed_out.result, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_TRUE(server_.Exists("lock"));
+  conn_.SetLatency(absl::Milliseconds(2));
+  Outcome again, behind_again;
+  RunScript(conn_, ReleaseLike(), "lock", "t1", &again);
+  RunScript(conn_, AcquireLike(), "unrelated2", "t3", &behind_again);
+  loop_.AdvanceTime(absl::Milliseconds(20));
+  EXPECT_THAT(*again.result, IsOkAndHolds(Reply::Integer(1)));
+  EXPECT_THAT(*behind_again.result, IsOkAndHolds(Reply::Status("OK")));
+  EXPECT_FALSE(server_.Exists("lock"));
+}
+
 TEST_F(ScriptOrderTest, NoScriptWithNothingSentAfterItIsResentTransparently) {
   Outcome warm;
   RunScript(conn_, AcquireLike(), "warm", "t0", &warm);
