@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
@@ -120,14 +121,20 @@ class ReleaseOp final : public QuorumOp<absl::Status> {
 
  private:
   void OnReply(uint32_t generation, size_t i, absl::Status status);
+  void MaybeResend(size_t i, const absl::Status& status);
   void Evaluate() { Decide(/*round_over=*/false); }
   void OnDeadline();
   void Decide(bool round_over);
   void Report(const absl::Status& status) override;
 
+  static constexpr uint8_t kResends = 2;
+
   const std::string resource_;
   const std::string token_;
   const absl::Duration ttl_;
+  // Background re-sends per server after an unknown outcome (sized on the
+  // first one: the hot path allocates nothing for it).
+  std::vector<uint8_t> resends_;
 };
 
 }  // namespace redlock_internal

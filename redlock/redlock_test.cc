@@ -1898,5 +1898,33 @@ TEST_F(RedLockTest, ExtendOfAReleasedLeaseIsRefusedAndSetsNothing) {
   EXPECT_THAT(Extend(c, *second.lease, kTtl), IsOk());
 }
 
+
+// Issue 22's last RedLock ghost: on one server the release timed out on the
+// client and then met NOSCRIPT (SCRIPT FLUSH) with a later command already
+// behind it, so it never ran and nobody heard so. RedLock sends it again
+// there after the unknown outcome: no key is left before its TTL.
+TEST_F(RedLockTest, AReleaseThatTimedOutOnAServerAndNeverRanIsSentAgain) {
+  MakeServers(3);
+  LoadScripts();
+  RedLockOptions options = TestOptions();
+  options.release_timeout = absl::Milliseconds(200);
+  Client& c = MakeClient(options);
+  // Both scripts known loaded on every connection.
+  Outcome warm = Acquire(c, {kTtl}, "warm");
+  ASSERT_THAT(warm.lease, IsOk());
+  ASSERT_THAT(Release(c, *warm.lease), IsOk());
+  Outcome held = Acquire(c);
+  ASSERT_THAT(held.lease, IsOk());
+  servers_[2]->Execute({"SCRIPT", "FLUSH"});
+  c.conns[2]->SetLatency(absl::Milliseconds(300));  // beyond release_timeout
+  std::optional<absl::Status> released;
+  ASSERT_THAT(c.lock->Release(*held.lease, [&](absl::Status s) { released = s; }), IsOk());
+  auto behind = StartAcquire(c, {kTtl}, "other");  // written behind it
+  ASSERT_TRUE(RunUntil([&] { return released.has_value(); }));
+  EXPECT_THAT(*released, IsOk());  // a quorum released
+  loop_.AdvanceTime(absl::Seconds(3));
+  EXPECT_FALSE(KeyOn(2).has_value()) << "the released key stays until its TTL: a ghost";
+}
+
 }  // namespace
 }  // namespace dlock

@@ -49,6 +49,7 @@ void ReleaseOp::Shutdown() {
 void ReleaseOp::OnReply(uint32_t generation, size_t i, absl::Status status) {
   core_->ReportVote(resource_, "release", i, status, loop()->Now() - round_.sent_at());
   core_->run_ids().NoteResult(i, status);
+  MaybeResend(i, status);
   if (!round_.IsCurrent(generation)) return;
   if (status.ok()) {
     round_.Set(i, Vote::kYes);
@@ -58,6 +59,28 @@ void ReleaseOp::OnReply(uint32_t generation, size_t i, absl::Status status) {
     round_.Fail(i, status);
   }
   Evaluate();
+}
+
+// An unknown outcome (timed out, connection lost) may mean the release
+// never ran: e.g. it met NOSCRIPT after a SCRIPT FLUSH with later commands
+// behind it, after its callback had timed out. The compare-and-delete is
+// safe to repeat (the token is this lease's alone), so it is sent again on
+// that server, at most kResends times, while the key may still exist (the
+// lease's ttl from this release bounds it). Only reported: the round was
+// decided (or is being decided) on the first outcome.
+void ReleaseOp::MaybeResend(size_t i, const absl::Status& status) {
+  if (!absl::IsDeadlineExceeded(status) && !absl::IsUnavailable(status)) return;
+  if (resends_.size() < core_->n()) resends_.resize(core_->n(), 0);
+  if (resends_[i] >= kResends || loop()->Now() >= round_.sent_at() + ttl_) return;
+  ++resends_[i];
+  auto self = std::static_pointer_cast<ReleaseOp>(shared_from_this());
+  // Rejected (the transport is closed or down): the key expires by its TTL.
+  (void)core_->server(i).commands->Release(
+      resource_, token_, core_->ReleaseTimeout(ttl_), [self, i](absl::Status status) {
+        self->core_->ReportVote(self->resource_, "release", i, status,
+                                self->loop()->Now() - self->round_.sent_at());
+        self->MaybeResend(i, status);
+      });
 }
 
 void ReleaseOp::OnDeadline() {

@@ -51,18 +51,12 @@ void RunAndCheck(const NetScenarioSpec& spec) {
   EXPECT_EQ(r->net.live_ghosts, 0) << "lock keys outlived their lease's release";
 }
 
-// DISABLED (open bug, issue 22): a release that times out on the client
-// (delays of 100-300 ms against a 200 ms command timeout) and then meets
-// NOSCRIPT after a SCRIPT FLUSH, with later commands already written on its
-// connection, is neither applied nor re-sent: its callback already ran with
-// kDeadlineExceeded, so Script's late-safe re-send never sees the "did not
-// run" answer, and the key stays until its TTL (a ghost). Seen in 1 of 3 runs
-// on the merged tree; RedLock's variant below is the same mechanism on its
-// slow minority. Both still run in the long run (torture_main --network).
-// Fix: a timed-out release whose outcome is unknown must be retried by the
-// lock layer (or the transport must re-send a late-safe script whose
-// request already timed out), then re-enable both.
-TEST(NetworkTortureTest, DISABLED_SingleServerDelayedAroundTheCommandTimeoutWithScriptFlushes) {
+// A release that times out on the client (delays of 100-300 ms against a
+// 200 ms command timeout) and then meets NOSCRIPT after a SCRIPT FLUSH, with
+// later commands already written on its connection, never runs; the lock
+// sends it again after the unknown outcome (SimpleLock::Release, RedLock's
+// ReleaseOp::MaybeResend). Before that fix: 1 ghost in 1 of 3 runs.
+TEST(NetworkTortureTest, SingleServerDelayedAroundTheCommandTimeoutWithScriptFlushes) {
   NetScenarioSpec s =
       Spec("single, delay 100-300 ms, SCRIPT FLUSH, TTL 5 s", 1, NetFault::kDelay, 1);
   s.holder_only = false;
@@ -87,8 +81,8 @@ TEST(NetworkTortureTest, SingleServerHolderCutOff) {
   RunAndCheck(s);
 }
 
-// DISABLED: see the note above the single-server flush scenario.
-TEST(NetworkTortureTest, DISABLED_RedLock3SlowMinorityWithScriptFlushes) {
+// The same on RedLock's slow minority (see the single-server note above).
+TEST(NetworkTortureTest, RedLock3SlowMinorityWithScriptFlushes) {
   NetScenarioSpec s = Spec("redlock 3, minority delayed 100-300 ms, SCRIPT FLUSH, TTL 5 s", 3,
                            NetFault::kDelay, 1);
   s.holder_only = false;
