@@ -1,7 +1,7 @@
 #!/bin/sh
-# The README's RedLock quick start, as written there. redlock_quickstart_test runs it on
-# three fresh redis-servers (free ports in PORT_A/B/C, `dlock` on PATH); by hand, start
-# them first: `redis-server --port 7001 --save '' --daemonize yes`, then 7002 and 7003.
+# RedLock over three fresh servers. By hand, start them first: `redis-server --port 7001
+# --save '' --daemonize yes`, then 7002 and 7003 (//tests/cli:redlock_quickstart_test runs
+# these lines on its own servers: free ports in PORT_A/B/C, `dlock` on PATH).
 servers="--redis redis://127.0.0.1:${PORT_A:-7001} --redis redis://127.0.0.1:${PORT_B:-7002} --redis redis://127.0.0.1:${PORT_C:-7003}"
 # Brand-new servers refuse to grant for one restart window (60 s): nothing tells them from
 # servers that restarted empty and forgot their locks. dlock says so and names the way out.
