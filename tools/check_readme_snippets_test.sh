@@ -18,6 +18,7 @@ good_tree() {
   printf 'if (sub == "run") {}\nABSL_FLAG(absl::Duration, ttl, 1, "");\n' > "$root/cli/main.cc"
   printf 'cc_binary(\n    name = "hello",\n)\n' > "$root/pkg/BUILD"
   printf 'int main() {\n  return 0;\n}\n' > "$root/pkg/hello.cc"
+  printf 'a\n// SNIPPET BEGIN two\nb\nc\n// SNIPPET END\nd\n' > "$root/pkg/region.cc"
   cat > "$root/README.md" <<'MD'
 # x
 
@@ -30,6 +31,12 @@ tools/test   # the tests
 <!-- snippet: pkg/hello.cc lines 2-2 -->
 ```cpp
   return 0;
+```
+
+<!-- snippet: pkg/region.cc region two -->
+```cpp
+b
+c
 ```
 
 See [the page](docs/page.md#a-heading).
@@ -75,6 +82,12 @@ good_tree; expect "a good tree passes" 0 "0 problem(s)"
 
 good_tree; sed -i 's/  return 0;/  return 1;/' "$root/README.md"
 expect "a snippet that differs" 1 "snippet pkg/hello.cc lines 2-2 differs"
+
+good_tree; sed -i '0,/^c$/s//C/' "$root/README.md"
+expect "a region snippet that differs" 1 "snippet pkg/region.cc lines 3-4 differs"
+
+good_tree; sed -i 's/region two -->/region three -->/' "$root/README.md"
+expect "a region that does not exist" 1 "no SNIPPET BEGIN three"
 
 good_tree; printf '\n```cpp\nint x;\n```\n' >> "$root/docs/page.md"
 expect "a block without a marker" 1 "block without a marker"
