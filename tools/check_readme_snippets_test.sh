@@ -122,4 +122,12 @@ expect "a link to a missing page" 1 "no such file"
 good_tree; sed -i 's|#a-heading|#b-heading|' "$root/README.md"
 expect "a link to a missing heading" 1 "no such heading there"
 
+# --fix rewrites a drifted snippet from its file, and the tree passes again.
+good_tree; cp "$root/README.md" "$root/want.md"; sed -i 's/  return 0;/  return 1;/' "$root/README.md"
+"$root/tools/check_readme_snippets" --fix >/dev/null
+if cmp -s "$root/README.md" "$root/want.md"; then echo "ok   --fix restores the snippet"
+else echo "FAIL --fix did not restore the snippet"; diff "$root/want.md" "$root/README.md"
+  failures=$((failures + 1)); fi
+expect "after --fix" 0 "0 problem(s)"
+
 [ "$failures" -eq 0 ] && echo "PASS" || { echo "$failures case(s) failed"; exit 1; }
