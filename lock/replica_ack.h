@@ -10,7 +10,7 @@
 // replica that acknowledged has the key; Sentinel promotes the most
 // up-to-date replica), it does not make Redis strongly consistent (the
 // promoted replica may be one that did not acknowledge when N is smaller
-// than the replica count; see the README's "Deployments" section).
+// than the replica count; see docs/deployments.md).
 //
 // WAIT cannot run inside a Lua script, so it is sent right behind the
 // script, in the same loop turn, on the same transport: the two are
