@@ -408,6 +408,9 @@ dlock_test(check_test BAZEL //cli:check_test
   SRCS cli/check_test.cc cli/check_sentinel_test.cc DEPS dlock::cli)
 dlock_test(check_cluster_test BAZEL //cli:check_cluster_test
   SRCS cli/check_cluster_test.cc DEPS dlock::cli)
+dlock_test(run_parts_test BAZEL //cli:run_parts_test
+  SRCS cli/command_env_test.cc cli/process_group_test.cc cli/run_exit_test.cc
+  DEPS dlock::cli)
 dlock_test(checker_test BAZEL //tests/torture:checker_test
   SRCS tests/torture/checker_test.cc DEPS dlock::torture_client)
 dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
