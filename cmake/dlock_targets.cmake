@@ -228,11 +228,17 @@ dlock_library(cli
        cli/fair_queue_status.cc
        cli/check_sentinel.cc
        cli/check_cluster.cc cli/check_cluster_command.cc cli/trust_cluster.cc
+       cli/command_env.cc cli/command_group.cc cli/death_watcher.cc cli/process_group.cc
+       cli/run_exit.cc cli/run_lease.cc cli/run_lock.cc cli/run_observer.cc
+       cli/signal_watch.cc cli/terminal.cc
   HDRS cli/command_line.h cli/exit_codes.h cli/flags.h cli/check.h cli/check_sentinel.h
        cli/commands.h cli/lock_key.h cli/session.h cli/readers_status.h
        cli/fair_queue_status.h
        cli/check_cluster.h cli/check_gather.h cli/trust_cluster.h
        cli/fenced_commands.h
+       cli/command_env.h cli/command_group.h cli/death_watcher.h cli/process_group.h
+       cli/run_exit.h cli/run_lease.h cli/run_lock.h cli/run_observer.h
+       cli/signal_watch.h cli/terminal.h
   PUBLIC_DEPS dlock::client dlock::fenced dlock::lock dlock::redlock dlock::watchdog
               dlock::uv PkgConfig::dlock_absl PkgConfig::dlock_absl_flags
               PkgConfig::dlock_libuv)
@@ -402,6 +408,9 @@ dlock_test(check_test BAZEL //cli:check_test
   SRCS cli/check_test.cc cli/check_sentinel_test.cc DEPS dlock::cli)
 dlock_test(check_cluster_test BAZEL //cli:check_cluster_test
   SRCS cli/check_cluster_test.cc DEPS dlock::cli)
+dlock_test(run_parts_test BAZEL //cli:run_parts_test
+  SRCS cli/command_env_test.cc cli/process_group_test.cc cli/run_exit_test.cc
+  DEPS dlock::cli)
 dlock_test(checker_test BAZEL //tests/torture:checker_test
   SRCS tests/torture/checker_test.cc DEPS dlock::torture_client)
 dlock_test(fake_torture_test BAZEL //tests/torture:fake_torture_test
