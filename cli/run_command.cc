@@ -125,7 +125,7 @@ class Runner {
     }
     s_.RunUntil([this] { return done_; });
     // Release (RedLock) reports at quorum, and a cancelled acquire releases
-    // in the background: let every server's release, its NOSCRIPT fallback
+    // in the background: let every server's release, a re-send after NOSCRIPT
     // and any late grant's re-release finish before the process exits, with
     // the lock objects still alive to send them -- bounded by the release
     // timeout (--timeout). What is left then (a server down or silent)

@@ -61,7 +61,7 @@ class Session {
   // null.
   ClusterTransport* cluster(size_t i) const { return clusters_[i]; }
 
-  // Runs `script` (Script::Run: EVALSHA, EVAL on NOSCRIPT) on server `i`
+  // Runs `script` (Script::Run: EVALSHA, loaded on the connection first) on server `i`
   // and runs the loop until its reply arrives.
   absl::StatusOr<Reply> RunScript(size_t i, const Script& script,
                                   std::vector<std::string> keys,
@@ -74,7 +74,7 @@ class Session {
   // Runs the loop until no transport has a command waiting for its reply
   // (Transport::pending_commands() is 0 on every one, and stays 0 across a
   // further loop turn, so what a reply's callback sends or posts -- a
-  // NOSCRIPT fallback's EVAL, a late grant's release -- is waited for too),
+  // NOSCRIPT re-send, a late grant's release -- is waited for too),
   // or until `bound` has passed since the FIRST call (later calls never
   // extend it: a short-lived process waits at most `bound` in total).
   // Returns true when drained. A short-lived process calls it before it

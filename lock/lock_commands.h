@@ -1,6 +1,6 @@
 // This header defines `LockCommands`: the lock primitives on ONE Redis
-// server, each a single atomic Lua script run through `Script` (EVALSHA with
-// NOSCRIPT fallback). `SimpleLock` is a policy over one `LockCommands`;
+// server, each a single atomic Lua script run through `Script` (EVALSHA,
+// loaded on each connection first; Transport::SendScript keeps the order). `SimpleLock` is a policy over one `LockCommands`;
 // `RedLock` fans the same primitives out over N servers with one token.
 // Its keys: keys.h; lease rules: lease_rules.h; tokens: tokens.h; reply
 // mapping: reply_status.h (all included here, as they were part of this
@@ -56,8 +56,8 @@ absl::Status OwnedReplyStatus(absl::string_view what, const absl::StatusOr<Reply
 // never runs) for a bad resource (ValidateResource), an empty token, a bad
 // ttl (ValidateTtl) or a non-positive timeout; otherwise it returns the
 // transport's rejection or OK, and then `cb` runs exactly once, on the
-// loop. `timeout` bounds each round trip (Script's NOSCRIPT fallback may add
-// a second one). Transport failures pass through unchanged. The callbacks
+// loop. `timeout` bounds the command (a NOSCRIPT re-send, or a late-safe
+// script's one re-send after a SCRIPT FLUSH, counts against it too). Transport failures pass through unchanged. The callbacks
 // do not refer to this object: it may be destroyed with commands in flight.
 class LockCommands {
  public:

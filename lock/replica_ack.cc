@@ -70,8 +70,9 @@ void SendWait(const std::shared_ptr<AckedRun>& run) {
         const bool script_in = run->script.has_value();
         run->wait = std::move(reply);
         // A WAIT answered before the script's reply went out before the
-        // script's write (the EVAL fallback): it proves nothing, the
-        // script's reply handler sends another.
+        // script's write (a late-safe script sent again after a SCRIPT
+        // FLUSH): it proves nothing, the script's reply handler sends
+        // another.
         if (script_in) run->Judge();
       });
   if (!s.ok()) run->wait = s;  // judged when the script's reply arrives

@@ -15,8 +15,9 @@
 // WAIT cannot run inside a Lua script, so it is sent right behind the
 // script, in the same loop turn, on the same transport: the two are
 // pipelined on one connection and WAIT counts the replicas that have the
-// script's write. When the script needed the EVAL fallback (NOSCRIPT), the
-// EVAL went out after the first WAIT; then a second WAIT follows it.
+// script's write. A script cut off by a SCRIPT FLUSH fails (it did not run)
+// unless it is late-safe (Script::LateRun::kSafe, the plain release): that
+// one is sent again after the first WAIT, so a second WAIT follows it.
 //
 // Internal to //:__subpackages__. Call only on the loop's thread.
 #ifndef DLOCK_LOCK_REPLICA_ACK_H_

@@ -1,7 +1,7 @@
 // Replica acknowledgement (replica_ack.h) through SimpleLock and
 // ReentrantLock on FakeRedis in virtual time: WAIT goes right behind the
 // script, a shortfall releases what was granted and reports kUnavailable,
-// and a cold script cache (EVAL fallback) gets a second WAIT behind the EVAL.
+// and a cold script cache (loaded on the connection first) needs one WAIT only.
 #include "dlock/lock/replica_ack.h"
 
 #include <memory>

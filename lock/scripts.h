@@ -1,5 +1,6 @@
 // This header defines the Lua scripts behind every dlock lock primitive, as
-// `Script` objects (EVALSHA with NOSCRIPT fallback). Each script does its
+// `Script` objects (EVALSHA, loaded on each connection before its first use:
+// docs/script-order.md). Each script does its
 // compare-and-act in one atomic step on the server.
 //
 // They are public so the fake's differential test can run every dlock script

@@ -61,8 +61,9 @@ class AttemptReleases {
   // attempt succeeded and the lease was not released, or its fence is being
   // synced). Otherwise it is one of the LateGrantEvent reasons (observer.h)
   // and a grant is released again on server i -- the release sent at the
-  // decision (or by Release) may have run before it: through a NOSCRIPT
-  // fallback, or because that release failed -- and reported (OnLateGrant).
+  // decision (or by Release) may have run before it -- on another
+  // connection after a reconnect, or because that release failed -- and
+  // reported (OnLateGrant).
   // `final`: the attempt is the failed last one whose final release is
   // running; a timeout of its acquire means its release on server i is not
   // awaited either. Returns true for a kept grant.
