@@ -27,10 +27,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/lock/lease_command.h"
 #include "dlock/lock/lease_options.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/transport/event_loop.h"
 
 namespace dlock {
@@ -98,14 +100,19 @@ class BackgroundRetries {
 
 // The state of one single-server lock that its operations share (held by
 // shared_ptr, so the lock may be destroyed with operations in flight).
+//
+// The policy's OPTIONS are validated once, here, when the policy is
+// created; each operation then returns the stored verdict (kInvalidArgument)
+// from the call, before anything is sent:
+//   release_check: command_timeout > 0;
+//   extend_check:  that, ValidateReplicaAck(replica_ack), `extend_extra`;
+//   acquire_check: that, restart_window >= 0, `acquire_extra`.
+// (`*_extra`: the policy's own options, e.g. the semaphore's permits.)
 struct LeaseCore {
-  LeaseCore(EventLoop* loop, const LeaseOptions& options)
-      : loop(loop),
-        observer(ObserverOrNoop(options.observer)),
-        command_timeout(options.command_timeout),
-        drift_factor(options.drift_factor),
-        drift_constant(options.drift_constant),
-        restart_window(options.restart_window) {}
+  LeaseCore(EventLoop* loop, const LeaseOptions& options,
+            const ReplicaAckOptions& replica_ack = ReplicaAckOptions(),
+            absl::Status extend_extra = absl::OkStatus(),
+            absl::Status acquire_extra = absl::OkStatus());
 
   // DriftAllowance (lease_rules.h) under this lock's options.
   absl::Duration Drift(absl::Duration ttl) const {
@@ -115,11 +122,14 @@ struct LeaseCore {
   absl::Status CheckTtl(absl::Duration ttl) const {
     return ValidateLeaseTtl(ttl, kMaxTtl, drift_factor, drift_constant);
   }
-  // The checks of every Acquire: ValidateResource, CheckTtl, and
-  // restart_window >= 0. kInvalidArgument when one fails.
+  // The checks of every Acquire: acquire_check, ValidateResource and
+  // CheckTtl. kInvalidArgument when one fails.
   absl::Status CheckAcquire(absl::string_view resource, absl::Duration ttl) const;
-  // The checks of every Extend: ValidateResourceToken and CheckTtl.
+  // The checks of every Extend: extend_check, ValidateResourceToken and
+  // CheckTtl.
   absl::Status CheckExtend(const Lease& lease, absl::Duration ttl) const;
+  // The checks of every Release: release_check and ValidateResourceToken.
+  absl::Status CheckRelease(const Lease& lease) const;
 
   EventLoop* const loop;
   LockObserver* const observer;
@@ -127,6 +137,10 @@ struct LeaseCore {
   const double drift_factor;
   const absl::Duration drift_constant;
   const absl::Duration restart_window;
+  const ReplicaAckOptions replica_ack;
+  const absl::Status release_check;
+  const absl::Status extend_check;
+  const absl::Status acquire_check;
   // Cleanups after unknown outcomes; each callback holds the core.
   BackgroundRetries retries{loop};
 };
@@ -220,15 +234,6 @@ void FinishRelease(const LeaseCore& core, absl::string_view policy,
 void FinishExtend(const LeaseCore& core, absl::string_view policy, Lease lease,
                   absl::Duration ttl, absl::Time sent_at, absl::Status status,
                   LeaseCallback callback);
-
-// A release that deleted the key: did its notification go out?
-struct ReleaseNotice {
-  // False when the server refused the PUBLISH (an ACL user without channel
-  // permission); the key is deleted all the same.
-  bool published = true;
-  // The server's refusal when !published.
-  std::string publish_error;
-};
 
 // Reports a release whose reply told whether its notification went out
 // (FinishRelease), with UnpublishedReleaseWarning when it did not: shared by
