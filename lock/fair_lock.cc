@@ -159,7 +159,7 @@ absl::StatusOr<AcquireHandle> FairLock::Acquire(absl::string_view resource,
 }
 
 absl::Status FairLock::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = ValidateResource(lease.resource);
+  absl::Status s = core_->CheckRelease(lease);
   if (!s.ok()) return s;
   return ReleaseAndReport(core_, "fair", lease, std::move(callback), [&](auto on_notice) {
     return core_->commands.Release(lease.resource, lease.token, "", core_->command_timeout,
