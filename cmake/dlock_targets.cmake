@@ -118,7 +118,7 @@ dlock_library(lock INSTALL
         //lock:replica_ack //lock:lease_command
   SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
-       lock/replica_ack.cc lock/lease_command.cc
+       lock/replica_ack.cc lock/lease_command.cc lock/lease_reports.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/retry_attempts.cc lock/retry_lock_wake.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
        lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
@@ -128,6 +128,7 @@ dlock_library(lock INSTALL
        lock/lease_options.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
        lock/lock_commands.h lock/replica_ack.h lock/lease_command.h
+       lock/lease_reports.h
        lock/simple_lock.h lock/retry_lock.h lock/retry_backoff.h
        lock/retry_lock_internal.h lock/reentrant_lock.h
        lock/fair_scripts.h lock/fair_commands.h lock/fair_lock.h
@@ -341,6 +342,8 @@ dlock_test(simple_lock_test BAZEL //lock:simple_lock_test
   SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(replica_ack_test BAZEL //lock:replica_ack_test
   SRCS lock/replica_ack_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(policy_options_test BAZEL //lock:policy_options_test
+  SRCS lock/policy_options_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fair_lock_test BAZEL //lock:fair_lock_test

@@ -159,8 +159,6 @@ absl::StatusOr<AcquireHandle> FairLock::Acquire(absl::string_view resource,
 }
 
 absl::Status FairLock::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = core_->CheckRelease(lease);
-  if (!s.ok()) return s;
   return ReleaseAndReport(core_, "fair", lease, std::move(callback), [&](auto on_notice) {
     return core_->commands.Release(lease.resource, lease.token, "", core_->command_timeout,
                                    std::move(on_notice));
@@ -169,8 +167,6 @@ absl::Status FairLock::Release(const Lease& lease, StatusCallback callback) {
 
 absl::Status FairLock::Extend(const Lease& lease, absl::Duration ttl,
                               LeaseCallback callback) {
-  absl::Status s = core_->CheckExtend(lease, ttl);
-  if (!s.ok()) return s;
   return ExtendAndReport(core_, "fair", lease, ttl, std::move(callback),
                          [&](absl::Duration whole, auto on_status) {
                            LockCommands commands(core_->commands.transport(),

@@ -5,7 +5,7 @@
 //     check and the background cleanups of one lock (each lock's Core
 //     derives from it);
 //   - SingleServerAcquire: the acquire operation (pending -> cancelled or
-//     done), FinishAcquire and the observer's AcquireEvent;
+//     done) and FinishAcquire (the observer's events: lease_reports.h);
 //   - RunCleanup: the background cleanup after an unknown outcome, retried
 //     while the key could still exist;
 //   - FinishRelease / FinishExtend / FinishNoticedRelease: the observer's
@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "dlock/lock/lease_command.h"
 #include "dlock/lock/lease_options.h"
+#include "dlock/lock/lease_reports.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
@@ -57,27 +58,6 @@ absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
                                     absl::StatusOr<int64_t> fence, absl::Time now,
                                     LockObserver* observer,
                                     absl::FunctionRef<void()> undo);
-
-// The observer's events of an Acquire, shared by the one-try acquire
-// (FinishAcquire) and the waits (RetryLock, FairLock):
-//   - ReportAcquire: the AcquireEvent of an Acquire that ended with `result`
-//     (fence and ttl from the lease when OK);
-//   - ReportAcquireWait: the AcquireWaitEvent of a wait whose attempt
-//     `attempt` failed with `last_error`;
-//   - WaitDeadlineMessage: the start of the kDeadlineExceeded message of a
-//     wait that ran out: "<what> not acquired within the wait of W (N
-//     attempt(s)" -- the caller closes the parenthesis.
-void ReportAcquire(LockObserver* observer, absl::string_view policy,
-                   absl::string_view resource, const absl::StatusOr<Lease>& result,
-                   absl::Duration latency, absl::Duration waited, int attempts);
-// The observer's LateGrantEvent of a single-server acquire's grant that is
-// released again (operation "acquire"; `reason`: observer.h's kLateGrant*).
-void ReportLateGrant(LockObserver* observer, absl::string_view policy,
-                     absl::string_view resource, absl::string_view reason);
-void ReportAcquireWait(LockObserver* observer, absl::string_view policy,
-                       absl::string_view resource, int attempt, const absl::Status& last_error,
-                       absl::Duration next_attempt_in, absl::Duration wait_left);
-std::string WaitDeadlineMessage(absl::string_view what, absl::Duration wait, int attempts);
 
 // Background retries of cleanups after unknown outcomes (SimpleLock,
 // ReentrantLock). Stop() -- run when the lock is destroyed, since its
@@ -244,7 +224,8 @@ void FinishNoticedRelease(const LeaseCore& core, absl::string_view policy,
                           StatusCallback callback);
 
 // The three steps every policy's operations share, so each policy says only
-// which command it sends. `send` gets the callable its command must call
+// which command it sends. ReleaseAndReport and ExtendAndReport check first
+// (LeaseCore::CheckRelease / CheckExtend: kInvalidArgument from the call). `send` gets the callable its command must call
 // back exactly once; it returns the command's rejection (then nothing is
 // reported and the caller's callback never runs). Callables are passed
 // through as they are (no extra allocation on the acquire/release path).
@@ -263,6 +244,8 @@ absl::StatusOr<AcquireHandle> StartAcquire(std::shared_ptr<Op> op, Send send) {
 template <typename Send>
 absl::Status ReleaseAndReport(std::shared_ptr<LeaseCore> core, absl::string_view policy,
                               const Lease& lease, StatusCallback callback, Send send) {
+  absl::Status s = core->CheckRelease(lease);
+  if (!s.ok()) return s;
   const absl::Time sent_at = core->loop->Now();
   return send([core = std::move(core), policy, resource = lease.resource, sent_at,
                callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
@@ -278,6 +261,8 @@ template <typename Send, typename After>
 absl::Status ExtendAndReport(std::shared_ptr<LeaseCore> core, absl::string_view policy,
                              const Lease& lease, absl::Duration ttl, LeaseCallback callback,
                              Send send, After after) {
+  absl::Status s = core->CheckExtend(lease, ttl);
+  if (!s.ok()) return s;
   const absl::Duration whole = WholeMillis(ttl);
   const absl::Time sent_at = core->loop->Now();
   return send(whole, [core = std::move(core), policy, lease = Lease(lease), whole, sent_at,

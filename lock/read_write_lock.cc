@@ -167,8 +167,6 @@ class ReadWriteLock::ReaderView : public ViewBase {
   explicit ReaderView(std::shared_ptr<Core> core) : ViewBase(std::move(core), false) {}
 
   absl::Status Release(const Lease& lease, StatusCallback callback) override {
-    absl::Status s = core_->CheckRelease(lease);
-    if (!s.ok()) return s;
     return ReleaseAndReport(core_, "read", lease, std::move(callback), [&](auto on_notice) {
       return SendReadRelease(*core_, lease.resource, lease.token, std::move(on_notice));
     });
@@ -176,8 +174,6 @@ class ReadWriteLock::ReaderView : public ViewBase {
 
   absl::Status Extend(const Lease& lease, absl::Duration ttl,
                       LeaseCallback callback) override {
-    absl::Status s = core_->CheckExtend(lease, ttl);
-    if (!s.ok()) return s;
     return ExtendAndReport(
         core_, "read", lease, ttl, std::move(callback),
         [&](absl::Duration whole, auto on_status) {
@@ -198,8 +194,6 @@ class ReadWriteLock::WriterView : public ViewBase {
   explicit WriterView(std::shared_ptr<Core> core) : ViewBase(std::move(core), true) {}
 
   absl::Status Release(const Lease& lease, StatusCallback callback) override {
-    absl::Status s = core_->CheckRelease(lease);
-    if (!s.ok()) return s;
     return ReleaseAndReport(core_, "write", lease, std::move(callback), [&](auto on_notice) {
       LeaseArgv a;
       return core_->commands.ReleaseCommand(lease.resource, lease.token, a)
@@ -209,8 +203,6 @@ class ReadWriteLock::WriterView : public ViewBase {
 
   absl::Status Extend(const Lease& lease, absl::Duration ttl,
                       LeaseCallback callback) override {
-    absl::Status s = core_->CheckExtend(lease, ttl);
-    if (!s.ok()) return s;
     return ExtendAndReport(
         core_, "write", lease, ttl, std::move(callback),
         [&](absl::Duration whole, auto on_status) {

@@ -180,8 +180,6 @@ absl::StatusOr<AcquireHandle> ReentrantLock::Acquire(absl::string_view resource,
 }
 
 absl::Status ReentrantLock::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = core_->CheckRelease(lease);
-  if (!s.ok()) return s;
   return ReleaseAndReport(core_, "reentrant", lease, std::move(callback), [&](auto on_notice) {
     const std::string keys[] = {core_->keys.LockKey(lease.resource),
                                 core_->keys.ChannelKey(lease.resource)};
@@ -195,8 +193,6 @@ absl::Status ReentrantLock::Release(const Lease& lease, StatusCallback callback)
 
 absl::Status ReentrantLock::Extend(const Lease& lease, absl::Duration ttl,
                                    LeaseCallback callback) {
-  absl::Status s = core_->CheckExtend(lease, ttl);
-  if (!s.ok()) return s;
   return ExtendAndReport(
       core_, "reentrant", lease, ttl, std::move(callback),
       [&](absl::Duration whole, auto on_status) {

@@ -128,8 +128,6 @@ absl::StatusOr<AcquireHandle> Semaphore::Acquire(absl::string_view resource,
 }
 
 absl::Status Semaphore::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = core_->CheckRelease(lease);
-  if (!s.ok()) return s;
   return ReleaseAndReport(core_, kPolicy, lease, std::move(callback), [&](auto on_notice) {
     return core_->SendRelease(lease.resource, lease.token, std::move(on_notice));
   });
@@ -137,8 +135,6 @@ absl::Status Semaphore::Release(const Lease& lease, StatusCallback callback) {
 
 absl::Status Semaphore::Extend(const Lease& lease, absl::Duration ttl,
                                LeaseCallback callback) {
-  absl::Status s = core_->CheckExtend(lease, ttl);
-  if (!s.ok()) return s;
   return ExtendAndReport(
       core_, kPolicy, lease, ttl, std::move(callback),
       [&](absl::Duration whole, auto on_status) {

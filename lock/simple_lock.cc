@@ -79,8 +79,6 @@ absl::StatusOr<AcquireHandle> SimpleLock::Acquire(absl::string_view resource,
 }
 
 absl::Status SimpleLock::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = core_->CheckRelease(lease);
-  if (!s.ok()) return s;
   return ReleaseAndReport(core_, "simple", lease, std::move(callback), [&](auto on_notice) {
     LeaseArgv a;
     return core_->commands.ReleaseCommand(lease.resource, lease.token, a)
@@ -90,8 +88,6 @@ absl::Status SimpleLock::Release(const Lease& lease, StatusCallback callback) {
 
 absl::Status SimpleLock::Extend(const Lease& lease, absl::Duration ttl,
                                 LeaseCallback callback) {
-  absl::Status s = core_->CheckExtend(lease, ttl);
-  if (!s.ok()) return s;
   return ExtendAndReport(
       core_, "simple", lease, ttl, std::move(callback),
       [&](absl::Duration whole, auto on_status) {
