@@ -115,10 +115,10 @@ dlock_library(lock INSTALL
         //lock:keys //lock:tokens //lock:reply_status //lock:lease_ops
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
         //lock:fair_lock //lock:read_write_lock //lock:multi_lock //lock:semaphore
-        //lock:replica_ack
+        //lock:replica_ack //lock:lease_command
   SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/lease_rules.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_ops.cc lock/lock_commands.cc
-       lock/replica_ack.cc
+       lock/replica_ack.cc lock/lease_command.cc lock/lease_reports.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/retry_attempts.cc lock/retry_lock_wake.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
        lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
@@ -127,7 +127,8 @@ dlock_library(lock INSTALL
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/script_prelude.h lock/lease_rules.h
        lock/lease_options.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_ops.h
-       lock/lock_commands.h lock/replica_ack.h
+       lock/lock_commands.h lock/replica_ack.h lock/lease_command.h
+       lock/lease_reports.h
        lock/simple_lock.h lock/retry_lock.h lock/retry_backoff.h
        lock/retry_lock_internal.h lock/reentrant_lock.h
        lock/fair_scripts.h lock/fair_commands.h lock/fair_lock.h
@@ -347,6 +348,8 @@ dlock_test(simple_lock_test BAZEL //lock:simple_lock_test
   SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(replica_ack_test BAZEL //lock:replica_ack_test
   SRCS lock/replica_ack_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(policy_options_test BAZEL //lock:policy_options_test
+  SRCS lock/policy_options_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fair_lock_test BAZEL //lock:fair_lock_test

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dlock/lock/fair_scripts.h"
+#include "dlock/lock/lease_command.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/reply_status.h"
 #include "dlock/transport/reply.h"
@@ -41,6 +42,24 @@ std::optional<FairAcquireReply> QueuedReply(const Reply& reply) {
   return r;
 }
 
+// The fair acquire's reply: queued, or as the plain acquire's (the fence,
+// a refusal, an error).
+struct FairReply {
+  using Output = absl::StatusOr<FairAcquireReply>;
+  Output operator()(absl::StatusOr<Reply> reply,
+                    absl::Span<const absl::string_view> keys) const {
+    if (reply.ok()) {
+      if (std::optional<FairAcquireReply> q = QueuedReply(*reply)) return *q;
+    }
+    absl::StatusOr<int64_t> fence = FenceReply{}(std::move(reply), keys);
+    if (!fence.ok()) return fence.status();
+    FairAcquireReply r;
+    r.fence = *fence;
+    return r;
+  }
+  bool Wrote(const Reply&) const { return false; }  // never acknowledged
+};
+
 }  // namespace
 
 absl::Status FairCommands::Acquire(
@@ -53,32 +72,18 @@ absl::Status FairCommands::Acquire(
   if (queue_ttl < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError("queue ttl must be >= 1 ms");
   }
-  return FairAcquireScript().Run(
-      *transport_,
-      {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey(resource),
-       QueueKey(resource)},
-      {std::string(token), absl::StrCat(TtlMillis(ttl)),
-       absl::StrCat(absl::ToInt64Milliseconds(restart_window)), std::string(waiter),
-       absl::StrCat(absl::ToInt64Milliseconds(queue_ttl)), WaiterChannel("")},
-      timeout,
-      [cb = std::move(cb), keys = keys_,
-       resource = std::string(resource)](absl::StatusOr<Reply> reply) mutable {
-        if (reply.ok()) {
-          if (std::optional<FairAcquireReply> q = QueuedReply(*reply)) {
-            std::move(cb)(*q);
-            return;
-          }
-        }
-        // Otherwise as the plain acquire's: the fence, a refusal, an error.
-        absl::StatusOr<int64_t> fence = AcquireReplyFence(keys, resource, reply);
-        if (!fence.ok()) {
-          std::move(cb)(fence.status());
-          return;
-        }
-        FairAcquireReply r;
-        r.fence = *fence;
-        std::move(cb)(r);
-      });
+  const std::string keys[] = {keys_.LockKey(resource), keys_.FenceKey(resource),
+                              keys_.DataSetKey(resource), QueueKey(resource)};
+  const std::string args[] = {std::string(token), absl::StrCat(TtlMillis(ttl)),
+                              absl::StrCat(absl::ToInt64Milliseconds(restart_window)),
+                              std::string(waiter),
+                              absl::StrCat(absl::ToInt64Milliseconds(queue_ttl)),
+                              WaiterChannel("")};
+  const absl::string_view key_views[] = {keys[0], keys[1], keys[2], keys[3]};
+  const absl::string_view arg_views[] = {args[0], args[1], args[2],
+                                         args[3], args[4], args[5]};
+  return MakeLeaseCommand(FairAcquireScript(), key_views, arg_views, FairReply{})
+      .Send(*transport_, timeout, std::move(cb));
 }
 
 absl::Status FairCommands::Release(
@@ -87,12 +92,12 @@ absl::Status FairCommands::Release(
     absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb) {
   absl::Status s = ValidateCommandArgs(resource, token, timeout);
   if (!s.ok()) return s;
-  return FairReleaseScript().Run(
-      *transport_, {keys_.LockKey(resource), QueueKey(resource)},
-      {std::string(token), std::string(waiter), WaiterChannel("")}, timeout,
-      [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-        std::move(cb)(ReleaseReplyNotice(std::move(reply)));
-      });
+  const std::string keys[] = {keys_.LockKey(resource), QueueKey(resource)};
+  const std::string channel = WaiterChannel("");
+  const absl::string_view key_views[] = {keys[0], keys[1]};
+  const absl::string_view arg_views[] = {token, waiter, channel};
+  return MakeLeaseCommand(FairReleaseScript(), key_views, arg_views, ReleaseNoticeReply{})
+      .Send(*transport_, timeout, std::move(cb));
 }
 
 }  // namespace dlock

@@ -18,14 +18,6 @@ namespace dlock {
 // it is the refresh period, which must stay well above a loop tick).
 constexpr absl::Duration kMinQueueTtl = absl::Milliseconds(30);
 
-FairLock::Core::Core(EventLoop* loop, Transport* transport,
-                     const FairLockOptions& options)
-    : LeaseCore(loop, options),
-      commands(transport, KeyScheme{options.key_prefix}),
-      queue_ttl(WholeMillis(options.queue_ttl)),
-      replica_ack_requested(options.replica_ack.min_replicas != 0),
-      instance_id(NewToken()) {}
-
 namespace {
 absl::Status RefuseReplicaAck() {
   return absl::InvalidArgumentError(
@@ -34,6 +26,15 @@ absl::Status RefuseReplicaAck() {
       "grants");
 }
 }  // namespace
+
+FairLock::Core::Core(EventLoop* loop, Transport* transport,
+                     const FairLockOptions& options)
+    : LeaseCore(loop, options, ReplicaAckOptions(),
+                options.replica_ack.min_replicas != 0 ? RefuseReplicaAck() : absl::OkStatus()),
+      commands(transport, KeyScheme{options.key_prefix}),
+      queue_ttl(WholeMillis(options.queue_ttl)),
+      instance_id(NewToken()) {}
+
 
 void FairLock::Core::EnsureSubscribed(const std::shared_ptr<Core>& core) {
   if (core->closed || core->subscription != nullptr || core->subscribing) return;
@@ -121,7 +122,6 @@ const std::string& FairLock::instance_id() const { return core_->instance_id; }
 absl::StatusOr<AcquireHandle> FairLock::Acquire(absl::string_view resource,
                                                 const AcquireOptions& options,
                                                 LeaseCallback callback) {
-  if (core_->replica_ack_requested) return RefuseReplicaAck();
   absl::Status s = core_->CheckAcquire(resource, options.ttl);
   if (!s.ok()) return s;
   if (options.wait < absl::ZeroDuration()) {
@@ -159,8 +159,6 @@ absl::StatusOr<AcquireHandle> FairLock::Acquire(absl::string_view resource,
 }
 
 absl::Status FairLock::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = ValidateResource(lease.resource);
-  if (!s.ok()) return s;
   return ReleaseAndReport(core_, "fair", lease, std::move(callback), [&](auto on_notice) {
     return core_->commands.Release(lease.resource, lease.token, "", core_->command_timeout,
                                    std::move(on_notice));
@@ -169,9 +167,6 @@ absl::Status FairLock::Release(const Lease& lease, StatusCallback callback) {
 
 absl::Status FairLock::Extend(const Lease& lease, absl::Duration ttl,
                               LeaseCallback callback) {
-  if (core_->replica_ack_requested) return RefuseReplicaAck();
-  absl::Status s = core_->CheckExtend(lease, ttl);
-  if (!s.ok()) return s;
   return ExtendAndReport(core_, "fair", lease, ttl, std::move(callback),
                          [&](absl::Duration whole, auto on_status) {
                            LockCommands commands(core_->commands.transport(),

@@ -42,8 +42,8 @@ struct FairLock::Core : LeaseCore {
   const absl::Duration queue_ttl;
   // FairLockOptions inherits SimpleLockOptions::replica_ack, which the fair
   // scripts do not implement: a request for it is refused (kInvalidArgument
-  // from Acquire and Extend) rather than silently ignored.
-  const bool replica_ack_requested;
+  // from Acquire and Extend: LeaseCore's extend_check) rather than silently
+  // ignored.
   const std::string instance_id;
   int64_t attempts = 0;
   // Pending waits by waiter id (what keeps them alive between attempts);

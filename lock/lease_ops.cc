@@ -1,6 +1,7 @@
 #include "dlock/lock/lease_ops.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,60 +43,56 @@ absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
   return result;
 }
 
-void ReportAcquire(LockObserver* observer, absl::string_view policy,
-                   absl::string_view resource, const absl::StatusOr<Lease>& result,
-                   absl::Duration latency, absl::Duration waited, int attempts) {
-  AcquireEvent event;
-  event.policy = policy;
-  event.resource = resource;
-  event.status = result.status();
-  event.latency = latency;
-  event.waited = waited;
-  event.attempts = attempts;
-  if (result.ok()) {
-    event.fence = result->fence;
-    event.ttl = result->ttl;
-  }
-  observer->OnAcquire(event);
-}
+namespace {
 
-void ReportLateGrant(LockObserver* observer, absl::string_view policy,
-                     absl::string_view resource, absl::string_view reason) {
-  LateGrantEvent event;
-  event.policy = policy;
-  event.resource = resource;
-  event.operation = "acquire";
-  event.reason = reason;
-  observer->OnLateGrant(event);
-}
-
-void ReportAcquireWait(LockObserver* observer, absl::string_view policy,
-                       absl::string_view resource, int attempt, const absl::Status& last_error,
-                       absl::Duration next_attempt_in, absl::Duration wait_left) {
-  observer->OnAcquireWait(
-      AcquireWaitEvent{policy, resource, attempt, last_error, next_attempt_in, wait_left});
-}
-
-std::string WaitDeadlineMessage(absl::string_view what, absl::Duration wait, int attempts) {
-  return absl::StrCat(what, " not acquired within the wait of ", absl::FormatDuration(wait),
-                      " (", attempts, attempts == 1 ? " attempt" : " attempts");
-}
-
-absl::Status LeaseCore::CheckAcquire(absl::string_view resource, absl::Duration ttl) const {
-  absl::Status s = ValidateResource(resource);
-  if (!s.ok()) return s;
-  s = CheckTtl(ttl);
-  if (!s.ok()) return s;
-  if (restart_window < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("restart_window must be >= 0");
+absl::Status FirstError(std::initializer_list<absl::Status> statuses) {
+  for (const absl::Status& s : statuses) {
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
+}  // namespace
+
+LeaseCore::LeaseCore(EventLoop* loop, const LeaseOptions& options,
+                     const ReplicaAckOptions& replica_ack, absl::Status extend_extra,
+                     absl::Status acquire_extra)
+    : loop(loop),
+      observer(ObserverOrNoop(options.observer)),
+      command_timeout(options.command_timeout),
+      drift_factor(options.drift_factor),
+      drift_constant(options.drift_constant),
+      restart_window(options.restart_window),
+      replica_ack(replica_ack),
+      release_check(options.command_timeout > absl::ZeroDuration()
+                        ? absl::OkStatus()
+                        : absl::InvalidArgumentError("command_timeout must be positive")),
+      extend_check(FirstError({release_check, ValidateReplicaAck(replica_ack),
+                               std::move(extend_extra)})),
+      acquire_check(FirstError(
+          {extend_check,
+           options.restart_window < absl::ZeroDuration()
+               ? absl::InvalidArgumentError("restart_window must be >= 0")
+               : absl::OkStatus(),
+           std::move(acquire_extra)})) {}
+
+absl::Status LeaseCore::CheckAcquire(absl::string_view resource, absl::Duration ttl) const {
+  if (!acquire_check.ok()) return acquire_check;
+  absl::Status s = ValidateResource(resource);
+  if (!s.ok()) return s;
+  return CheckTtl(ttl);
+}
+
 absl::Status LeaseCore::CheckExtend(const Lease& lease, absl::Duration ttl) const {
+  if (!extend_check.ok()) return extend_check;
   absl::Status s = ValidateResourceToken(lease.resource, lease.token);
   if (!s.ok()) return s;
   return CheckTtl(ttl);
+}
+
+absl::Status LeaseCore::CheckRelease(const Lease& lease) const {
+  if (!release_check.ok()) return release_check;
+  return ValidateResourceToken(lease.resource, lease.token);
 }
 
 void BackgroundRetries::RunLater(absl::Duration delay, absl::AnyInvocable<void() &&> fn) {

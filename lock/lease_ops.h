@@ -5,7 +5,7 @@
 //     check and the background cleanups of one lock (each lock's Core
 //     derives from it);
 //   - SingleServerAcquire: the acquire operation (pending -> cancelled or
-//     done), FinishAcquire and the observer's AcquireEvent;
+//     done) and FinishAcquire (the observer's events: lease_reports.h);
 //   - RunCleanup: the background cleanup after an unknown outcome, retried
 //     while the key could still exist;
 //   - FinishRelease / FinishExtend / FinishNoticedRelease: the observer's
@@ -27,10 +27,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/lock/lease_command.h"
 #include "dlock/lock/lease_options.h"
+#include "dlock/lock/lease_reports.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/transport/event_loop.h"
 
 namespace dlock {
@@ -56,27 +59,6 @@ absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
                                     LockObserver* observer,
                                     absl::FunctionRef<void()> undo);
 
-// The observer's events of an Acquire, shared by the one-try acquire
-// (FinishAcquire) and the waits (RetryLock, FairLock):
-//   - ReportAcquire: the AcquireEvent of an Acquire that ended with `result`
-//     (fence and ttl from the lease when OK);
-//   - ReportAcquireWait: the AcquireWaitEvent of a wait whose attempt
-//     `attempt` failed with `last_error`;
-//   - WaitDeadlineMessage: the start of the kDeadlineExceeded message of a
-//     wait that ran out: "<what> not acquired within the wait of W (N
-//     attempt(s)" -- the caller closes the parenthesis.
-void ReportAcquire(LockObserver* observer, absl::string_view policy,
-                   absl::string_view resource, const absl::StatusOr<Lease>& result,
-                   absl::Duration latency, absl::Duration waited, int attempts);
-// The observer's LateGrantEvent of a single-server acquire's grant that is
-// released again (operation "acquire"; `reason`: observer.h's kLateGrant*).
-void ReportLateGrant(LockObserver* observer, absl::string_view policy,
-                     absl::string_view resource, absl::string_view reason);
-void ReportAcquireWait(LockObserver* observer, absl::string_view policy,
-                       absl::string_view resource, int attempt, const absl::Status& last_error,
-                       absl::Duration next_attempt_in, absl::Duration wait_left);
-std::string WaitDeadlineMessage(absl::string_view what, absl::Duration wait, int attempts);
-
 // Background retries of cleanups after unknown outcomes (SimpleLock,
 // ReentrantLock). Stop() -- run when the lock is destroyed, since its
 // transport may be destroyed right after -- cancels every timer not yet run
@@ -98,14 +80,19 @@ class BackgroundRetries {
 
 // The state of one single-server lock that its operations share (held by
 // shared_ptr, so the lock may be destroyed with operations in flight).
+//
+// The policy's OPTIONS are validated once, here, when the policy is
+// created; each operation then returns the stored verdict (kInvalidArgument)
+// from the call, before anything is sent:
+//   release_check: command_timeout > 0;
+//   extend_check:  that, ValidateReplicaAck(replica_ack), `extend_extra`;
+//   acquire_check: that, restart_window >= 0, `acquire_extra`.
+// (`*_extra`: the policy's own options, e.g. the semaphore's permits.)
 struct LeaseCore {
-  LeaseCore(EventLoop* loop, const LeaseOptions& options)
-      : loop(loop),
-        observer(ObserverOrNoop(options.observer)),
-        command_timeout(options.command_timeout),
-        drift_factor(options.drift_factor),
-        drift_constant(options.drift_constant),
-        restart_window(options.restart_window) {}
+  LeaseCore(EventLoop* loop, const LeaseOptions& options,
+            const ReplicaAckOptions& replica_ack = ReplicaAckOptions(),
+            absl::Status extend_extra = absl::OkStatus(),
+            absl::Status acquire_extra = absl::OkStatus());
 
   // DriftAllowance (lease_rules.h) under this lock's options.
   absl::Duration Drift(absl::Duration ttl) const {
@@ -115,11 +102,14 @@ struct LeaseCore {
   absl::Status CheckTtl(absl::Duration ttl) const {
     return ValidateLeaseTtl(ttl, kMaxTtl, drift_factor, drift_constant);
   }
-  // The checks of every Acquire: ValidateResource, CheckTtl, and
-  // restart_window >= 0. kInvalidArgument when one fails.
+  // The checks of every Acquire: acquire_check, ValidateResource and
+  // CheckTtl. kInvalidArgument when one fails.
   absl::Status CheckAcquire(absl::string_view resource, absl::Duration ttl) const;
-  // The checks of every Extend: ValidateResourceToken and CheckTtl.
+  // The checks of every Extend: extend_check, ValidateResourceToken and
+  // CheckTtl.
   absl::Status CheckExtend(const Lease& lease, absl::Duration ttl) const;
+  // The checks of every Release: release_check and ValidateResourceToken.
+  absl::Status CheckRelease(const Lease& lease) const;
 
   EventLoop* const loop;
   LockObserver* const observer;
@@ -127,6 +117,10 @@ struct LeaseCore {
   const double drift_factor;
   const absl::Duration drift_constant;
   const absl::Duration restart_window;
+  const ReplicaAckOptions replica_ack;
+  const absl::Status release_check;
+  const absl::Status extend_check;
+  const absl::Status acquire_check;
   // Cleanups after unknown outcomes; each callback holds the core.
   BackgroundRetries retries{loop};
 };
@@ -221,15 +215,6 @@ void FinishExtend(const LeaseCore& core, absl::string_view policy, Lease lease,
                   absl::Duration ttl, absl::Time sent_at, absl::Status status,
                   LeaseCallback callback);
 
-// A release that deleted the key: did its notification go out?
-struct ReleaseNotice {
-  // False when the server refused the PUBLISH (an ACL user without channel
-  // permission); the key is deleted all the same.
-  bool published = true;
-  // The server's refusal when !published.
-  std::string publish_error;
-};
-
 // Reports a release whose reply told whether its notification went out
 // (FinishRelease), with UnpublishedReleaseWarning when it did not: shared by
 // every policy whose release script publishes.
@@ -239,7 +224,8 @@ void FinishNoticedRelease(const LeaseCore& core, absl::string_view policy,
                           StatusCallback callback);
 
 // The three steps every policy's operations share, so each policy says only
-// which command it sends. `send` gets the callable its command must call
+// which command it sends. ReleaseAndReport and ExtendAndReport check first
+// (LeaseCore::CheckRelease / CheckExtend: kInvalidArgument from the call). `send` gets the callable its command must call
 // back exactly once; it returns the command's rejection (then nothing is
 // reported and the caller's callback never runs). Callables are passed
 // through as they are (no extra allocation on the acquire/release path).
@@ -258,6 +244,8 @@ absl::StatusOr<AcquireHandle> StartAcquire(std::shared_ptr<Op> op, Send send) {
 template <typename Send>
 absl::Status ReleaseAndReport(std::shared_ptr<LeaseCore> core, absl::string_view policy,
                               const Lease& lease, StatusCallback callback, Send send) {
+  absl::Status s = core->CheckRelease(lease);
+  if (!s.ok()) return s;
   const absl::Time sent_at = core->loop->Now();
   return send([core = std::move(core), policy, resource = lease.resource, sent_at,
                callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
@@ -273,6 +261,8 @@ template <typename Send, typename After>
 absl::Status ExtendAndReport(std::shared_ptr<LeaseCore> core, absl::string_view policy,
                              const Lease& lease, absl::Duration ttl, LeaseCallback callback,
                              Send send, After after) {
+  absl::Status s = core->CheckExtend(lease, ttl);
+  if (!s.ok()) return s;
   const absl::Duration whole = WholeMillis(ttl);
   const absl::Time sent_at = core->loop->Now();
   return send(whole, [core = std::move(core), policy, lease = Lease(lease), whole, sent_at,

@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "dlock/lock/keys.h"
-#include "dlock/lock/lease_ops.h"
+#include "dlock/lock/lease_command.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/replica_ack.h"
 #include "dlock/lock/reply_status.h"
@@ -36,21 +36,22 @@
 
 namespace dlock {
 
-// How the scripts' replies read (LockCommands, the Semaphore and the
-// ReadWriteLock share them): an acquire script's reply as the fence (>=
-// `min_fence`), kAborted `held` for nil (held), its refusals
-// (AcquireRefusalStatus) or an unexpected reply's status;
-absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_view resource,
-                                          const absl::StatusOr<Reply>& reply,
-                                          int64_t min_fence = 1,
-                                          absl::string_view held =
-                                              "lock is held by another owner");
-// a release script's reply (1 deleted, 0 not owner, a string: deleted but
-// the PUBLISH was refused; ReleaseNotice and its report: lease_ops.h);
-absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(absl::StatusOr<Reply> reply);
-// a 1/0 reply as OK / kFailedPrecondition "<what>: the lease no longer owns
-// the key". Transport failures pass through.
-absl::Status OwnedReplyStatus(absl::string_view what, const absl::StatusOr<Reply>& reply);
+// The replies' readings (FenceReply, OwnedReply, ReleaseNoticeReply and
+// their plain-function forms AcquireReplyFence, ReleaseReplyNotice,
+// OwnedReplyStatus): lease_command.h.
+
+// The argv of one lease command of LockCommands, built on the caller's
+// stack: the resource's keys and the numbers it sends. A LeaseCommand
+// built into it holds views of it.
+struct LeaseArgv {
+  std::optional<ResourceKeys> resource_keys;
+  char ttl_ms[absl::numbers_internal::kFastToBufferSize];
+  char window_ms[absl::numbers_internal::kFastToBufferSize];
+  absl::string_view keys[3];
+  absl::string_view args[3];
+  // The resource's slot's marker on a cluster (per_slot_data_set).
+  std::string data_set_key;
+};
 
 // Every method below validates first and returns kInvalidArgument (callback
 // never runs) for a bad resource (ValidateResource), an empty token, a bad
@@ -97,27 +98,11 @@ class LockCommands {
   absl::Status TryAcquire(absl::string_view resource, absl::string_view token,
                           absl::Duration ttl, absl::Duration restart_window,
                           absl::Duration timeout, F cb) {
-    AcquireArgv a;
-    absl::Status s = PrepareAcquire(resource, token, ttl, restart_window, timeout, a);
+    absl::Status s = ValidateAcquireArgs(resource, token, ttl, restart_window, timeout);
     if (!s.ok()) return s;
-    if (ack_.min_replicas > 0) {
-      // Acknowledged (replica_ack.h): WAIT right behind the script. Not the
-      // allocation-lean path: it costs a replication round trip anyway.
-      return RunAcknowledged(
-          AcquireScript(), *transport_, {a.keys, a.keys + 3}, {a.args, a.args + 3}, timeout,
-          ack_, [](const Reply& r) { return r.is_integer() && r.integer >= 1; },
-          [cb = std::move(cb), keys = std::vector<std::string>(a.keys, a.keys + 3)](
-              absl::StatusOr<Reply> reply) mutable {
-            const absl::string_view views[] = {keys[0], keys[1], keys[2]};
-            std::move(cb)(AcquireReplyFence(std::move(reply), views));
-          });
-    }
-    return AcquireScript().Invoke(
-        *transport_, a.keys, a.args, timeout,
-        [cb = std::move(cb)](absl::StatusOr<Reply> reply,
-                             absl::Span<const absl::string_view> keys) mutable {
-          std::move(cb)(AcquireReplyFence(std::move(reply), keys));
-        });
+    LeaseArgv a;
+    return AcquireCommand(resource, token, ttl, restart_window, a)
+        .Send(*transport_, timeout, std::move(cb));
   }
 
   // If P{R} == token: DEL it and PUBLISH on P{R}:released. OK (also when
@@ -126,19 +111,19 @@ class LockCommands {
   template <typename F>  // void(absl::Status) &&
   absl::Status Release(absl::string_view resource, absl::string_view token,
                        absl::Duration timeout, F cb) {
-    return SendRelease(resource, token, timeout,
-                       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-                         std::move(cb)(dlock::ReleaseReplyNotice(std::move(reply)).status());
-                       });
+    return ReleaseNotifying(resource, token, timeout,
+                            [cb = std::move(cb)](absl::StatusOr<ReleaseNotice> n) mutable {
+                              std::move(cb)(n.status());
+                            });
   }
   // Release, telling on success whether the notification was published.
   template <typename F>  // void(absl::StatusOr<ReleaseNotice>) &&
   absl::Status ReleaseNotifying(absl::string_view resource, absl::string_view token,
                                 absl::Duration timeout, F cb) {
-    return SendRelease(resource, token, timeout,
-                       [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-                         std::move(cb)(dlock::ReleaseReplyNotice(std::move(reply)));
-                       });
+    absl::Status s = ValidateCommandArgs(resource, token, timeout);
+    if (!s.ok()) return s;
+    LeaseArgv a;
+    return ReleaseCommand(resource, token, a).Send(*transport_, timeout, std::move(cb));
   }
 
   // If P{R} == token: PEXPIRE it to ttl. OK, or kFailedPrecondition.
@@ -161,38 +146,27 @@ class LockCommands {
                                  absl::Duration timeout,
                                  absl::AnyInvocable<void(absl::Status) &&> cb);
 
- private:
-  // The acquire script's argv, built on the caller's stack.
-  struct AcquireArgv {
-    std::optional<ResourceKeys> resource_keys;
-    char ttl_ms[absl::numbers_internal::kFastToBufferSize];
-    char window_ms[absl::numbers_internal::kFastToBufferSize];
-    absl::string_view keys[3];
-    absl::string_view args[3];
-    // The resource's slot's marker on a cluster (per_slot_data_set).
-    std::string data_set_key;
-  };
-  absl::Status PrepareAcquire(absl::string_view resource, absl::string_view token,
-                              absl::Duration ttl, absl::Duration restart_window,
-                              absl::Duration timeout, AcquireArgv& a) const;
-  // The acquire script's reply (`keys`: its KEYS, to name them in errors).
-  static absl::StatusOr<int64_t> AcquireReplyFence(absl::StatusOr<Reply> reply,
-                                                   absl::Span<const absl::string_view> keys);
+  // The commands themselves, built into `a` and NOT validated: for callers
+  // that checked their arguments once already (the policies, at Acquire /
+  // Extend; the public methods above). Acquire and Extend carry this
+  // object's replica acknowledgement; Release and ExtendOrReacquire never
+  // wait.
+  LeaseCommand<FenceReply> AcquireCommand(absl::string_view resource,
+                                          absl::string_view token, absl::Duration ttl,
+                                          absl::Duration restart_window, LeaseArgv& a) const;
+  LeaseCommand<ReleaseNoticeReply> ReleaseCommand(absl::string_view resource,
+                                                  absl::string_view token,
+                                                  LeaseArgv& a) const;
+  LeaseCommand<OwnedReply> ExtendCommand(absl::string_view resource, absl::string_view token,
+                                         absl::Duration ttl, LeaseArgv& a) const;
+  LeaseCommand<OwnedReply> ExtendOrReacquireCommand(absl::string_view resource,
+                                                    absl::string_view token,
+                                                    absl::Duration ttl, LeaseArgv& a) const;
 
-  template <typename F>  // void(absl::StatusOr<Reply>) &&
-  absl::Status SendRelease(absl::string_view resource, absl::string_view token,
-                           absl::Duration timeout, F on_reply) {
-    absl::Status s = ValidateCommandArgs(resource, token, timeout);
-    if (!s.ok()) return s;
-    const ResourceKeys k(keys_.prefix, resource);
-    const absl::string_view keys[] = {k.lock()};
-    const absl::string_view args[] = {token, k.channel()};
-    return ReleaseScript().Invoke(*transport_, keys, args, timeout, std::move(on_reply));
-  }
-  absl::Status SendExtend(const Script& script, absl::string_view resource,
-                          absl::string_view token, absl::Duration ttl,
-                          absl::Duration timeout,
-                          absl::AnyInvocable<void(absl::Status) &&> cb);
+ private:
+  // Fills a.resource_keys and a.args[0..1] = token, ttl_ms.
+  void PrepareLeaseArgv(absl::string_view resource, absl::string_view token,
+                        absl::Duration ttl, LeaseArgv& a) const;
 
   Transport* transport_;
   KeyScheme keys_;

@@ -18,7 +18,10 @@ namespace dlock {
 
 struct ReadWriteLock::Core : LeaseCore {
   Core(EventLoop* loop, Transport* transport, const ReadWriteLockOptions& options)
-      : LeaseCore(loop, options),
+      : LeaseCore(loop, options, options.replica_ack, absl::OkStatus(),
+                  options.writer_intent_ttl < absl::ZeroDuration()
+                      ? absl::InvalidArgumentError("writer_intent_ttl must be >= 0")
+                      : absl::OkStatus()),
         transport(transport),
         commands(transport, KeyScheme{options.key_prefix}),
         writer_intent_ttl(options.writer_intent_ttl) {
@@ -38,13 +41,15 @@ namespace {
 using Core = ReadWriteLock::Core;
 
 // Sends the reader release script for `token`.
-absl::Status SendReadRelease(
-    Core& core, absl::string_view resource, absl::string_view token,
-    absl::AnyInvocable<void(absl::StatusOr<Reply>) &&> cb) {
-  return ReadReleaseScript().Run(
-      *core.transport, {ReadersKey(core.keys(), resource)},
-      {std::string(token), core.keys().ChannelKey(resource)}, core.command_timeout,
-      std::move(cb));
+template <typename F>  // void(absl::StatusOr<ReleaseNotice>) &&
+absl::Status SendReadRelease(const Core& core, absl::string_view resource,
+                             absl::string_view token, F cb) {
+  const std::string readers = ReadersKey(core.keys(), resource);
+  const std::string channel = core.keys().ChannelKey(resource);
+  const absl::string_view key_views[] = {readers};
+  const absl::string_view arg_views[] = {token, channel};
+  return MakeLeaseCommand(ReadReleaseScript(), key_views, arg_views, ReleaseNoticeReply{})
+      .Send(*core.transport, core.command_timeout, std::move(cb));
 }
 
 // Gives back what `token` may hold of `resource` (the writer's key or the
@@ -107,11 +112,6 @@ class ViewBase : public Lock, protected ReleaseNotifier {
                                         LeaseCallback callback) override {
     absl::Status s = core_->CheckAcquire(resource, options.ttl);
     if (!s.ok()) return s;
-    s = ValidateReplicaAck(core_->commands.replica_ack());
-    if (!s.ok()) return s;
-    if (core_->writer_intent_ttl < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError("writer_intent_ttl must be >= 0");
-    }
     return StartAcquire(std::make_shared<RwAcquireOp>(core_, write_, std::string(resource),
                                                       WholeMillis(options.ttl),
                                                       std::move(callback)),
@@ -132,29 +132,31 @@ class ViewBase : public Lock, protected ReleaseNotifier {
   absl::Status Send(std::shared_ptr<RwAcquireOp> op) {
     const absl::string_view resource = op->resource();
     const KeyScheme& keys = core_->keys();
-    std::vector<std::string> args = {
+    const std::string key_list[] = {keys.LockKey(resource), keys.FenceKey(resource),
+                                    ReadersKey(keys, resource),
+                                    WriterIntentKey(keys, resource),
+                                    keys.DataSetKey(resource)};
+    const std::string args[] = {
         op->token(), absl::StrCat(TtlMillis(op->ttl())),
-        absl::StrCat(absl::ToInt64Milliseconds(core_->restart_window))};
-    if (write_) {
-      args.push_back(absl::StrCat(absl::ToInt64Milliseconds(core_->writer_intent_ttl)));
-    }
+        absl::StrCat(absl::ToInt64Milliseconds(core_->restart_window)),
+        absl::StrCat(absl::ToInt64Milliseconds(core_->writer_intent_ttl))};
+    const absl::string_view key_views[] = {key_list[0], key_list[1], key_list[2],
+                                           key_list[3], key_list[4]};
+    // The writer's script takes the intent's ttl too.
+    const absl::string_view arg_views[] = {args[0], args[1], args[2], args[3]};
     const Script& script = write_ ? WriteAcquireScript() : ReadAcquireScript();
     // A grant: the writer's fence (>= 1) or the reader's current fence (>= 0);
     // a refusal is nil or an array.
-    bool (*const granted)(const Reply&) =
-        write_ ? +[](const Reply& r) { return r.is_integer() && r.integer >= 1; }
-               : +[](const Reply& r) { return r.is_integer() && r.integer >= 0; };
-    return RunAcknowledged(
-        script, *core_->transport,
-        {keys.LockKey(resource), keys.FenceKey(resource), ReadersKey(keys, resource),
-         WriterIntentKey(keys, resource), keys.DataSetKey(resource)},
-        std::move(args), core_->command_timeout, core_->commands.replica_ack(), granted,
-        [op, keys, write = write_](absl::StatusOr<Reply> reply) {
-          op->OnReply(AcquireReplyFence(keys, op->resource(), std::move(reply),
-                                        write ? 1 : 0,
-                                        write ? "the lock is held by a writer or readers"
-                                              : "a writer holds or waits for the lock"));
-        });
+    FenceReply parse;
+    parse.min_fence = write_ ? 1 : 0;
+    parse.held = write_ ? "the lock is held by a writer or readers"
+                        : "a writer holds or waits for the lock";
+    parse.slots.data_set = 4;
+    return MakeLeaseCommand(script, key_views,
+                            absl::MakeConstSpan(arg_views, write_ ? 4 : 3), parse,
+                            core_->replica_ack)
+        .Send(*core_->transport, core_->command_timeout,
+              [op](absl::StatusOr<int64_t> fence) { op->OnReply(std::move(fence)); });
   }
 };
 
@@ -165,33 +167,23 @@ class ReadWriteLock::ReaderView : public ViewBase {
   explicit ReaderView(std::shared_ptr<Core> core) : ViewBase(std::move(core), false) {}
 
   absl::Status Release(const Lease& lease, StatusCallback callback) override {
-    absl::Status s = ValidateResourceToken(lease.resource, lease.token);
-    if (!s.ok()) return s;
     return ReleaseAndReport(core_, "read", lease, std::move(callback), [&](auto on_notice) {
-      return SendReadRelease(*core_, lease.resource, lease.token,
-                             [on_notice = std::move(on_notice)](
-                                 absl::StatusOr<Reply> reply) mutable {
-                               std::move(on_notice)(ReleaseReplyNotice(std::move(reply)));
-                             });
+      return SendReadRelease(*core_, lease.resource, lease.token, std::move(on_notice));
     });
   }
 
   absl::Status Extend(const Lease& lease, absl::Duration ttl,
                       LeaseCallback callback) override {
-    absl::Status s = core_->CheckExtend(lease, ttl);
-    if (!s.ok()) return s;
     return ExtendAndReport(
         core_, "read", lease, ttl, std::move(callback),
         [&](absl::Duration whole, auto on_status) {
-          return RunAcknowledged(
-              ReadExtendScript(), *core_->transport,
-              {ReadersKey(core_->keys(), lease.resource)},
-              {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
-              core_->commands.replica_ack(),
-              [](const Reply& r) { return r.is_integer() && r.integer == 1; },
-              [on_status = std::move(on_status)](absl::StatusOr<Reply> reply) mutable {
-                std::move(on_status)(OwnedReplyStatus("extend", reply));
-              });
+          const std::string readers = ReadersKey(core_->keys(), lease.resource);
+          const std::string ttl_ms = absl::StrCat(TtlMillis(whole));
+          const absl::string_view key_views[] = {readers};
+          const absl::string_view arg_views[] = {lease.token, ttl_ms};
+          return MakeLeaseCommand(ReadExtendScript(), key_views, arg_views, OwnedReply{},
+                                  core_->replica_ack)
+              .Send(*core_->transport, core_->command_timeout, std::move(on_status));
         },
         AfterExtend{core_, false});
   }
@@ -203,20 +195,20 @@ class ReadWriteLock::WriterView : public ViewBase {
 
   absl::Status Release(const Lease& lease, StatusCallback callback) override {
     return ReleaseAndReport(core_, "write", lease, std::move(callback), [&](auto on_notice) {
-      return core_->commands.ReleaseNotifying(lease.resource, lease.token,
-                                              core_->command_timeout, std::move(on_notice));
+      LeaseArgv a;
+      return core_->commands.ReleaseCommand(lease.resource, lease.token, a)
+          .Send(*core_->transport, core_->command_timeout, std::move(on_notice));
     });
   }
 
   absl::Status Extend(const Lease& lease, absl::Duration ttl,
                       LeaseCallback callback) override {
-    absl::Status s = core_->CheckExtend(lease, ttl);
-    if (!s.ok()) return s;
     return ExtendAndReport(
         core_, "write", lease, ttl, std::move(callback),
         [&](absl::Duration whole, auto on_status) {
-          return core_->commands.Extend(lease.resource, lease.token, whole,
-                                        core_->command_timeout, std::move(on_status));
+          LeaseArgv a;
+          return core_->commands.ExtendCommand(lease.resource, lease.token, whole, a)
+              .Send(*core_->transport, core_->command_timeout, std::move(on_status));
         },
         AfterExtend{core_, true});
   }

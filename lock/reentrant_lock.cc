@@ -15,11 +15,10 @@ namespace dlock {
 
 struct ReentrantLock::Core : LeaseCore {
   Core(EventLoop* loop, Transport* transport, const ReentrantLockOptions& options)
-      : LeaseCore(loop, options),
+      : LeaseCore(loop, options, options.replica_ack),
         transport(transport),
         keys{options.key_prefix, transport != nullptr && transport->cluster()},
-        client_id(options.client_id.empty() ? NewToken() : options.client_id),
-        replica_ack(options.replica_ack) {}
+        client_id(options.client_id.empty() ? NewToken() : options.client_id) {}
 
   std::string MarkerKey(absl::string_view resource, absl::string_view request) const {
     return absl::StrCat(keys.LockKey(resource), ":acquire:", request);
@@ -28,7 +27,6 @@ struct ReentrantLock::Core : LeaseCore {
   Transport* const transport;
   const KeyScheme keys;
   const std::string client_id;
-  const ReplicaAckOptions replica_ack;
 };
 
 namespace {
@@ -82,33 +80,38 @@ class ReentrantAcquireOp : public SingleServerAcquire {
   absl::Status Send(std::shared_ptr<ReentrantAcquireOp> self) {
     const ReentrantLock::Core& c = *core_;
     const std::string& resource = this->resource();
-    return RunAcknowledged(
-        ReentrantAcquireScript(), *c.transport,
-        {c.keys.LockKey(resource), c.keys.FenceKey(resource),
-         c.MarkerKey(resource, request_), c.keys.DataSetKey(resource)},
-        {token(), absl::StrCat(TtlMillis(ttl())),
-         absl::StrCat(absl::ToInt64Milliseconds(c.restart_window))},
-        c.command_timeout, c.replica_ack,
-        [](const Reply& r) { return r.is_array(); }, [self = std::move(self)](absl::StatusOr<Reply> reply) {
-          self->OnReply(self->ParseFence(reply));
-        });
+    const std::string keys[] = {c.keys.LockKey(resource), c.keys.FenceKey(resource),
+                                c.MarkerKey(resource, request_), c.keys.DataSetKey(resource)};
+    const std::string args[] = {token(), absl::StrCat(TtlMillis(ttl())),
+                                absl::StrCat(absl::ToInt64Milliseconds(c.restart_window))};
+    const absl::string_view key_views[] = {keys[0], keys[1], keys[2], keys[3]};
+    const absl::string_view arg_views[] = {args[0], args[1], args[2]};
+    return MakeLeaseCommand(ReentrantAcquireScript(), key_views, arg_views,
+                            ReentrantFenceReply{}, c.replica_ack)
+        .Send(*c.transport, c.command_timeout,
+              [self = std::move(self)](absl::StatusOr<int64_t> fence) {
+                self->OnReply(std::move(fence));
+              });
   }
 
  private:
   // The reply as {count, fence}, kAborted, or an error.
-  absl::StatusOr<int64_t> ParseFence(const absl::StatusOr<Reply>& reply) const {
-    if (!reply.ok()) return reply.status();
-    std::optional<absl::Status> refusal =
-        AcquireRefusalStatus(core_->keys, resource(), *reply);
-    if (refusal.has_value()) return *std::move(refusal);
-    if (reply->is_nil()) return absl::AbortedError("lock is held by another owner");
-    if (reply->is_array() && reply->elements.size() == 2 &&
-        reply->elements[0].is_integer() && reply->elements[0].integer >= 1 &&
-        reply->elements[1].is_integer() && reply->elements[1].integer >= 1) {
-      return reply->elements[1].integer;
+  struct ReentrantFenceReply {
+    using Output = absl::StatusOr<int64_t>;
+    Output operator()(absl::StatusOr<Reply> reply,
+                      absl::Span<const absl::string_view> keys) const {
+      std::optional<absl::Status> not_granted = AcquireNonGrant(
+          reply, keys, AcquireKeySlots{0, 1, 3}, "lock is held by another owner");
+      if (not_granted.has_value()) return *std::move(not_granted);
+      if (reply->is_array() && reply->elements.size() == 2 &&
+          reply->elements[0].is_integer() && reply->elements[0].integer >= 1 &&
+          reply->elements[1].is_integer() && reply->elements[1].integer >= 1) {
+        return reply->elements[1].integer;
+      }
+      return UnexpectedReplyStatus("reentrant acquire", *reply);
     }
-    return UnexpectedReplyStatus("reentrant acquire", *reply);
-  }
+    bool Wrote(const Reply& r) const { return r.is_array(); }
+  };
 
   void Undo() override {
     UndoAcquisition(core_, resource(), token(), request_, sent_at() + ttl());
@@ -120,9 +123,29 @@ class ReentrantAcquireOp : public SingleServerAcquire {
 };
 
 // The owner's reply to release/extend: holds nothing on the key.
-absl::Status OwnerHoldsNothing() {
-  return absl::FailedPreconditionError("the owner holds nothing on the key");
-}
+constexpr char kOwnerHoldsNothing[] = "the owner holds nothing on the key";
+
+// The release's reply: the holds left (>= 0), -1 (the owner holds nothing),
+// or a string (the last hold ended and the key is gone, but the PUBLISH was
+// refused: scripts.h).
+struct ReentrantReleaseReply {
+  using Output = absl::StatusOr<ReleaseNotice>;
+  Output operator()(absl::StatusOr<Reply> reply, absl::Span<const absl::string_view>) const {
+    if (!reply.ok()) return reply.status();
+    if (reply->is_integer() && reply->integer >= 0) return ReleaseNotice();
+    if (reply->is_string()) {
+      ReleaseNotice notice;
+      notice.published = false;
+      notice.publish_error = std::move(reply->str);
+      return notice;
+    }
+    if (reply->is_integer() && reply->integer == -1) {
+      return absl::FailedPreconditionError(kOwnerHoldsNothing);
+    }
+    return UnexpectedReplyStatus("reentrant release", *reply);
+  }
+  bool Wrote(const Reply&) const { return false; }
+};
 
 }  // namespace
 
@@ -149,8 +172,6 @@ absl::StatusOr<AcquireHandle> ReentrantLock::Acquire(absl::string_view resource,
                                                      LeaseCallback callback) {
   absl::Status s = core_->CheckAcquire(resource, options.ttl);
   if (!s.ok()) return s;
-  s = ValidateReplicaAck(core_->replica_ack);
-  if (!s.ok()) return s;
   return StartAcquire(std::make_shared<ReentrantAcquireOp>(core_, std::string(resource),
                                                            OwnerId(options.task_id),
                                                            WholeMillis(options.ttl),
@@ -159,60 +180,30 @@ absl::StatusOr<AcquireHandle> ReentrantLock::Acquire(absl::string_view resource,
 }
 
 absl::Status ReentrantLock::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = ValidateResourceToken(lease.resource, lease.token);
-  if (!s.ok()) return s;
-  const absl::Time sent_at = core_->loop->Now();
-  return ReentrantReleaseScript().Run(
-      *core_->transport, {core_->keys.LockKey(lease.resource)},
-      {lease.token, core_->keys.ChannelKey(lease.resource)}, core_->command_timeout,
-      [core = core_, resource = lease.resource, sent_at,
-       callback = std::move(callback)](absl::StatusOr<Reply> reply) mutable {
-        absl::Status status;
-        std::string warning;
-        if (!reply.ok()) {
-          status = reply.status();
-        } else if (reply->is_integer() && reply->integer >= 0) {
-          status = absl::OkStatus();
-        } else if (reply->is_string()) {
-          // The last hold ended and the key is gone, but the PUBLISH was
-          // refused (scripts.h).
-          warning = UnpublishedReleaseWarning(reply->str);
-        } else if (reply->is_integer() && reply->integer == -1) {
-          status = OwnerHoldsNothing();
-        } else {
-          status = UnexpectedReplyStatus("reentrant release", *reply);
-        }
-        FinishRelease(*core, "reentrant", resource, sent_at, std::move(status), warning,
-                      std::move(callback));
-      });
+  return ReleaseAndReport(core_, "reentrant", lease, std::move(callback), [&](auto on_notice) {
+    const std::string keys[] = {core_->keys.LockKey(lease.resource),
+                                core_->keys.ChannelKey(lease.resource)};
+    const absl::string_view key_views[] = {keys[0]};
+    const absl::string_view arg_views[] = {lease.token, keys[1]};
+    return MakeLeaseCommand(ReentrantReleaseScript(), key_views, arg_views,
+                            ReentrantReleaseReply{})
+        .Send(*core_->transport, core_->command_timeout, std::move(on_notice));
+  });
 }
 
 absl::Status ReentrantLock::Extend(const Lease& lease, absl::Duration ttl,
                                    LeaseCallback callback) {
-  absl::Status s = core_->CheckExtend(lease, ttl);
-  if (!s.ok()) return s;
-  s = ValidateReplicaAck(core_->replica_ack);
-  if (!s.ok()) return s;
   return ExtendAndReport(
       core_, "reentrant", lease, ttl, std::move(callback),
       [&](absl::Duration whole, auto on_status) {
-        return RunAcknowledged(
-            ReentrantExtendScript(), *core_->transport, {core_->keys.LockKey(lease.resource)},
-            {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
-            core_->replica_ack, [](const Reply& r) { return r.is_integer() && r.integer == 1; },
-            [on_status = std::move(on_status)](absl::StatusOr<Reply> reply) mutable {
-              absl::Status status;
-              if (!reply.ok()) {
-                status = reply.status();
-              } else if (reply->is_integer() && reply->integer == 1) {
-                status = absl::OkStatus();
-              } else if (reply->is_integer() && reply->integer == 0) {
-                status = OwnerHoldsNothing();
-              } else {
-                status = UnexpectedReplyStatus("reentrant extend", *reply);
-              }
-              std::move(on_status)(std::move(status));
-            });
+        const std::string lock_key = core_->keys.LockKey(lease.resource);
+        const std::string ttl_ms = absl::StrCat(TtlMillis(whole));
+        const absl::string_view key_views[] = {lock_key};
+        const absl::string_view arg_views[] = {lease.token, ttl_ms};
+        return MakeLeaseCommand(ReentrantExtendScript(), key_views, arg_views,
+                                OwnedReply{"reentrant extend", kOwnerHoldsNothing},
+                                core_->replica_ack)
+            .Send(*core_->transport, core_->command_timeout, std::move(on_status));
       },
       [core = core_](absl::Status status, const Lease& lease, absl::Time key_expiry) {
         // Give this hold up (one release), as an undone acquisition would.

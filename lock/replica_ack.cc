@@ -23,7 +23,7 @@ struct AckedRun {
   Transport* transport;
   ReplicaAckOptions ack;
   absl::Duration timeout;
-  bool (*wrote)(const Reply&);
+  WroteFn wrote;
   ReplyCallback callback;
   std::optional<absl::StatusOr<Reply>> script;
   uint64_t script_epoch = 0;
@@ -99,7 +99,7 @@ bool IsReplicaShortfall(const absl::Status& status) {
 absl::Status RunAcknowledged(const Script& script, Transport& transport,
                              std::vector<std::string> keys,
                              std::vector<std::string> args, absl::Duration timeout,
-                             const ReplicaAckOptions& ack, bool (*wrote)(const Reply&),
+                             const ReplicaAckOptions& ack, WroteFn wrote,
                              ReplyCallback callback) {
   if (ack.min_replicas <= 0) {
     return script.Run(transport, std::move(keys), std::move(args), timeout,
@@ -115,7 +115,7 @@ absl::Status RunAcknowledged(const Script& script, Transport& transport,
   run->transport = &transport;
   run->ack = ack;
   run->timeout = timeout;
-  run->wrote = wrote;
+  run->wrote = std::move(wrote);
   run->callback = std::move(callback);
   absl::Status s = script.Run(
       transport, std::move(keys), std::move(args), timeout,

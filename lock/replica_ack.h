@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "dlock/transport/reply.h"
@@ -54,6 +55,9 @@ absl::Status ValidateReplicaAck(const ReplicaAckOptions& ack);
 // granted before reporting this.
 bool IsReplicaShortfall(const absl::Status& status);
 
+// Which replies say the script wrote (what replicas must acknowledge).
+using WroteFn = absl::AnyInvocable<bool(const Reply&) const>;
+
 // Runs `script` on `transport` and, when ack.min_replicas > 0, `WAIT
 // min_replicas timeout` right behind it. The callback gets the script's
 // reply or failure unchanged, except when `wrote(reply)` says the script
@@ -67,7 +71,7 @@ bool IsReplicaShortfall(const absl::Status& status);
 absl::Status RunAcknowledged(const Script& script, Transport& transport,
                              std::vector<std::string> keys,
                              std::vector<std::string> args, absl::Duration timeout,
-                             const ReplicaAckOptions& ack, bool (*wrote)(const Reply&),
+                             const ReplicaAckOptions& ack, WroteFn wrote,
                              ReplyCallback callback);
 
 }  // namespace dlock

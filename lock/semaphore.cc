@@ -11,23 +11,36 @@
 #include "dlock/lock/tokens.h"
 
 namespace dlock {
+namespace {
+
+absl::Status ValidatePermits(int64_t permits) {
+  if (permits < 1 || permits > kMaxPermits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("permits ", permits, " is outside [1, ", kMaxPermits, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 struct Semaphore::Core : LeaseCore {
   Core(EventLoop* loop, Transport* transport, const SemaphoreOptions& options)
-      : LeaseCore(loop, options),
+      : LeaseCore(loop, options, ReplicaAckOptions(), absl::OkStatus(),
+                  ValidatePermits(options.permits)),
         transport(transport),
         keys{options.key_prefix, transport != nullptr && transport->cluster()},
         permits(options.permits) {}
 
   // SemaphoreReleaseScript for `token`: its reply as for a lock's release.
-  absl::Status SendRelease(absl::string_view resource, absl::string_view token,
-                           absl::AnyInvocable<void(absl::StatusOr<ReleaseNotice>) &&> cb) {
-    return SemaphoreReleaseScript().Run(
-        *transport, {keys.LockKey(resource)},
-        {std::string(token), keys.ChannelKey(resource)}, command_timeout,
-        [cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-          std::move(cb)(ReleaseReplyNotice(reply));
-        });
+  template <typename F>  // void(absl::StatusOr<ReleaseNotice>) &&
+  absl::Status SendRelease(absl::string_view resource, absl::string_view token, F cb) {
+    const std::string lock_key = keys.LockKey(resource);
+    const std::string channel = keys.ChannelKey(resource);
+    const absl::string_view key_views[] = {lock_key};
+    const absl::string_view arg_views[] = {token, channel};
+    return MakeLeaseCommand(SemaphoreReleaseScript(), key_views, arg_views,
+                            ReleaseNoticeReply{})
+        .Send(*transport, command_timeout, std::move(cb));
   }
 
   Transport* const transport;
@@ -61,18 +74,19 @@ class SemaphoreAcquireOp : public SingleServerAcquire {
 
   absl::Status Send(std::shared_ptr<SemaphoreAcquireOp> self) {
     const Semaphore::Core& c = *core_;
-    return SemaphoreAcquireScript().Run(
-        *c.transport,
-        {c.keys.LockKey(resource()), c.keys.FenceKey(resource()), c.keys.DataSetKey(resource())},
-        {token(), absl::StrCat(TtlMillis(ttl())),
-         absl::StrCat(absl::ToInt64Milliseconds(c.restart_window)),
-         absl::StrCat(c.permits)},
-        c.command_timeout, [self = std::move(self)](absl::StatusOr<Reply> reply) {
-          absl::StatusOr<int64_t> fence =
-              AcquireReplyFence(self->core_->keys, self->resource(), reply);
+    const std::string keys[] = {c.keys.LockKey(resource()), c.keys.FenceKey(resource()),
+                                c.keys.DataSetKey(resource())};
+    const std::string args[] = {token(), absl::StrCat(TtlMillis(ttl())),
+                                absl::StrCat(absl::ToInt64Milliseconds(c.restart_window)),
+                                absl::StrCat(c.permits)};
+    const absl::string_view key_views[] = {keys[0], keys[1], keys[2]};
+    const absl::string_view arg_views[] = {args[0], args[1], args[2], args[3]};
+    return MakeLeaseCommand(SemaphoreAcquireScript(), key_views, arg_views, FenceReply{})
+        .Send(*c.transport, c.command_timeout, [self = std::move(self)](
+                                                   absl::StatusOr<int64_t> fence) {
           if (absl::IsAborted(fence.status())) {
-            fence = absl::AbortedError(absl::StrCat("all ", self->core_->permits,
-                                                    " permits are held"));
+            fence = absl::AbortedError(
+                absl::StrCat("all ", self->core_->permits, " permits are held"));
           }
           self->OnReply(std::move(fence));
         });
@@ -84,14 +98,6 @@ class SemaphoreAcquireOp : public SingleServerAcquire {
   // The same core as the base's, with its type.
   std::shared_ptr<Semaphore::Core> core_;
 };
-
-absl::Status ValidatePermits(int64_t permits) {
-  if (permits < 1 || permits > kMaxPermits) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("permits ", permits, " is outside [1, ", kMaxPermits, "]"));
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -113,13 +119,8 @@ Transport* Semaphore::ReleaseSubscriber() const { return core_->transport; }
 absl::StatusOr<AcquireHandle> Semaphore::Acquire(absl::string_view resource,
                                                  const AcquireOptions& options,
                                                  LeaseCallback callback) {
-  absl::Status s = ValidatePermits(core_->permits);
+  absl::Status s = core_->CheckAcquire(resource, options.ttl);
   if (!s.ok()) return s;
-  s = core_->CheckAcquire(resource, options.ttl);
-  if (!s.ok()) return s;
-  if (core_->command_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("command_timeout must be positive");
-  }
   return StartAcquire(std::make_shared<SemaphoreAcquireOp>(core_, std::string(resource),
                                                            WholeMillis(options.ttl),
                                                            std::move(callback)),
@@ -127,8 +128,6 @@ absl::StatusOr<AcquireHandle> Semaphore::Acquire(absl::string_view resource,
 }
 
 absl::Status Semaphore::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = ValidateResourceToken(lease.resource, lease.token);
-  if (!s.ok()) return s;
   return ReleaseAndReport(core_, kPolicy, lease, std::move(callback), [&](auto on_notice) {
     return core_->SendRelease(lease.resource, lease.token, std::move(on_notice));
   });
@@ -136,17 +135,15 @@ absl::Status Semaphore::Release(const Lease& lease, StatusCallback callback) {
 
 absl::Status Semaphore::Extend(const Lease& lease, absl::Duration ttl,
                                LeaseCallback callback) {
-  absl::Status s = core_->CheckExtend(lease, ttl);
-  if (!s.ok()) return s;
   return ExtendAndReport(
       core_, kPolicy, lease, ttl, std::move(callback),
       [&](absl::Duration whole, auto on_status) {
-        return SemaphoreExtendScript().Run(
-            *core_->transport, {core_->keys.LockKey(lease.resource)},
-            {lease.token, absl::StrCat(TtlMillis(whole))}, core_->command_timeout,
-            [on_status = std::move(on_status)](absl::StatusOr<Reply> reply) mutable {
-              std::move(on_status)(OwnedReplyStatus("extend", reply));
-            });
+        const std::string lock_key = core_->keys.LockKey(lease.resource);
+        const std::string ttl_ms = absl::StrCat(TtlMillis(whole));
+        const absl::string_view key_views[] = {lock_key};
+        const absl::string_view arg_views[] = {lease.token, ttl_ms};
+        return MakeLeaseCommand(SemaphoreExtendScript(), key_views, arg_views, OwnedReply{})
+            .Send(*core_->transport, core_->command_timeout, std::move(on_status));
       });
 }
 

@@ -5,11 +5,15 @@
 namespace dlock {
 namespace {
 
+// The trim of the permits expired by `now` (the server's time in ms).
+#define DLOCK_SEMAPHORE_TRIM_EXPIRED \
+  "redis.call('zremrangebyscore', KEYS[1], '-inf', string.format('%.0f', now))\n"
+
 // The server's time in ms (`now`), then the trim of expired permits.
 #define DLOCK_SEMAPHORE_TRIM \
   "local t = redis.call('time')\n" \
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
-  "redis.call('zremrangebyscore', KEYS[1], '-inf', string.format('%.0f', now))\n"
+  DLOCK_SEMAPHORE_TRIM_EXPIRED
 
 // The set's key TTL: until the latest expiry + 1 ms.
 #define DLOCK_SEMAPHORE_KEY_TTL \
@@ -26,8 +30,7 @@ if kind ~= 'none' and kind ~= 'zset' then
   local pttl = redis.call('pttl', KEYS[1])
   return {'foreign', kind, pttl < 0 and -1 or 0}
 end
-redis.call('zremrangebyscore', KEYS[1], '-inf', string.format('%.0f', now))
-if redis.call('zcard', KEYS[1]) >= tonumber(ARGV[4]) then
+)lua" DLOCK_SEMAPHORE_TRIM_EXPIRED R"lua(if redis.call('zcard', KEYS[1]) >= tonumber(ARGV[4]) then
   return false
 end
 )lua" DLOCK_FENCE_BASE R"lua(
@@ -71,6 +74,7 @@ return 1
 
 #undef DLOCK_SEMAPHORE_KEY_TTL
 #undef DLOCK_SEMAPHORE_TRIM
+#undef DLOCK_SEMAPHORE_TRIM_EXPIRED
 
 }  // namespace
 

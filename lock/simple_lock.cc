@@ -11,7 +11,8 @@ namespace dlock {
 
 struct SimpleLock::Core : LeaseCore {
   Core(EventLoop* loop, Transport* transport, const SimpleLockOptions& options)
-      : LeaseCore(loop, options), commands(transport, KeyScheme{options.key_prefix}) {
+      : LeaseCore(loop, options, options.replica_ack),
+        commands(transport, KeyScheme{options.key_prefix}) {
     commands.set_replica_ack(options.replica_ack);
   }
 
@@ -65,22 +66,19 @@ absl::StatusOr<AcquireHandle> SimpleLock::Acquire(absl::string_view resource,
                                                   LeaseCallback callback) {
   absl::Status s = core_->CheckAcquire(resource, options.ttl);
   if (!s.ok()) return s;
-  s = ValidateReplicaAck(core_->commands.replica_ack());
-  if (!s.ok()) return s;
   return StartAcquire(
       std::make_shared<SimpleAcquireOp>(core_, "simple", std::string(resource), NewToken(),
                                         WholeMillis(options.ttl), std::move(callback)),
       [this](std::shared_ptr<SimpleAcquireOp> op) {
-        return core_->commands.TryAcquire(
-            op->resource(), op->token(), op->ttl(), core_->restart_window,
-            core_->command_timeout,
-            [op](absl::StatusOr<int64_t> fence) { op->OnReply(std::move(fence)); });
+        LeaseArgv a;
+        return core_->commands
+            .AcquireCommand(op->resource(), op->token(), op->ttl(), core_->restart_window, a)
+            .Send(*core_->commands.transport(), core_->command_timeout,
+                  [op](absl::StatusOr<int64_t> fence) { op->OnReply(std::move(fence)); });
       });
 }
 
 absl::Status SimpleLock::Release(const Lease& lease, StatusCallback callback) {
-  absl::Status s = ValidateResource(lease.resource);
-  if (!s.ok()) return s;
   return ReleaseAndReport(core_, "simple", lease, std::move(callback), [&](auto on_notice) {
     // An unknown outcome (timed out, connection lost) may mean the release
     // never ran: e.g. it met NOSCRIPT after a SCRIPT FLUSH with later
@@ -88,30 +86,28 @@ absl::Status SimpleLock::Release(const Lease& lease, StatusCallback callback) {
     // compare-and-delete is safe to repeat (the token is ours alone), so it
     // is sent again in the background while the key may still exist (now +
     // the lease's ttl bounds it); the caller still hears the first outcome.
-    return core_->commands.ReleaseNotifying(
-        lease.resource, lease.token, core_->command_timeout,
-        [core = core_, resource = lease.resource, token = lease.token,
-         key_expiry = core_->loop->Now() + lease.ttl,
-         on_notice = std::move(on_notice)](absl::StatusOr<ReleaseNotice> notice) mutable {
-          if (!notice.ok() && IsUnknownOutcome(notice.status())) {
-            CleanupToken(core, std::move(resource), std::move(token), key_expiry);
-          }
-          std::move(on_notice)(std::move(notice));
-        });
+    LeaseArgv a;
+    return core_->commands.ReleaseCommand(lease.resource, lease.token, a)
+        .Send(*core_->commands.transport(), core_->command_timeout,
+              [core = core_, resource = lease.resource, token = lease.token,
+               key_expiry = core_->loop->Now() + lease.ttl,
+               on_notice = std::move(on_notice)](absl::StatusOr<ReleaseNotice> notice) mutable {
+                if (!notice.ok() && IsUnknownOutcome(notice.status())) {
+                  CleanupToken(core, std::move(resource), std::move(token), key_expiry);
+                }
+                std::move(on_notice)(std::move(notice));
+              });
   });
 }
 
 absl::Status SimpleLock::Extend(const Lease& lease, absl::Duration ttl,
                                 LeaseCallback callback) {
-  absl::Status s = core_->CheckExtend(lease, ttl);
-  if (!s.ok()) return s;
-  s = ValidateReplicaAck(core_->commands.replica_ack());
-  if (!s.ok()) return s;
   return ExtendAndReport(
       core_, "simple", lease, ttl, std::move(callback),
       [&](absl::Duration whole, auto on_status) {
-        return core_->commands.Extend(lease.resource, lease.token, whole,
-                                      core_->command_timeout, std::move(on_status));
+        LeaseArgv a;
+        return core_->commands.ExtendCommand(lease.resource, lease.token, whole, a)
+            .Send(*core_->commands.transport(), core_->command_timeout, std::move(on_status));
       },
       [core = core_](absl::Status status, const Lease& lease, absl::Time key_expiry) {
         // The master extended a key its replicas may not have: give the

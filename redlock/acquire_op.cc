@@ -77,11 +77,16 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
     // twice; a young data set refuses inside the acquire script.
     core_->run_ids().BeforeLockCommand(i, timeout, /*gates_votes=*/false);
     auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
-    absl::Status sent = core_->server(i).commands->TryAcquire(
-        resource_, token, ttl_, core_->run_ids().RestartWindow(), timeout,
-        [self, attempt, generation, i](absl::StatusOr<int64_t> fence) {
-          self->OnAcquireReply(attempt, generation, i, std::move(fence));
-        });
+    // Checked once, by RedLock::Acquire (and its options by Create).
+    LeaseArgv a;
+    const Server& server = core_->server(i);
+    absl::Status sent =
+        server.commands
+            ->AcquireCommand(resource_, token, ttl_, core_->run_ids().RestartWindow(), a)
+            .Send(*server.transport, timeout,
+                  [self, attempt, generation, i](absl::StatusOr<int64_t> fence) {
+                    self->OnAcquireReply(attempt, generation, i, std::move(fence));
+                  });
     if (sent.ok()) {
       ++outstanding_;
     } else {

@@ -31,11 +31,15 @@ void AttemptReleases::AddLeftover(size_t server, int attempt) {
 bool AttemptReleases::Send(const std::shared_ptr<Op>& owner, size_t i, int attempt,
                            uint32_t track) {
   const absl::Time sent_at = core_->loop()->Now();
-  absl::Status sent = core_->server(i).commands->Release(
-      resource_, token(attempt), core_->Timeout(ttl_),
-      [owner, self = this, i, attempt, sent_at, track](absl::Status status) {
-        self->OnReply(i, attempt, sent_at, track, status);
-      });
+  LeaseArgv a;
+  const Server& server = core_->server(i);
+  absl::Status sent =
+      server.commands->ReleaseCommand(resource_, token(attempt), a)
+          .Send(*server.transport, core_->Timeout(ttl_),
+                [owner, self = this, i, attempt, sent_at,
+                 track](const absl::StatusOr<ReleaseNotice>& notice) {
+                  self->OnReply(i, attempt, sent_at, track, notice.status());
+                });
   if (!sent.ok() && !closed_) AddLeftover(i, attempt);
   return sent.ok();
 }

@@ -36,7 +36,7 @@ Core::Core(EventLoop* loop, RedLockOptions options, int quorum,
 }
 
 absl::Duration Core::Drift(absl::Duration ttl) const {
-  return DriftAllowance(ttl, options_.drift_factor, kDriftConstant);
+  return DriftAllowance(ttl, options_.drift_factor, kDefaultDriftConstant);
 }
 
 absl::Duration Core::Timeout(absl::Duration ttl) const {

@@ -28,7 +28,6 @@
 namespace dlock {
 namespace redlock_internal {
 
-inline constexpr absl::Duration kDriftConstant = absl::Milliseconds(2);
 inline constexpr char kPolicy[] = "redlock";
 
 struct Server {
@@ -57,7 +56,7 @@ class Core : public std::enable_shared_from_this<Core> {
   Server& server(size_t i) { return servers_[i]; }
   const Server& server(size_t i) const { return servers_[i]; }
 
-  // ttl x drift_factor + 2 ms.
+  // ttl x drift_factor + kDefaultDriftConstant (lease_rules.h: 2 ms).
   absl::Duration Drift(absl::Duration ttl) const;
   // The per-server deadline (see RedLockOptions::server_timeout).
   absl::Duration Timeout(absl::Duration ttl) const;

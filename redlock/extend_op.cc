@@ -48,11 +48,15 @@ void ExtendOp::Start() {
   for (size_t i = 0; i < n; ++i) {
     const Probe probe = core_->run_ids().BeforeLockCommand(i, timeout, /*gates_votes=*/true);
     auto self = std::static_pointer_cast<ExtendOp>(shared_from_this());
-    absl::Status sent = core_->server(i).commands->ExtendOrReacquire(
-        lease_.resource, lease_.token, ttl_, timeout,
-        [self, generation, i, probe](absl::Status status) {
-          self->OnReply(generation, i, probe, std::move(status));
-        });
+    // Checked once, by RedLock::Extend.
+    LeaseArgv a;
+    const Server& server = core_->server(i);
+    absl::Status sent =
+        server.commands->ExtendOrReacquireCommand(lease_.resource, lease_.token, ttl_, a)
+            .Send(*server.transport, timeout,
+                  [self, generation, i, probe](absl::Status status) {
+                    self->OnReply(generation, i, probe, std::move(status));
+                  });
     if (sent.ok()) {
       ++outstanding_;
     } else {
@@ -84,13 +88,9 @@ void ExtendOp::OnReply(uint32_t generation, size_t i, const Probe& probe,
   }
   if (outstanding_ == 0) Unwatch();
   if (!round_.IsCurrent(generation)) return;
-  if (status.ok()) {
-    round_.Set(i, core_->run_ids().Counted(i, now, probe) ? Vote::kYes : Vote::kUncounted);
-  } else if (absl::IsFailedPrecondition(status)) {
-    round_.Set(i, Vote::kNo);
-  } else {
-    round_.Fail(i, status);
-  }
+  round_.Record(i, status,
+                status.ok() && !core_->run_ids().Counted(i, now, probe) ? Vote::kUncounted
+                                                                          : Vote::kYes);
   Evaluate();
 }
 
@@ -98,13 +98,16 @@ void ExtendOp::ReleaseAgain(size_t i) {
   const absl::Time sent_at = loop()->Now();
   auto self = std::static_pointer_cast<ExtendOp>(shared_from_this());
   // Rejected (the connection is closed): the key expires with its TTL.
-  (void)core_->server(i).commands->Release(
-      lease_.resource, lease_.token, core_->Timeout(ttl_),
-      [self, i, sent_at](absl::Status status) {
-        Core& core = *self->core_;
-        core.ReportVote(self->lease_.resource, "release", i, status, core.loop()->Now() - sent_at);
-        core.run_ids().NoteResult(i, status);
-      });
+  LeaseArgv a;
+  const Server& server = core_->server(i);
+  (void)server.commands->ReleaseCommand(lease_.resource, lease_.token, a)
+      .Send(*server.transport, core_->Timeout(ttl_),
+            [self, i, sent_at](const absl::StatusOr<ReleaseNotice>& notice) {
+              Core& core = *self->core_;
+              core.ReportVote(self->lease_.resource, "release", i, notice.status(),
+                              core.loop()->Now() - sent_at);
+              core.run_ids().NoteResult(i, notice.status());
+            });
 }
 
 void ExtendOp::OnDeadline() {

@@ -25,6 +25,16 @@ void QuorumRound::Close(EventLoop* loop) {
   }
 }
 
+void QuorumRound::Record(size_t i, const absl::Status& status, Vote yes) {
+  if (status.ok()) {
+    Set(i, yes);
+  } else if (absl::IsFailedPrecondition(status)) {
+    Set(i, Vote::kNo);
+  } else {
+    Fail(i, status);
+  }
+}
+
 void QuorumRound::Fail(size_t i, const absl::Status& status, bool timeouts) {
   slots_[i].vote =
       timeouts && absl::IsDeadlineExceeded(status) ? Vote::kTimedOut : Vote::kFailed;

@@ -72,6 +72,11 @@ class QuorumRound {
   void set_value(size_t i, int64_t value) { slots_[i].value = value; }
   int64_t value(size_t i) const { return slots_[i].value; }
 
+  // Records server i's answer to a compare-token command (extend, release):
+  // OK -> `yes` (kYes, or kUncounted for a vote the restart rules do not
+  // count), kFailedPrecondition (the token did not own the key) -> kNo,
+  // anything else -> Fail(i, status).
+  void Record(size_t i, const absl::Status& status, Vote yes = Vote::kYes);
   // Records a failure of server i (kFailed, or kTimedOut when `status` is
   // kDeadlineExceeded and `timeouts` is set) and remembers it as the last
   // server error.

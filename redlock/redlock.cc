@@ -90,7 +90,8 @@ RedLock::~RedLock() { core_->Shutdown(); }
 namespace {
 
 absl::Status ValidateLeaseTtl(const Core& core, absl::Duration ttl) {
-  return dlock::ValidateLeaseTtl(ttl, core.options().max_ttl, core.options().drift_factor, redlock_internal::kDriftConstant);
+  return dlock::ValidateLeaseTtl(ttl, core.options().max_ttl, core.options().drift_factor,
+                                 kDefaultDriftConstant);
 }
 
 absl::Status ValidateLease(const Lease& lease) {

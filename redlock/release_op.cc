@@ -28,10 +28,14 @@ void ReleaseOp::Start() {
   bool rejected = false;
   for (size_t i = 0; i < n; ++i) {
     auto self = std::static_pointer_cast<ReleaseOp>(shared_from_this());
-    absl::Status sent = core_->server(i).commands->Release(
-        resource_, token_, timeout, [self, generation, i](absl::Status status) {
-          self->OnReply(generation, i, std::move(status));
-        });
+    // Checked once, by RedLock::Release.
+    LeaseArgv a;
+    const Server& server = core_->server(i);
+    absl::Status sent = server.commands->ReleaseCommand(resource_, token_, a)
+                            .Send(*server.transport, timeout,
+                                  [self, generation, i](absl::StatusOr<ReleaseNotice> notice) {
+                                    self->OnReply(generation, i, notice.status());
+                                  });
     if (!sent.ok()) {
       round_.Fail(i, sent);
       rejected = true;
@@ -51,13 +55,7 @@ void ReleaseOp::OnReply(uint32_t generation, size_t i, absl::Status status) {
   core_->run_ids().NoteResult(i, status);
   MaybeResend(i, status);
   if (!round_.IsCurrent(generation)) return;
-  if (status.ok()) {
-    round_.Set(i, Vote::kYes);
-  } else if (absl::IsFailedPrecondition(status)) {
-    round_.Set(i, Vote::kNo);
-  } else {
-    round_.Fail(i, status);
-  }
+  round_.Record(i, status);
   Evaluate();
 }
 

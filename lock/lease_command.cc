@@ -1,0 +1,80 @@
+#include "dlock/lock/lease_command.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "dlock/lock/reply_status.h"
+
+namespace dlock {
+
+std::optional<absl::Status> AcquireNonGrant(const absl::StatusOr<Reply>& reply,
+                                            absl::Span<const absl::string_view> keys,
+                                            AcquireKeySlots slots, absl::string_view held) {
+  if (!reply.ok()) return reply.status();
+  if (reply->is_array()) {
+    std::optional<absl::Status> refusal = AcquireRefusalStatus(
+        keys[slots.lock], keys[slots.fence], keys[slots.data_set], *reply);
+    if (refusal.has_value()) return refusal;
+  }
+  if (reply->is_nil()) return absl::AbortedError(held);
+  return std::nullopt;
+}
+
+absl::StatusOr<int64_t> FenceReply::operator()(
+    absl::StatusOr<Reply> reply, absl::Span<const absl::string_view> keys) const {
+  std::optional<absl::Status> not_granted = AcquireNonGrant(reply, keys, slots, held);
+  if (not_granted.has_value()) return *std::move(not_granted);
+  if (reply->is_integer() && reply->integer >= min_fence) return reply->integer;
+  return UnexpectedReplyStatus("acquire", *reply);
+}
+
+absl::Status OwnedReply::operator()(absl::StatusOr<Reply> reply,
+                                    absl::Span<const absl::string_view>) const {
+  if (!reply.ok()) return reply.status();
+  if (reply->is_integer() && reply->integer == 1) return absl::OkStatus();
+  if (reply->is_integer() && reply->integer == 0) {
+    if (!lost.empty()) return absl::FailedPreconditionError(lost);
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": the lease no longer owns the key"));
+  }
+  return UnexpectedReplyStatus(what, *reply);
+}
+
+absl::StatusOr<ReleaseNotice> ReleaseNoticeReply::operator()(
+    absl::StatusOr<Reply> reply, absl::Span<const absl::string_view>) const {
+  if (reply.ok() && reply->is_string()) {
+    // Deleted; the PUBLISH was refused (see scripts.h).
+    ReleaseNotice notice;
+    notice.published = false;
+    notice.publish_error = std::move(reply->str);
+    return notice;
+  }
+  absl::Status status = OwnedReply{"release"}(std::move(reply), {});
+  if (!status.ok()) return status;
+  return ReleaseNotice();
+}
+
+absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_view resource,
+                                          const absl::StatusOr<Reply>& reply,
+                                          int64_t min_fence, absl::string_view held) {
+  const FenceReply parse{min_fence, held, AcquireKeySlots{}};
+  // The keys are named only in a refusal (an array).
+  if (!reply.ok() || !reply->is_array()) return parse(reply, {});
+  const std::string lock = keys.LockKey(resource);
+  const std::string fence = keys.FenceKey(resource);
+  const std::string data_set = keys.DataSetKey(resource);
+  const absl::string_view named[] = {lock, fence, data_set};
+  return parse(reply, named);
+}
+
+absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(absl::StatusOr<Reply> reply) {
+  return ReleaseNoticeReply{}(std::move(reply), {});
+}
+
+absl::Status OwnedReplyStatus(absl::string_view what, const absl::StatusOr<Reply>& reply) {
+  return OwnedReply{what}(reply, {});
+}
+
+}  // namespace dlock

@@ -1,0 +1,171 @@
+// This header defines `LeaseCommand`: THE way a lease policy sends one
+// lease command to one server and reads its reply. A command is a value:
+//
+//   script   | the Lua script (EVALSHA, loaded first on a new connection)
+//   keys     | its KEYS, as views
+//   args     | its ARGV, as views
+//   parser   | how its reply reads (Parser::Output)
+//   ack      | replica acknowledgement (replica_ack.h; off: min_replicas 0)
+//
+// Every single-server policy (SimpleLock and RedLock's rounds through
+// LockCommands, ReentrantLock, Semaphore, ReadWriteLock, FairLock) builds
+// its commands as LeaseCommands and sends them with Send(); the parsers
+// every policy shares are below (FenceReply, OwnedReply, ReleaseNoticeReply).
+//
+// A parser is a small copyable value with
+//   using Output = ...;  // what the callback gets, e.g. absl::StatusOr<int64_t>
+//   Output operator()(absl::StatusOr<Reply> reply,
+//                     absl::Span<const absl::string_view> keys) const;
+//   bool Wrote(const Reply& reply) const;  // what replicas must acknowledge
+// `keys` are the call's KEYS (to name them in an error). A transport failure
+// passes through unchanged.
+//
+// Lifetime: `keys` and `args` are views that need to live only until Send()
+// returns (build them on the caller's stack); the script must outlive the
+// command (scripts are static). Call only on the loop's thread.
+#ifndef DLOCK_LOCK_LEASE_COMMAND_H_
+#define DLOCK_LOCK_LEASE_COMMAND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "dlock/lock/keys.h"
+#include "dlock/lock/replica_ack.h"
+#include "dlock/transport/reply.h"
+#include "dlock/transport/script.h"
+#include "dlock/transport/transport.h"
+
+namespace dlock {
+
+template <typename Parser>
+struct LeaseCommand {
+  using Output = typename Parser::Output;
+
+  const Script* script = nullptr;
+  absl::Span<const absl::string_view> keys;
+  absl::Span<const absl::string_view> args;
+  Parser parser;
+  ReplicaAckOptions ack;
+
+  // Sends the command on `transport`, each round trip bounded by `timeout`
+  // (with ack: WAIT right behind it, RunAcknowledged). `cb(Output)`
+  // runs exactly once, never inside this call, unless this returns an error
+  // (the transport's rejection, or RunAcknowledged's kInvalidArgument on a
+  // cluster): then never. Without ack the callable is kept inside the
+  // script call's one heap allocation (Script::Invoke): the lean path.
+  template <typename F>  // void(Output) &&
+  absl::Status Send(Transport& transport, absl::Duration timeout, F cb) const {
+    if (ack.min_replicas > 0) {
+      // Not the allocation-lean path: it costs a replication round trip anyway.
+      std::vector<std::string> k(keys.begin(), keys.end());
+      std::vector<std::string> a(args.begin(), args.end());
+      std::vector<std::string> named = k;
+      return RunAcknowledged(
+          *script, transport, std::move(k), std::move(a), timeout, ack,
+          [parser = parser](const Reply& r) { return parser.Wrote(r); },
+          [parser = parser, named = std::move(named),
+           cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+            std::vector<absl::string_view> views(named.begin(), named.end());
+            std::move(cb)(parser(std::move(reply), views));
+          });
+    }
+    return script->Invoke(transport, keys, args, timeout,
+                          [parser = parser, cb = std::move(cb)](
+                              absl::StatusOr<Reply> reply,
+                              absl::Span<const absl::string_view> call_keys) mutable {
+                            std::move(cb)(parser(std::move(reply), call_keys));
+                          });
+  }
+};
+
+template <typename Parser>
+LeaseCommand<Parser> MakeLeaseCommand(const Script& script,
+                                      absl::Span<const absl::string_view> keys,
+                                      absl::Span<const absl::string_view> args, Parser parser,
+                                      const ReplicaAckOptions& ack = ReplicaAckOptions()) {
+  return LeaseCommand<Parser>{&script, keys, args, std::move(parser), ack};
+}
+
+// Where an acquire script's KEYS hold the keys its refusals name.
+struct AcquireKeySlots {
+  size_t lock = 0;
+  size_t fence = 1;
+  size_t data_set = 2;
+};
+
+// The part every acquire reply shares: the transport's failure, a refusal
+// (AcquireRefusalStatus: young data set, foreign data, exhausted fence),
+// or kAborted `held` for nil; nullopt for anything else (a grant, or a
+// reply of the wrong shape).
+std::optional<absl::Status> AcquireNonGrant(const absl::StatusOr<Reply>& reply,
+                                            absl::Span<const absl::string_view> keys,
+                                            AcquireKeySlots slots, absl::string_view held);
+
+// An acquire script's reply as the fence (an integer >= `min_fence`),
+// AcquireNonGrant's status, or UnexpectedReplyStatus("acquire").
+struct FenceReply {
+  using Output = absl::StatusOr<int64_t>;
+  int64_t min_fence = 1;
+  absl::string_view held = "lock is held by another owner";  // a literal
+  AcquireKeySlots slots;
+
+  absl::StatusOr<int64_t> operator()(absl::StatusOr<Reply> reply,
+                                     absl::Span<const absl::string_view> keys) const;
+  bool Wrote(const Reply& r) const { return r.is_integer() && r.integer >= min_fence; }
+};
+
+// A 1/0 reply as OK / kFailedPrecondition "<what>: the lease no longer owns
+// the key" (or `lost`, when set, as the whole message); anything else
+// UnexpectedReplyStatus(what). Extends use it (Wrote: a 1).
+struct OwnedReply {
+  using Output = absl::Status;
+  absl::string_view what = "extend";  // a literal
+  absl::string_view lost;             // a literal
+
+  absl::Status operator()(absl::StatusOr<Reply> reply,
+                          absl::Span<const absl::string_view> keys) const;
+  bool Wrote(const Reply& r) const { return r.is_integer() && r.integer == 1; }
+};
+
+// A release that deleted the key: did its notification go out?
+struct ReleaseNotice {
+  // False when the server refused the PUBLISH (an ACL user without channel
+  // permission); the key is deleted all the same.
+  bool published = true;
+  // The server's refusal when !published.
+  std::string publish_error;
+};
+
+// A release script's reply: 1 deleted, 0 not owner (kFailedPrecondition),
+// a string: deleted but the PUBLISH was refused.
+struct ReleaseNoticeReply {
+  using Output = absl::StatusOr<ReleaseNotice>;
+  absl::StatusOr<ReleaseNotice> operator()(absl::StatusOr<Reply> reply,
+                                           absl::Span<const absl::string_view> keys) const;
+  bool Wrote(const Reply&) const { return false; }  // releases never wait
+};
+
+// The same readings as plain functions (for callers that hold a Reply):
+// FenceReply with the keys of `resource` under `keys`;
+absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_view resource,
+                                          const absl::StatusOr<Reply>& reply,
+                                          int64_t min_fence = 1,
+                                          absl::string_view held =
+                                              "lock is held by another owner");
+// ReleaseNoticeReply;
+absl::StatusOr<ReleaseNotice> ReleaseReplyNotice(absl::StatusOr<Reply> reply);
+// OwnedReply{what}.
+absl::Status OwnedReplyStatus(absl::string_view what, const absl::StatusOr<Reply>& reply);
+
+}  // namespace dlock
+
+#endif  // DLOCK_LOCK_LEASE_COMMAND_H_
