@@ -467,6 +467,7 @@ dlock_bazel_only(//tests/torture:torture_driver //tests/torture:torture_worker
   //tests/torture:network_driver //tests/torture:network_torture_test //tests/netfault/...
   REASON "the torture run: redis-servers and Bazel runfiles")
 dlock_bazel_only(//testing:pg_process //testing:pg_server //testing:pg_server_test
-  //fenced:pg_store_test //tests/torture:fenced_worker //tests/torture:fenced_torture
+  //fenced:pg_store_test //fenced:pg_store_commit_test //tests/torture:fenced_worker
+  //tests/torture:fenced_torture
   //tests/torture:fenced_torture_test //tests/torture:fenced_torture_main
   REASON "need a private PostgreSQL (initdb + postgres), run under Bazel")

@@ -337,9 +337,12 @@ absl::StatusOr<PgResult> PgFencedStore::ResolveCommit(const std::string& xid,
                                                       absl::string_view resource,
                                                       PgResult applied,
                                                       const absl::Status& lost) {
+  // (Not `StatusOr r = s`: a StatusOr made from an OK status aborts.)
   absl::Status s = EnsureConnected();
-  absl::StatusOr<PgResult> r = s;
-  if (s.ok()) {
+  absl::StatusOr<PgResult> r = absl::UnavailableError("not connected");
+  if (!s.ok()) {
+    r = s;
+  } else {
     r = Run("SELECT pg_xact_status($1::xid8)", {xid}, absl::Now() + options_.timeout,
             "transaction status");
   }

@@ -15,6 +15,7 @@
 #include "dlock/fenced/pg_store.h"
 #include "dlock/testing/pg_process.h"
 #include "dlock/testing/redis_process.h"
+#include "dlock/testing/redis_server.h"
 #include "dlock/tests/torture/worker_processes.h"
 
 namespace dlock {
@@ -47,7 +48,23 @@ void Finish(WorkerProcess* w, absl::Duration limit) {
   StopWorker(w);
 }
 
+// The integer value of `key` on the protected Redis (0 when missing).
+absl::StatusOr<int64_t> RedisInt(testing::RedisServer& redis, const std::string& key) {
+  absl::StatusOr<Reply> r = redis.Command({"GET", key});
+  if (!r.ok()) return r.status();
+  if (r->type == Reply::Type::kNil) return 0;
+  int64_t v = 0;
+  if (r->type != Reply::Type::kString || !absl::SimpleAtoi(r->str, &v)) {
+    return absl::InternalError(absl::StrCat("GET ", key, ": not an integer"));
+  }
+  return v;
+}
+
 }  // namespace
+
+const char* FencedStoreName(FencedStoreKind kind) {
+  return kind == FencedStoreKind::kRedis ? "redis" : "postgres";
+}
 
 absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions& o) {
   if (o.workers <= 0 || o.workers > kFencedMaxWorkers) {
@@ -57,20 +74,37 @@ absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions&
   if (root.empty()) return absl::InternalError("no temporary directory");
   absl::StatusOr<std::unique_ptr<testing::RedisProcess>> redis = testing::RedisProcess::Start();
   if (!redis.ok()) return redis.status();
-  absl::StatusOr<std::unique_ptr<testing::PgProcess>> pg = testing::PgProcess::Start();
-  if (!pg.ok()) return pg.status();
-  fenced::PgStoreOptions so;
-  so.conninfo = (*pg)->conninfo();
-  absl::StatusOr<std::unique_ptr<fenced::PgFencedStore>> admin = fenced::PgFencedStore::Connect(so);
-  if (!admin.ok()) return admin.status();
-  absl::Status s = (*admin)->CreateFenceTable();
-  for (const char* sql :
-       {"CREATE TABLE counter (id int PRIMARY KEY, value bigint NOT NULL)",
-        "INSERT INTO counter VALUES (1, 0)",
-        "CREATE TABLE increments (seq bigserial PRIMARY KEY, worker int, fence bigint)"}) {
-    if (s.ok()) s = (*admin)->Exec(sql).status();
+  // The protected store: PostgreSQL, or a second redis-server.
+  std::unique_ptr<testing::PgProcess> pg;
+  std::unique_ptr<fenced::PgFencedStore> admin;
+  std::unique_ptr<testing::RedisServer> store_redis;
+  std::vector<std::string> store_args;
+  absl::Status s;
+  if (o.store == FencedStoreKind::kPostgres) {
+    absl::StatusOr<std::unique_ptr<testing::PgProcess>> started = testing::PgProcess::Start();
+    if (!started.ok()) return started.status();
+    pg = std::move(*started);
+    fenced::PgStoreOptions so;
+    so.conninfo = pg->conninfo();
+    absl::StatusOr<std::unique_ptr<fenced::PgFencedStore>> connected =
+        fenced::PgFencedStore::Connect(so);
+    if (!connected.ok()) return connected.status();
+    admin = std::move(*connected);
+    s = admin->CreateFenceTable();
+    for (const char* sql :
+         {"CREATE TABLE counter (id int PRIMARY KEY, value bigint NOT NULL)",
+          "INSERT INTO counter VALUES (1, 0)",
+          "CREATE TABLE increments (seq bigserial PRIMARY KEY, worker int, fence bigint)"}) {
+      if (s.ok()) s = admin->Exec(sql).status();
+    }
+    if (!s.ok()) return s;
+    store_args = {"--store=postgres", "--pg=" + pg->conninfo()};
+  } else {
+    absl::StatusOr<std::unique_ptr<testing::RedisServer>> started = testing::RedisServer::Start();
+    if (!started.ok()) return started.status();
+    store_redis = std::move(*started);
+    store_args = {"--store=redis", absl::StrCat("--store_port=", store_redis->port())};
   }
-  if (!s.ok()) return s;
 
   SharedFlags flags;
   s = flags.Create(root + "/flags");
@@ -82,14 +116,15 @@ absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions&
     flags.slots[i].store(0);
     const int64_t seconds =
         std::max<int64_t>(1, absl::ToInt64Seconds(end - absl::Now() + absl::Seconds(1)) - 1);
-    return SpawnWorker(o.worker_path,
-                       {"--redis=" + (*redis)->url(), "--pg=" + (*pg)->conninfo(),
-                        "--flags=" + root + "/flags", absl::StrCat("--id=", i),
-                        o.fencing ? "--fencing" : "--nofencing",
-                        o.fence_reads ? "--fence_reads" : "--nofence_reads",
-                        absl::StrCat("--ttl_ms=", absl::ToInt64Milliseconds(o.ttl)),
-                        absl::StrCat("--seconds=", seconds)},
-                       absl::StrCat(root, "/worker", i, ".err"), &workers[i]);
+    std::vector<std::string> args = {
+        "--redis=" + (*redis)->url(), "--flags=" + root + "/flags", absl::StrCat("--id=", i),
+        o.fencing ? "--fencing" : "--nofencing",
+        o.fence_reads ? "--fence_reads" : "--nofence_reads",
+        absl::StrCat("--ttl_ms=", absl::ToInt64Milliseconds(o.ttl)),
+        absl::StrCat("--seconds=", seconds)};
+    args.insert(args.end(), store_args.begin(), store_args.end());
+    return SpawnWorker(o.worker_path, args, absl::StrCat(root, "/worker", i, ".err"),
+                       &workers[i]);
   };
   for (int i = 0; i < o.workers; ++i) {
     s = spawn(i);
@@ -137,8 +172,12 @@ absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions&
     result.stale_refused += flags.slots[kFencedStaleSlot + i].load();
     result.write_errors += flags.slots[kFencedErrorSlot + i].load();
   }
-  absl::StatusOr<int64_t> inc = QueryInt(**admin, "SELECT count(*) FROM increments");
-  absl::StatusOr<int64_t> counter = QueryInt(**admin, "SELECT value FROM counter WHERE id = 1");
+  absl::StatusOr<int64_t> inc =
+      admin ? QueryInt(*admin, "SELECT count(*) FROM increments")
+            : RedisInt(*store_redis, kFencedRedisIncrementsKey);
+  absl::StatusOr<int64_t> counter =
+      admin ? QueryInt(*admin, "SELECT value FROM counter WHERE id = 1")
+            : RedisInt(*store_redis, kFencedRedisCounterKey);
   if (!inc.ok()) return inc.status();
   if (!counter.ok()) return counter.status();
   result.increments = *inc;
@@ -148,8 +187,8 @@ absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions&
 }
 
 std::string FencedTortureRow(const FencedTortureOptions& o, const FencedTortureResult& r) {
-  return absl::StrFormat("| %s | %d | %d | %s | %d | %d | %d | %d | **%d** | %d |",
-                         !o.fencing ? "off" : o.fence_reads ? "on" : "writes only",
+  return absl::StrFormat("| %s | %s | %d | %d | %s | %d | %d | %d | %d | **%d** | %d |",
+                         FencedStoreName(o.store), !o.fencing ? "off" : o.fence_reads ? "on" : "writes only",
                          o.workers,
                          static_cast<int>(absl::ToInt64Seconds(o.duration)),
                          absl::FormatDuration(o.ttl), r.pauses, r.kills, r.increments, r.counter,

@@ -1,15 +1,20 @@
 // This header defines the fenced torture run (issue 24): worker processes
-// (fenced_worker) increment one counter in PostgreSQL by read-modify-write
+// (fenced_worker) increment one counter in a protected store -- PostgreSQL
+// (PgFencedStore) or a second redis-server, not the lock's
+// (RedisFencedStoreClient) -- by read-modify-write
 // under a dlock lock with a short TTL, while a nemesis SIGSTOPs workers
 // between their read and their write for longer than the TTL (so another
 // worker takes the lock over) and kill -9s workers (respawned). Each applied
 // write also inserts one `increments` row in the same statement, so
 //   lost updates = rows in increments - the counter's value
-// counts exactly the increments that were overwritten. With fencing
-// (PgFencedStore, the lease's fence) it must be 0, and the stale writes the
-// store refused are counted; without fencing the same run loses updates.
+// counts exactly the increments that were overwritten (on Redis: the
+// increments counter, raised in the same fenced write / MULTI as the
+// counter). With fencing (the lease's fence) it must be 0, and the stale
+// writes the store refused are counted; without fencing the same run loses
+// updates.
 //
-// It starts its own redis-server and PostgreSQL and stops them.
+// It starts its own lock redis-server and protected store (PostgreSQL or a
+// second redis-server) and stops them.
 #ifndef DLOCK_TESTS_TORTURE_FENCED_TORTURE_H_
 #define DLOCK_TESTS_TORTURE_FENCED_TORTURE_H_
 
@@ -29,9 +34,21 @@ constexpr int kFencedAppliedSlot = 100;
 constexpr int kFencedStaleSlot = 200;
 constexpr int kFencedErrorSlot = 300;
 constexpr char kFencedResource[] = "torture-counter";
+// The Redis store's data keys: RedisFencedStore::DataKey(kFencedResource,
+// "counter:" / "increments:") (the worker checks they match), so both sit in
+// the fence record's slot.
+constexpr char kFencedRedisCounterKey[] = "counter:{torture-counter}";
+constexpr char kFencedRedisIncrementsKey[] = "increments:{torture-counter}";
+
+// The protected store the workers read-modify-write.
+enum class FencedStoreKind { kPostgres, kRedis };
+
+// "postgres" / "redis" (the worker's --store flag and the table's column).
+const char* FencedStoreName(FencedStoreKind kind);
 
 struct FencedTortureOptions {
   std::string worker_path;  // the fenced_worker binary
+  FencedStoreKind store = FencedStoreKind::kPostgres;
   int workers = 4;
   absl::Duration duration = absl::Seconds(10);
   absl::Duration ttl = absl::Milliseconds(300);
@@ -46,7 +63,8 @@ struct FencedTortureOptions {
 };
 
 struct FencedTortureResult {
-  int64_t increments = 0;    // rows in `increments` (applied writes)
+  int64_t increments = 0;    // applied writes (rows in `increments`, or the
+                             // Redis increments counter)
   int64_t counter = 0;       // the counter's final value
   int64_t lost_updates = 0;  // increments - counter
   int64_t stale_refused = 0; // writes the store refused as stale
@@ -57,7 +75,7 @@ struct FencedTortureResult {
 
 absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions& options);
 
-// One Markdown table row: | fencing | workers | s | pauses | kills |
+// One Markdown table row: | store | fencing | workers | s | TTL | pauses | kills |
 // increments | counter | lost | stale refused |.
 std::string FencedTortureRow(const FencedTortureOptions& options,
                              const FencedTortureResult& result);
