@@ -147,10 +147,10 @@ dlock_library(watchdog INSTALL
 # RedLock over N servers.
 dlock_library(redlock INSTALL
   BAZEL //redlock:redlock
-  SRCS redlock/acquire_clock.cc redlock/acquire_op.cc redlock/acquire_votes.cc redlock/attempt_releases.cc redlock/core.cc
+  SRCS redlock/acquire_attempts.cc redlock/acquire_clock.cc redlock/acquire_op.cc redlock/acquire_votes.cc redlock/attempt_releases.cc redlock/core.cc
        redlock/extend_op.cc redlock/fence_sync.cc redlock/quorum_round.cc
        redlock/redlock.cc redlock/release_op.cc redlock/run_id_tracker.cc
-  HDRS redlock/acquire_clock.h redlock/acquire_votes.h redlock/attempt_releases.h redlock/core.h redlock/fence_sync.h
+  HDRS redlock/acquire_attempts.h redlock/acquire_clock.h redlock/acquire_votes.h redlock/attempt_releases.h redlock/core.h redlock/fence_sync.h
        redlock/operations.h redlock/quorum_round.h redlock/redlock.h redlock/run_id_tracker.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
