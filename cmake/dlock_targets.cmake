@@ -69,7 +69,7 @@ dlock_library(uv INSTALL
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
        transport/uv/reconnect_backoff.h
        transport/uv/host_lookup.h transport/uv/connection_options.h
-       transport/uv/command_ledger.h transport/uv/pubsub_channels.h
+       transport/uv/command_ledger.h transport/uv/connect_waiters.h transport/uv/pubsub_channels.h
        transport/uv/reconnecting_connection.h
        transport/uv/reconnecting_transport.h transport/uv/redis_link.h
        transport/uv/subscription_relay.h transport/uv/held_commands.h
