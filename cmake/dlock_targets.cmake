@@ -94,6 +94,7 @@ dlock_library(fake INSTALL
        transport/fake/fake_redis_lua_reply.cc
        transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc transport/fake/fake_cluster.cc
        transport/fake/fake_command_queue.cc transport/fake/fake_fault_plan.cc
+       transport/fake/fake_script_sender.cc transport/fake/fake_sent_log.cc
        transport/fake/fake_subscriptions.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
        transport/fake/fake_redis_commands.h transport/fake/fake_redis_keyspace.h
@@ -105,6 +106,7 @@ dlock_library(fake INSTALL
        transport/fake/fake_redis_pubsub.h
        transport/fake/fake_transport.h transport/fake/fake_cluster.h
        transport/fake/fake_command_queue.h transport/fake/fake_fault_plan.h
+       transport/fake/fake_script_sender.h transport/fake/fake_sent_log.h
        transport/fake/fake_subscriptions.h transport/fake/tracked_tasks.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_lua PkgConfig::dlock_crypto)
