@@ -69,7 +69,7 @@ dlock_library(uv INSTALL
        transport/uv/command_deadlines.h transport/uv/deferred_queue.h
        transport/uv/reconnect_backoff.h
        transport/uv/host_lookup.h transport/uv/connection_options.h
-       transport/uv/command_ledger.h transport/uv/pubsub_channels.h
+       transport/uv/command_ledger.h transport/uv/connect_waiters.h transport/uv/pubsub_channels.h
        transport/uv/reconnecting_connection.h
        transport/uv/reconnecting_transport.h transport/uv/redis_link.h
        transport/uv/subscription_relay.h transport/uv/held_commands.h
@@ -94,6 +94,7 @@ dlock_library(fake INSTALL
        transport/fake/fake_redis_lua_reply.cc
        transport/fake/fake_redis_zsets.cc transport/fake/fake_transport.cc transport/fake/fake_cluster.cc
        transport/fake/fake_command_queue.cc transport/fake/fake_fault_plan.cc
+       transport/fake/fake_script_sender.cc transport/fake/fake_sent_log.cc
        transport/fake/fake_subscriptions.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
        transport/fake/fake_redis_commands.h transport/fake/fake_redis_keyspace.h
@@ -105,6 +106,7 @@ dlock_library(fake INSTALL
        transport/fake/fake_redis_pubsub.h
        transport/fake/fake_transport.h transport/fake/fake_cluster.h
        transport/fake/fake_command_queue.h transport/fake/fake_fault_plan.h
+       transport/fake/fake_script_sender.h transport/fake/fake_sent_log.h
        transport/fake/fake_subscriptions.h transport/fake/tracked_tasks.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_lua PkgConfig::dlock_crypto)
@@ -148,10 +150,10 @@ dlock_library(watchdog INSTALL
 # RedLock over N servers.
 dlock_library(redlock INSTALL
   BAZEL //redlock:redlock
-  SRCS redlock/acquire_clock.cc redlock/acquire_op.cc redlock/acquire_votes.cc redlock/attempt_releases.cc redlock/core.cc
+  SRCS redlock/acquire_attempts.cc redlock/acquire_clock.cc redlock/acquire_op.cc redlock/acquire_votes.cc redlock/attempt_releases.cc redlock/core.cc
        redlock/extend_op.cc redlock/fence_sync.cc redlock/quorum_round.cc
        redlock/redlock.cc redlock/release_op.cc redlock/run_id_tracker.cc
-  HDRS redlock/acquire_clock.h redlock/acquire_votes.h redlock/attempt_releases.h redlock/core.h redlock/fence_sync.h
+  HDRS redlock/acquire_attempts.h redlock/acquire_clock.h redlock/acquire_votes.h redlock/attempt_releases.h redlock/core.h redlock/fence_sync.h
        redlock/operations.h redlock/quorum_round.h redlock/redlock.h redlock/run_id_tracker.h
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 

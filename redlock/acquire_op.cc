@@ -21,11 +21,8 @@ AcquireOp::AcquireOp(std::shared_ptr<Core> core, absl::string_view resource,
       resource_(resource),
       ttl_(WholeMillis(options.ttl)),
       clock_(core_->loop()->Now(), ttl_, core_->Drift(ttl_), options.wait),
-      releases_(core_.get(), resource_, ttl_) {}
-
-AcquireOp::~AcquireOp() {
-  if (watching_) core_->Unwatch(&watch_);
-}
+      releases_(core_.get(), resource_, ttl_),
+      attempts_(core_.get()) {}
 
 bool AcquireOp::Cancel() { return End(/*cancel=*/true); }
 
@@ -34,9 +31,9 @@ void AcquireOp::Shutdown() { End(/*cancel=*/false); }
 bool AcquireOp::End(bool cancel) {
   if (phase_ == Phase::kDone) return false;
   std::shared_ptr<Op> self = shared_from_this();
-  const Phase phase = phase_;
+  const bool in_flight = phase_ == Phase::kVoting || phase_ == Phase::kSyncing;
   phase_ = Phase::kDone;
-  if (phase == Phase::kVoting || phase == Phase::kSyncing) abandoned_attempt_ = attempt_;
+  if (in_flight) attempts_.Abandon();
   if (cancel) {
     Drop(absl::CancelledError("acquire cancelled"));
   } else {
@@ -47,17 +44,13 @@ bool AcquireOp::End(bool cancel) {
     sync_->Cancel();
     sync_.reset();
   }
-  releases_.Close();
-  if (phase == Phase::kVoting || phase == Phase::kSyncing) {
-    releases_.SendEverywhere(self, attempt_);
-  }
-  for (size_t i = 0; i < core_->n(); ++i) releases_.SendLeftovers(self, i);
+  releases_.Abandon(self, in_flight ? attempts_.current() : 0);
   return true;
 }
 
 void AcquireOp::StartAttempt(bool may_decide_now) {
   phase_ = Phase::kVoting;
-  const int attempt = ++attempt_;
+  const int attempt = attempts_.Begin();
   const absl::Time t0 = loop()->Now();
   clock_.BeginAttempt(t0);
   const size_t n = core_->n();
@@ -67,7 +60,6 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
   // outlive it; such a key still expires by itself).
   const std::string& token = releases_.Draw(attempt, t0, t0 + 2 * timeout + ttl_);
   const uint32_t generation = round_.Begin(loop(), n, t0);
-  outstanding_ = 0;
   bool rejected = false;
   for (size_t i = 0; i < n; ++i) {
     // Leftovers of earlier attempts first: same connection, so the server
@@ -88,7 +80,7 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
                     self->OnAcquireReply(attempt, generation, i, std::move(fence));
                   });
     if (sent.ok()) {
-      ++outstanding_;
+      attempts_.Sent();
     } else {
       round_.Fail(i, sent);
       core_->run_ids().NoteResult(i, sent);
@@ -109,13 +101,10 @@ void AcquireOp::OnAcquireReply(int attempt, uint32_t generation, size_t i,
   const absl::Time now = loop()->Now();
   core_->ReportVote(resource_, "acquire", i, fence.status(), now - releases_.sent_at(attempt));
   core_->run_ids().NoteResult(i, fence.status());
-  if (attempt == attempt_) --outstanding_;
+  attempts_.Replied(attempt);
   if (!round_.IsCurrent(generation) || phase_ != Phase::kVoting) {
     OnStraggler(attempt, i, fence);
-    if (watching_ && outstanding_ == 0) {
-      core_->Unwatch(&watch_);
-      watching_ = false;
-    }
+    attempts_.UnwatchWhenSettled();
     return;
   }
   if (CountAcquireAnswer(round_, i, fence)) core_->run_ids().NoteYoung(i, fence.status());
@@ -129,13 +118,9 @@ void AcquireOp::OnAcquireReply(int attempt, uint32_t generation, size_t i,
 // released lease, of an attempt that lost, of one abandoned by Cancel or
 // Shutdown.
 void AcquireOp::OnStraggler(int attempt, size_t i, const absl::StatusOr<int64_t>& fence) {
-  const bool current = attempt == attempt_;
-  absl::string_view reason;  // empty: kept
-  if (attempt == succeeded_attempt_) {
-    if (watch_.released) reason = kLateGrantReleased;
-  } else if (!(current && phase_ == Phase::kSyncing)) {
-    reason = attempt == abandoned_attempt_ ? kLateGrantCancelled : kLateGrantLost;
-  }
+  const bool current = attempt == attempts_.current();
+  const absl::string_view reason =  // empty: kept
+      attempts_.LateGrantReason(attempt, phase_ == Phase::kSyncing);
   if (releases_.OnLateReply(shared_from_this(), i, attempt, fence, reason,
                             /*final=*/current && phase_ == Phase::kReleasing) &&
       *fence < fence_) {
@@ -181,7 +166,7 @@ void AcquireOp::StartFenceSync() {
   auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
   sync_ = std::make_shared<FenceSync>(
       core_, resource_, ttl_, fence_, clock_.ValidityEnd(),
-      [self, attempt = attempt_](absl::Status status) {
+      [self, attempt = attempts_.current()](absl::Status status) {
         self->OnSynced(attempt, std::move(status));
       });
   absl::Status started = sync_->Start(grants.granted);
@@ -192,7 +177,7 @@ void AcquireOp::StartFenceSync() {
 }
 
 void AcquireOp::OnSynced(int attempt, absl::Status status) {
-  if (attempt != attempt_ || phase_ != Phase::kSyncing) return;
+  if (attempt != attempts_.current() || phase_ != Phase::kSyncing) return;
   sync_.reset();
   if (status.ok()) {
     Succeed();
@@ -204,17 +189,11 @@ void AcquireOp::OnSynced(int attempt, absl::Status status) {
 void AcquireOp::Succeed() {
   Lease lease;
   lease.resource = resource_;
-  lease.token = releases_.token(attempt_);
+  lease.token = releases_.token(attempts_.current());
   lease.fence = fence_;
   lease.ttl = ttl_;
   lease.deadline = clock_.ValidityEnd();
-  succeeded_attempt_ = attempt_;
-  if (outstanding_ > 0) {
-    // Stragglers of this attempt may still grant: Release must reach them.
-    watch_.token = releases_.token(attempt_);
-    core_->Watch(&watch_);
-    watching_ = true;
-  }
+  attempts_.Succeeded(releases_.token(attempts_.current()));
   Finish(std::move(lease));
 }
 
@@ -242,17 +221,17 @@ void AcquireOp::StartFinalRelease(absl::Status status) {
   phase_ = Phase::kReleasing;
   final_status_ = std::move(status);
   auto self = std::static_pointer_cast<AcquireOp>(shared_from_this());
-  const bool awaiting = releases_.StartFinal(self, attempt_, await, [self] {
+  const bool awaiting = releases_.StartFinal(self, attempts_.current(), await, [self] {
     if (self->phase_ == Phase::kReleasing) self->Finish(self->final_status_);
   });
   if (!awaiting) Finish(final_status_);
 }
 
 void AcquireOp::ScheduleRetry(const absl::Status& status, absl::Duration delay) {
-  releases_.SendEverywhere(shared_from_this(), attempt_);
+  releases_.SendEverywhere(shared_from_this(), attempts_.current());
   phase_ = Phase::kWaiting;
   const absl::Time now = loop()->Now();
-  const AcquireWaitEvent event = clock_.Pause(resource_, attempt_, status, delay, now);
+  const AcquireWaitEvent event = clock_.Pause(resource_, attempts_.current(), status, delay, now);
   // The pause is a round of no server whose deadline starts the next attempt.
   round_.Begin(loop(), 0, now);
   ArmRoundDeadline(delay, &AcquireOp::Retry);
@@ -277,7 +256,7 @@ void AcquireOp::Finish(absl::StatusOr<Lease> result) {
 
 void AcquireOp::Report(const absl::Status& status) {
   core_->observer()->OnAcquire(
-      clock_.Outcome(resource_, status, loop()->Now(), attempt_, fence_));
+      clock_.Outcome(resource_, status, loop()->Now(), attempts_.current(), fence_));
 }
 
 }  // namespace redlock_internal

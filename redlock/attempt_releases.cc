@@ -133,5 +133,11 @@ void AttemptReleases::Close() {
   on_settled_ = nullptr;
 }
 
+void AttemptReleases::Abandon(const std::shared_ptr<Op>& owner, int in_flight) {
+  Close();
+  if (in_flight > 0) SendEverywhere(owner, in_flight);
+  for (size_t i = 0; i < core_->n(); ++i) SendLeftovers(owner, i);
+}
+
 }  // namespace redlock_internal
 }  // namespace dlock

@@ -72,6 +72,10 @@ class AttemptReleases {
   // The operation ended: no leftover is recorded any more and `on_settled`
   // never runs. Releases still in flight complete and are reported.
   void Close();
+  // Cancel or Shutdown ended the operation: Close(), then the release of
+  // attempt `in_flight`'s token everywhere (0: none was in flight, its
+  // attempt decided) and of every server's leftovers.
+  void Abandon(const std::shared_ptr<Op>& owner, int in_flight);
 
  private:
   struct Attempt {

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
+#include "dlock/redlock/acquire_attempts.h"
 #include "dlock/redlock/acquire_clock.h"
 #include "dlock/redlock/attempt_releases.h"
 #include "dlock/redlock/core.h"
@@ -30,7 +31,6 @@ class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
  public:
   AcquireOp(std::shared_ptr<Core> core, absl::string_view resource,
             const AcquireOptions& options, LeaseCallback callback);
-  ~AcquireOp() override;
 
   // Sends the first attempt. Never calls back from here.
   void Start() { StartAttempt(/*may_decide_now=*/false); }
@@ -64,20 +64,11 @@ class AcquireOp final : public QuorumOp<absl::StatusOr<Lease>> {
   AcquireClock clock_;
 
   Phase phase_ = Phase::kVoting;
-  int attempt_ = 0;
-  int succeeded_attempt_ = 0;
   bool final_ = false;  // no more attempts (a configuration error)
-  // The attempt in flight when Cancel or Shutdown ended the operation.
-  int abandoned_attempt_ = 0;
-  // Acquire replies of the current attempt still to come.
-  int outstanding_ = 0;
-  // Watches the lease's token while grants of the attempt that succeeded
-  // may still arrive (LATE GRANTS in redlock.h).
-  Core::GrantWatch watch_;
-  bool watching_ = false;
   absl::Status final_status_;  // reported once the final release settled
   int64_t fence_ = 0;          // the current attempt's (the lease's) fence
   AttemptReleases releases_;
+  AcquireAttempts attempts_;  // after releases_, which keeps its token's bytes
   std::shared_ptr<FenceSync> sync_;  // kSyncing, when counters disagree
 };
 

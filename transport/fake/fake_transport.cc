@@ -2,10 +2,7 @@
 
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "dlock/transport/script.h"
 
 namespace dlock {
 
@@ -66,13 +63,6 @@ absl::Status FakeTransport::Send(std::vector<std::string> argv, absl::Duration t
   return absl::OkStatus();
 }
 
-void FakeTransport::Log(std::vector<std::string> argv) {
-  if (sent_.size() >= kMaxSentLog) {
-    sent_.erase(sent_.begin(), sent_.begin() + static_cast<std::ptrdiff_t>(sent_.size() / 2 + 1));
-  }
-  sent_.push_back(std::move(argv));
-}
-
 absl::Status FakeTransport::SendScript(absl::string_view body,
                                        absl::Span<const absl::string_view> evalsha_argv,
                                        absl::Duration timeout, ReplyCallback callback) {
@@ -84,83 +74,8 @@ absl::Status FakeTransport::SendScript(absl::string_view body,
   if (timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("FakeTransport: timeout must be positive");
   }
-  ScriptSend send;
-  send.body = std::string(body);
-  send.evalsha.reserve(evalsha_argv.size());
-  for (absl::string_view a : evalsha_argv) send.evalsha.emplace_back(a);
-  send.deadline = loop_->Now() + timeout;
-  send.callback = std::move(callback);
-  IssueScript(std::move(send));
+  scripts_.Send(body, evalsha_argv, timeout, std::move(callback));
   return absl::OkStatus();
-}
-
-void FakeTransport::IssueScript(ScriptSend send) {
-  if (loaded_epoch_ != epoch_) {
-    loaded_.clear();  // a new connection knows no script
-    loaded_epoch_ = epoch_;
-  }
-  const std::string sha = send.evalsha[1];
-  const bool load = !loaded_.contains(sha);
-  if (load) Log({"SCRIPT", "LOAD", send.body});
-  Log(send.evalsha);
-  send.serial = ++sent_serial_;
-  send.epoch = epoch_;
-  std::vector<std::string> argv = send.evalsha;
-  std::string body = load ? send.body : std::string();
-  const absl::Duration timeout = send.deadline - loop_->Now();
-  // Touches `this` only for a NOSCRIPT reply, which only the command queue
-  // delivers (this transport is alive then); Close's kCancelled passes
-  // straight through.
-  const uint64_t id = commands_.Add(
-      timeout, [this, send = std::move(send)](absl::StatusOr<Reply> reply) mutable {
-        if (reply.ok() && reply->IsErrorWithPrefix("NOSCRIPT")) {
-          OnNoScript(std::move(send));
-          return;
-        }
-        std::move(send.callback)(std::move(reply));
-      },
-      // A NOSCRIPT read after the command timed out still tells that the
-      // cache was flushed (as LinkSession::OnNoScript for the real link).
-      [this, epoch = epoch_](const Reply& late) {
-        if (late.IsErrorWithPrefix("NOSCRIPT") && epoch == epoch_) loaded_.clear();
-      });
-  if (faults_.partitioned()) {
-    commands_.Answer(id, absl::UnavailableError("FakeTransport: partitioned"),
-                     absl::ZeroDuration());
-    return;
-  }
-  // The load and its EVALSHA take one fate together.
-  switch (faults_.TakeNext()) {
-    case FakeFaultPlan::Fate::kFail:
-      commands_.Answer(id, faults_.fail_outcome(),
-                       faults_.request_latency() + faults_.reply_latency());
-      break;
-    case FakeFaultPlan::Fate::kDropRequest:
-      break;  // only the timeout will answer
-    case FakeFaultPlan::Fate::kDropReply:
-      if (load) loaded_.insert(sha);
-      commands_.Apply(id, std::move(argv), /*drop_reply=*/true, std::move(body));
-      break;
-    case FakeFaultPlan::Fate::kApply:
-      if (load) loaded_.insert(sha);
-      commands_.Apply(id, std::move(argv), /*drop_reply=*/false, std::move(body));
-      break;
-  }
-}
-
-void FakeTransport::OnNoScript(ScriptSend send) {
-  // The cache was flushed under this connection: nothing is known loaded.
-  if (send.epoch == epoch_) loaded_.clear();
-  if (!closed_ && !partitioned() && !send.resent && send.epoch == epoch_ &&
-      send.serial == sent_serial_ && loop_->Now() < send.deadline) {
-    // Nothing was sent after it on this connection: sending it again (load
-    // + EVALSHA) keeps the order.
-    send.resent = true;
-    IssueScript(std::move(send));
-    return;
-  }
-  std::move(send.callback)(absl::UnavailableError(
-      absl::StrCat("FakeTransport: ", kScriptCacheFlushedMessage)));
 }
 
 absl::Status FakeTransport::Connect(absl::AnyInvocable<void(absl::Status) &&> callback) {
@@ -235,31 +150,6 @@ void FakeTransport::Heal() {
   if (closed_ || !partitioned()) return;
   faults_.set_partitioned(false);
   subscriptions_.Heal();
-}
-
-// ---------------------------------------------------------------------------
-// Observation.
-
-int64_t FakeTransport::CountSent(absl::string_view command) const {
-  int64_t n = 0;
-  for (const auto& argv : sent_) {
-    if (absl::EqualsIgnoreCase(argv[0], command)) ++n;
-  }
-  return n;
-}
-
-int64_t FakeTransport::CountScriptRuns(absl::string_view sha1) const {
-  int64_t n = 0;
-  for (const auto& argv : sent_) {
-    if (argv.size() < 2) continue;
-    if (absl::EqualsIgnoreCase(argv[0], "evalsha") && absl::EqualsIgnoreCase(argv[1], sha1)) {
-      ++n;
-    } else if (absl::EqualsIgnoreCase(argv[0], "eval") &&
-               absl::EqualsIgnoreCase(Sha1Hex(argv[1]), sha1)) {
-      ++n;
-    }
-  }
-  return n;
 }
 
 }  // namespace dlock

@@ -80,9 +80,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -93,6 +93,8 @@
 #include "dlock/transport/fake/fake_command_queue.h"
 #include "dlock/transport/fake/fake_fault_plan.h"
 #include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/fake_script_sender.h"
+#include "dlock/transport/fake/fake_sent_log.h"
 #include "dlock/transport/fake/fake_subscriptions.h"
 #include "dlock/transport/fake/tracked_tasks.h"
 #include "dlock/transport/reply.h"
@@ -162,13 +164,13 @@ class FakeTransport : public Transport {
 
   // Every command accepted by Send, in order (whatever its fate). At most
   // kMaxSentLog entries are kept; past it the oldest half is discarded.
-  static constexpr size_t kMaxSentLog = 1000000;
-  const std::vector<std::vector<std::string>>& sent() const { return sent_; }
+  static constexpr size_t kMaxSentLog = FakeSentLog::kMaxSentLog;
+  const std::vector<std::vector<std::string>>& sent() const { return sent_.sent(); }
   // How many accepted commands are named `command` (case-insensitive).
-  int64_t CountSent(absl::string_view command) const;
+  int64_t CountSent(absl::string_view command) const { return sent_.CountSent(command); }
   // How many accepted EVALSHA/EVAL commands run the script with this SHA-1.
-  int64_t CountScriptRuns(absl::string_view sha1) const;
-  void ClearSent() { sent_.clear(); }
+  int64_t CountScriptRuns(absl::string_view sha1) const { return sent_.CountScriptRuns(sha1); }
+  void ClearSent() { sent_.Clear(); }
   // The id of this connection's command session in `FakeRedis::log()`.
   uint64_t session_id() const { return session_id_; }
 
@@ -176,25 +178,14 @@ class FakeTransport : public Transport {
   EventLoop* loop() const { return loop_; }
 
  private:
-  // A script command in flight (SendScript), kept for a re-send.
-  struct ScriptSend {
-    std::string body;
-    std::vector<std::string> evalsha;
-    absl::Time deadline;
-    uint64_t serial = 0;  // sent_serial_ when it was sent
-    uint64_t epoch = 0;
-    bool resent = false;
-    ReplyCallback callback;
-  };
-  void IssueScript(ScriptSend send);
-  void OnNoScript(ScriptSend send);
-  void Log(std::vector<std::string> argv);
+  void Log(std::vector<std::string> argv) { sent_.Log(std::move(argv)); }
 
   EventLoop* loop_;
   FakeRedis* server_;
   // The pieces, each with one job (see their headers): the faults to
   // inject, every loop task (so Close cancels them all), the commands in
-  // flight, and pub/sub.
+  // flight, pub/sub, the record of what was sent, and scripts (scripts_,
+  // last: it works on the others).
   FakeFaultPlan faults_;
   TrackedTasks tasks_;
   std::unique_ptr<FakeRedis::Session> cmd_session_;
@@ -204,16 +195,15 @@ class FakeTransport : public Transport {
 
   bool closed_ = false;
   uint64_t epoch_ = 1;
-  // Commands sent on this connection (Send and SendScript), and the SHA-1s
-  // loaded on it (valid for loaded_epoch_ only).
+  // Commands sent on this connection (Send and SendScript).
   uint64_t sent_serial_ = 0;
-  absl::flat_hash_set<std::string> loaded_;
-  uint64_t loaded_epoch_ = 1;
 
   uint64_t next_waiter_ = 1;
   std::map<uint64_t, absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
 
-  std::vector<std::vector<std::string>> sent_;
+  FakeSentLog sent_;
+  FakeScriptSender scripts_{
+      {loop_, &commands_, &faults_, &sent_, &epoch_, &closed_, &sent_serial_}};
 };
 
 }  // namespace dlock

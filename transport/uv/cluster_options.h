@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -39,6 +40,18 @@ struct ClusterTransportOptions {
   // Delay before resending after TRYAGAIN/CLUSTERDOWN.
   absl::Duration retry_delay = absl::Milliseconds(50);
 };
+
+// Checks `options` for ClusterTransport::Create: kInvalidArgument when
+// there is no seed, a seed has no host or a port outside 1..65535, or
+// topology_timeout or retry_delay is not positive, or max_redirects < 1.
+absl::Status ValidateClusterOptions(const ClusterTransportOptions& options);
+
+// Checks one ClusterTransport::Send's arguments: a non-empty command that
+// neither changes the connection's protocol (SUBSCRIBE & co., MONITOR: use
+// Subscribe) nor the node's state behind the router (ASKING, SELECT), a
+// positive timeout, a callback. kInvalidArgument naming what is wrong.
+absl::Status ValidateClusterSend(const std::vector<std::string>& argv,
+                                 absl::Duration timeout, bool has_callback);
 
 // Parses "host:port" (the port after the last ':'; "[v6]:port" too).
 absl::StatusOr<ClusterEndpoint> ParseClusterEndpoint(absl::string_view address);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/transport/cluster_slot.h"
 
@@ -14,18 +13,7 @@ absl::StatusOr<std::unique_ptr<ClusterTransport>> ClusterTransport::Create(
     std::unique_ptr<EventLoop> owned_loop) {
   if (loop == nullptr) return absl::InvalidArgumentError("cluster: null event loop");
   if (!factory) return absl::InvalidArgumentError("cluster: null node factory");
-  if (options.seeds.empty()) return absl::InvalidArgumentError("cluster: no seed node");
-  for (const ClusterEndpoint& s : options.seeds) {
-    if (s.host.empty() || s.port < 1 || s.port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cluster: bad seed '", s.host, ":", s.port, "'"));
-    }
-  }
-  if (options.topology_timeout <= absl::ZeroDuration() ||
-      options.retry_delay <= absl::ZeroDuration() || options.max_redirects < 1) {
-    return absl::InvalidArgumentError(
-        "cluster: topology_timeout and retry_delay must be positive, max_redirects >= 1");
-  }
+  if (absl::Status s = ValidateClusterOptions(options); !s.ok()) return s;
   std::unique_ptr<ClusterTransport> t(new ClusterTransport(
       loop, std::move(options), std::move(factory), std::move(owned_loop)));
   t->topology_.Refresh();
@@ -78,19 +66,7 @@ absl::Status ClusterTransport::SendScript(absl::string_view body,
 absl::Status ClusterTransport::Send(std::vector<std::string> argv, absl::Duration timeout,
                                     ReplyCallback callback) {
   if (closed_) return absl::CancelledError("cluster transport closed");
-  if (argv.empty()) return absl::InvalidArgumentError("empty command");
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("timeout must be positive");
-  }
-  if (!callback) return absl::InvalidArgumentError("null callback");
-  for (const char* banned : {"SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE",
-                             "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR", "ASKING",
-                             "SELECT"}) {
-    if (absl::EqualsIgnoreCase(argv[0], banned)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(argv[0], " is not sent through a cluster transport"));
-    }
-  }
+  if (absl::Status s = ValidateClusterSend(argv, timeout, callback != nullptr); !s.ok()) return s;
   absl::StatusOr<int> slot = CommandSlot(argv);
   if (!slot.ok()) return slot.status();
   router_.Route(std::move(argv), *slot, timeout, std::move(callback));

@@ -90,6 +90,12 @@ void CommandLedger::Complete(std::unique_ptr<CommandRequest> r,
   events_.Push(std::move(e));
 }
 
+void CommandLedger::FailWaiting(const absl::Status& why) {
+  RequestQueue waiting;
+  TakeWaiting(&waiting);
+  while (!waiting.empty()) Complete(waiting.pop_front(), why);
+}
+
 void CommandLedger::Defer(Notice notice) {
   Event e;
   e.notice = std::move(notice);

@@ -122,6 +122,9 @@ class CommandLedger {
             std::vector<std::string>* owned);
   // Takes the waiting queue (into an empty `out`).
   void TakeWaiting(RequestQueue* out) { out->swap(waiting_); }
+  // The connection attempt failed: every waiting request fails with `why`
+  // (on a later turn, as Complete).
+  void FailWaiting(const absl::Status& why);
 
   // `r` got `reply` (or a failure decided on reading its reply): delivered
   // by DeliverReplies, in order with the other replies (dropped if `r` is

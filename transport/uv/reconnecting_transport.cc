@@ -141,10 +141,10 @@ absl::Status ReconnectingTransport::Connect(
     absl::AnyInvocable<void(absl::Status) &&> callback) {
   if (closed_) return absl::CancelledError("transport closed");
   if (!callback) return absl::InvalidArgumentError("null callback");
-  connect_waiters_.push_back(std::move(callback));
+  waiters_.Add(std::move(callback));
   switch (cmd_.state()) {
     case ReconnectingConnection::State::kReady:
-      NotifyWaiters(absl::OkStatus());
+      waiters_.Notify(absl::OkStatus());
       break;
     case ReconnectingConnection::State::kConnecting:
       break;
@@ -154,15 +154,6 @@ absl::Status ReconnectingTransport::Connect(
       break;
   }
   return absl::OkStatus();
-}
-
-void ReconnectingTransport::NotifyWaiters(const absl::Status& status) {
-  for (auto& cb : connect_waiters_) {
-    ledger_.Defer([cb = std::move(cb), status](bool cancelled) mutable {
-      std::move(cb)(cancelled ? absl::CancelledError("transport closed") : status);
-    });
-  }
-  connect_waiters_.clear();
 }
 
 void ReconnectingTransport::OnConnectionReady(ReconnectingConnection& conn) {
@@ -184,17 +175,15 @@ void ReconnectingTransport::OnConnectionReady(ReconnectingConnection& conn) {
     absl::InlinedVector<absl::string_view, 16> views(argv.begin(), argv.end());
     cmd_.Issue(std::move(r), views);
   }
-  NotifyWaiters(absl::OkStatus());
+  waiters_.Notify(absl::OkStatus());
 }
 
 bool ReconnectingTransport::OnConnectionDown(ReconnectingConnection& conn,
                                              const absl::Status& why, bool was_ready) {
   if (conn.pubsub()) return pubsub_.OnDown(why, was_ready);
   if (!was_ready) {
-    RequestQueue waiting;
-    ledger_.TakeWaiting(&waiting);
-    while (!waiting.empty()) ledger_.Complete(waiting.pop_front(), why);
-    NotifyWaiters(why);
+    ledger_.FailWaiting(why);
+    waiters_.Notify(why);
   }
   return true;
 }
@@ -209,10 +198,7 @@ void ReconnectingTransport::Close() {
   // first, then commands that were waiting for a connection, then waiters.
   CommandLedger::Owed owed;
   ledger_.TakeOwed(&owed);
-  for (auto& cb : connect_waiters_) {
-    owed.push_back([cb = std::move(cb), cancelled]() mutable { std::move(cb)(cancelled); });
-  }
-  connect_waiters_.clear();
+  waiters_.TakeCancelled(cancelled, &owed);
   for (SubscriberSet::ReadyCallback& cb : pubsub_.Close()) {
     owed.push_back([cb = std::move(cb), cancelled]() mutable { std::move(cb)(cancelled); });
   }

@@ -1,11 +1,11 @@
 // This header defines `ReconnectingTransport`, what HiredisTransport and
 // TlsTransport are apart from their byte stream: the Transport over a
 // command connection and a pub/sub connection (ReconnectingConnection each),
-// the commands (CommandLedger) and the channels (PubSubChannels). A
-// subclass supplies one thing, OpenLink: the RedisLink of one connection
-// attempt (hiredis's async context, or TLS over a libuv socket). The
-// contract -- states, deadlines, pipelining, pub/sub, Close -- is in
-// hiredis_transport.h.
+// the commands (CommandLedger), the channels (PubSubChannels) and the
+// Connect callbacks (ConnectWaiters). A subclass supplies one thing,
+// OpenLink: the RedisLink of one connection attempt (hiredis's async
+// context, or TLS over a libuv socket). The contract -- states, deadlines,
+// pipelining, pub/sub, Close -- is in hiredis_transport.h.
 //
 // Not thread-safe: call only on the thread running the loop.
 #ifndef DLOCK_TRANSPORT_UV_RECONNECTING_TRANSPORT_H_
@@ -24,6 +24,7 @@
 #include "absl/types/span.h"
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/command_ledger.h"
+#include "dlock/transport/uv/connect_waiters.h"
 #include "dlock/transport/uv/connection_options.h"
 #include "dlock/transport/uv/pubsub_channels.h"
 #include "dlock/transport/uv/reconnect_backoff.h"
@@ -115,8 +116,6 @@ class ReconnectingTransport : public Transport, private ConnectionOwner {
   absl::Status Submit(absl::Span<const absl::string_view> argv,
                       std::vector<std::string>* owned, absl::Duration timeout,
                       ReplyCallback callback, const absl::string_view* script_body = nullptr);
-  // Tells every Connect waiter `status` (on a later turn).
-  void NotifyWaiters(const absl::Status& status);
 
   uv_loop_s* const loop_;
   const HiredisTransportOptions options_;
@@ -128,7 +127,7 @@ class ReconnectingTransport : public Transport, private ConnectionOwner {
   ReconnectingConnection cmd_;
   ReconnectingConnection sub_;
   PubSubChannels pubsub_{&sub_, &ledger_, &endpoint_};
-  std::vector<absl::AnyInvocable<void(absl::Status) &&>> connect_waiters_;
+  ConnectWaiters waiters_{&ledger_};
   bool closed_ = false;
   // How many times the command connection became ready.
   uint64_t epoch_ = 0;
