@@ -1,15 +1,21 @@
 // This header defines `RenewalSchedule`, the Watchdog's timetable: for every
 // watched lease, when its next renewal is due and when its local deadline
-// passes, kept in two ordered queues behind ONE loop timer armed at the
-// earliest of them. It knows nothing about locks or replies: the Watchdog
-// (watchdog.cc) decides what a due renewal or a passed deadline means.
+// passes, kept in two intrusive binary min-heaps behind ONE loop timer armed
+// at the earliest of them. It knows nothing about locks or replies: the
+// Watchdog (watchdog.cc) decides what a due renewal or a passed deadline
+// means.
+//
+// Memory. A lease's times and heap positions live in its own record (a
+// `ScheduleSlot` the caller embeds); each heap holds one pointer per queued
+// lease. Queueing, moving or removing a lease allocates nothing (apart from
+// the heaps' vectors growing to their high-water mark) and costs O(log n).
 //
 // Internal to //watchdog. Not thread-safe: call only on the loop's thread.
 #ifndef DLOCK_WATCHDOG_RENEWAL_SCHEDULE_H_
 #define DLOCK_WATCHDOG_RENEWAL_SCHEDULE_H_
 
+#include <cstddef>
 #include <cstdint>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -20,12 +26,18 @@
 namespace dlock {
 namespace watchdog_internal {
 
-// One lease's place in the schedule, stored in the lease's own record so
-// that moving it costs two set operations and no lookup.
-// InfiniteFuture: not queued.
+// One lease's place in the schedule, embedded in the lease's own record (the
+// schedule keeps pointers to it: it must not move while queued).
+// InfiniteFuture: not queued. Leases due at the same time come out in the
+// order of `seq` (the caller numbers them, e.g. in the order they were
+// watched).
 struct ScheduleSlot {
+  static constexpr uint32_t kNotQueued = ~uint32_t{0};
   absl::Time renew_at = absl::InfiniteFuture();
   absl::Time deadline_at = absl::InfiniteFuture();
+  uint64_t seq = 0;
+  uint32_t renew_pos = kNotQueued;     // index in the renew heap
+  uint32_t deadline_pos = kNotQueued;  // index in the deadline heap
 };
 
 class RenewalSchedule {
@@ -39,20 +51,27 @@ class RenewalSchedule {
   RenewalSchedule& operator=(const RenewalSchedule&) = delete;
   ~RenewalSchedule() { Clear(); }
 
-  // Moves lease `id` to renew at `t` (InfiniteFuture: not renewed).
-  void SetRenewAt(uint64_t id, ScheduleSlot& slot, absl::Time t);
-  // Moves lease `id`'s local deadline to `t` (InfiniteFuture: none).
-  void SetDeadline(uint64_t id, ScheduleSlot& slot, absl::Time t);
-  // Takes lease `id` out of both queues.
-  void Remove(uint64_t id, ScheduleSlot& slot) {
-    SetRenewAt(id, slot, absl::InfiniteFuture());
-    SetDeadline(id, slot, absl::InfiniteFuture());
+  // Moves `slot` to renew at `t` (InfiniteFuture: not renewed).
+  void SetRenewAt(ScheduleSlot& slot, absl::Time t);
+  // Moves `slot`'s local deadline to `t` (InfiniteFuture: none).
+  void SetDeadline(ScheduleSlot& slot, absl::Time t);
+  // Takes `slot` out of both queues.
+  void Remove(ScheduleSlot& slot) {
+    SetRenewAt(slot, absl::InfiniteFuture());
+    SetDeadline(slot, absl::InfiniteFuture());
   }
 
-  // The leases whose deadline is at or before `now`, earliest first.
-  std::vector<uint64_t> DeadlinesPassed(absl::Time now) const;
-  // The leases due to renew at or before `horizon`, earliest first.
-  std::vector<uint64_t> RenewalsDue(absl::Time horizon) const;
+  // The slots whose deadline is at or before `now`, earliest first.
+  std::vector<ScheduleSlot*> DeadlinesPassed(absl::Time now) const;
+  // The slots due to renew at or before `horizon`, earliest first.
+  std::vector<ScheduleSlot*> RenewalsDue(absl::Time horizon) const;
+
+  // Number of slots with a deadline queued.
+  size_t with_deadline() const { return deadline_heap_.size(); }
+  // Every slot with a deadline queued, in no particular order.
+  const std::vector<ScheduleSlot*>& slots_with_deadline() const {
+    return deadline_heap_;
+  }
 
   // Keeps the one loop timer armed at the earliest queued time, or cancels
   // it when both queues are empty (so the host loop can run dry).
@@ -62,8 +81,6 @@ class RenewalSchedule {
   void Clear();
 
  private:
-  using QueueKey = std::pair<absl::Time, uint64_t>;
-
   void OnTimer() {
     timer_ = 0;
     on_timer_();  // may destroy this schedule's owner: touch nothing after
@@ -72,8 +89,8 @@ class RenewalSchedule {
   EventLoop* const loop_;
   absl::AnyInvocable<void()> on_timer_;
   bool cleared_ = false;
-  std::set<QueueKey> renew_queue_;
-  std::set<QueueKey> deadline_queue_;
+  std::vector<ScheduleSlot*> renew_heap_;
+  std::vector<ScheduleSlot*> deadline_heap_;
   TimerId timer_ = 0;
   absl::Time armed_at_ = absl::InfiniteFuture();
 };
