@@ -9,7 +9,7 @@ namespace {
 // Both queues are binary min-heaps of slot pointers ordered by
 // (slot.*kTime, slot.seq); each slot keeps its index in slot.*kPos, so a
 // slot is moved or removed in O(log n) without a search.
-using TimeField = absl::Time ScheduleSlot::*;
+using TimeField = int64_t ScheduleSlot::*;
 using PosField = uint32_t ScheduleSlot::*;
 
 template <TimeField kTime>
@@ -53,9 +53,9 @@ void SiftDown(std::vector<ScheduleSlot*>& heap, size_t i) {
 
 // Queues `slot` at `t`, moves it there, or (InfiniteFuture) takes it out.
 template <TimeField kTime, PosField kPos>
-void Set(std::vector<ScheduleSlot*>& heap, ScheduleSlot& slot, absl::Time t) {
+void Set(std::vector<ScheduleSlot*>& heap, ScheduleSlot& slot, int64_t t) {
   const uint32_t pos = slot.*kPos;
-  if (t == absl::InfiniteFuture()) {
+  if (t == CompactTime::kFuture) {
     slot.*kTime = t;
     if (pos == ScheduleSlot::kNotQueued) return;
     slot.*kPos = ScheduleSlot::kNotQueued;
@@ -86,7 +86,7 @@ void Set(std::vector<ScheduleSlot*>& heap, ScheduleSlot& slot, absl::Time t) {
 // the root (a heap's children are never earlier than their parent).
 template <TimeField kTime>
 std::vector<ScheduleSlot*> UpTo(const std::vector<ScheduleSlot*>& heap,
-                                absl::Time bound) {
+                                int64_t bound) {
   std::vector<ScheduleSlot*> out;
   if (heap.empty() || heap[0]->*kTime > bound) return out;
   std::vector<size_t> pending = {0};
@@ -106,29 +106,31 @@ std::vector<ScheduleSlot*> UpTo(const std::vector<ScheduleSlot*>& heap,
 }  // namespace
 
 void RenewalSchedule::SetRenewAt(ScheduleSlot& slot, absl::Time t) {
-  Set<&ScheduleSlot::renew_at, &ScheduleSlot::renew_pos>(renew_heap_, slot, t);
+  Set<&ScheduleSlot::renew_at, &ScheduleSlot::renew_pos>(renew_heap_, slot,
+                                                         clock_.Ticks(t));
 }
 
 void RenewalSchedule::SetDeadline(ScheduleSlot& slot, absl::Time t) {
-  Set<&ScheduleSlot::deadline_at, &ScheduleSlot::deadline_pos>(deadline_heap_,
-                                                               slot, t);
+  Set<&ScheduleSlot::deadline_at, &ScheduleSlot::deadline_pos>(
+      deadline_heap_, slot, clock_.Ticks(t));
 }
 
 std::vector<ScheduleSlot*> RenewalSchedule::DeadlinesPassed(absl::Time now) const {
-  return UpTo<&ScheduleSlot::deadline_at>(deadline_heap_, now);
+  return UpTo<&ScheduleSlot::deadline_at>(deadline_heap_, clock_.Ticks(now));
 }
 
 std::vector<ScheduleSlot*> RenewalSchedule::RenewalsDue(absl::Time horizon) const {
-  return UpTo<&ScheduleSlot::renew_at>(renew_heap_, horizon);
+  return UpTo<&ScheduleSlot::renew_at>(renew_heap_, clock_.Ticks(horizon));
 }
 
 void RenewalSchedule::Arm() {
   if (cleared_) return;
-  absl::Time next = absl::InfiniteFuture();
-  if (!renew_heap_.empty()) next = renew_heap_[0]->renew_at;
+  int64_t ticks = CompactTime::kFuture;
+  if (!renew_heap_.empty()) ticks = renew_heap_[0]->renew_at;
   if (!deadline_heap_.empty()) {
-    next = std::min(next, deadline_heap_[0]->deadline_at);
+    ticks = std::min(ticks, deadline_heap_[0]->deadline_at);
   }
+  const absl::Time next = clock_.At(ticks);
   if (next == absl::InfiniteFuture()) {
     if (timer_ != 0) loop_->Cancel(timer_);
     timer_ = 0;

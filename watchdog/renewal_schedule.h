@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <climits>
 #include <utility>
 #include <vector>
 
@@ -26,15 +27,55 @@
 namespace dlock {
 namespace watchdog_internal {
 
+// Times and durations in 8 bytes instead of absl's 16, exactly: whole
+// quarter nanoseconds (absl's own resolution) counted from an epoch (the
+// schedule's creation). Exact within +-73 years of the epoch; beyond that a
+// finite value saturates (stays finite). kFuture / kPast stand for
+// InfiniteFuture / InfinitePast (and the infinite durations).
+class CompactTime {
+ public:
+  static constexpr int64_t kFuture = INT64_MAX;
+  static constexpr int64_t kPast = INT64_MIN;
+
+  explicit CompactTime(absl::Time epoch) : epoch_(epoch) {}
+
+  int64_t Ticks(absl::Time t) const {
+    if (t == absl::InfiniteFuture()) return kFuture;
+    if (t == absl::InfinitePast()) return kPast;
+    return DurationTicks(t - epoch_);
+  }
+  absl::Time At(int64_t ticks) const {
+    if (ticks == kFuture) return absl::InfiniteFuture();
+    if (ticks == kPast) return absl::InfinitePast();
+    return epoch_ + TicksDuration(ticks);
+  }
+  static int64_t DurationTicks(absl::Duration d) {
+    if (d == absl::InfiniteDuration()) return kFuture;
+    if (d == -absl::InfiniteDuration()) return kPast;
+    absl::Duration rem;
+    const int64_t q = absl::IDivDuration(d, Tick(), &rem);
+    return q == kFuture ? kFuture - 1 : q == kPast ? kPast + 1 : q;
+  }
+  static absl::Duration TicksDuration(int64_t ticks) {
+    if (ticks == kFuture) return absl::InfiniteDuration();
+    if (ticks == kPast) return -absl::InfiniteDuration();
+    return Tick() * ticks;
+  }
+
+ private:
+  static absl::Duration Tick() { return absl::Nanoseconds(1) / 4; }
+  absl::Time epoch_;
+};
+
 // One lease's place in the schedule, embedded in the lease's own record (the
-// schedule keeps pointers to it: it must not move while queued).
-// InfiniteFuture: not queued. Leases due at the same time come out in the
-// order of `seq` (the caller numbers them, e.g. in the order they were
-// watched).
+// schedule keeps pointers to it: it must not move while queued). Times are
+// CompactTime ticks of the schedule's clock(); kFuture: not queued. Leases
+// due at the same time come out in the order of `seq` (the caller numbers
+// them, e.g. in the order they were watched).
 struct ScheduleSlot {
   static constexpr uint32_t kNotQueued = ~uint32_t{0};
-  absl::Time renew_at = absl::InfiniteFuture();
-  absl::Time deadline_at = absl::InfiniteFuture();
+  int64_t renew_at = CompactTime::kFuture;
+  int64_t deadline_at = CompactTime::kFuture;
   uint64_t seq = 0;
   uint32_t renew_pos = kNotQueued;     // index in the renew heap
   uint32_t deadline_pos = kNotQueued;  // index in the deadline heap
@@ -46,7 +87,7 @@ class RenewalSchedule {
   // inside a call of this class) when the earliest queued time has come;
   // it is expected to take what is due and call Arm() again.
   RenewalSchedule(EventLoop* loop, absl::AnyInvocable<void()> on_timer)
-      : loop_(loop), on_timer_(std::move(on_timer)) {}
+      : loop_(loop), clock_(loop->Now()), on_timer_(std::move(on_timer)) {}
   RenewalSchedule(const RenewalSchedule&) = delete;
   RenewalSchedule& operator=(const RenewalSchedule&) = delete;
   ~RenewalSchedule() { Clear(); }
@@ -55,6 +96,14 @@ class RenewalSchedule {
   void SetRenewAt(ScheduleSlot& slot, absl::Time t);
   // Moves `slot`'s local deadline to `t` (InfiniteFuture: none).
   void SetDeadline(ScheduleSlot& slot, absl::Time t);
+  // When `slot` renews / reaches its deadline (InfiniteFuture: not queued).
+  absl::Time RenewAt(const ScheduleSlot& slot) const { return clock_.At(slot.renew_at); }
+  absl::Time DeadlineAt(const ScheduleSlot& slot) const {
+    return clock_.At(slot.deadline_at);
+  }
+  // The clock of the slots' times (the owner may keep its own times in it).
+  const CompactTime& clock() const { return clock_; }
+
   // Takes `slot` out of both queues.
   void Remove(ScheduleSlot& slot) {
     SetRenewAt(slot, absl::InfiniteFuture());
@@ -87,6 +136,7 @@ class RenewalSchedule {
   }
 
   EventLoop* const loop_;
+  const CompactTime clock_;
   absl::AnyInvocable<void()> on_timer_;
   bool cleared_ = false;
   std::vector<ScheduleSlot*> renew_heap_;

@@ -22,15 +22,18 @@ enum class State : uint8_t {
 // queue nodes). Its ScheduleSlot base is its place in Core::schedule_.
 // Referenced (EntryRef) by the Core while watching, by the handle, and by
 // extend callbacks in flight (so a late reply always finds it).
+// (on_lost first: its storage is 16-byte aligned, Lease's size is not a
+// multiple of 16.)
 struct Entry : ScheduleSlot {
-  Lease lease;
   absl::AnyInvocable<void(absl::Status) &&> on_lost;
-  absl::Duration renew_interval;
-  absl::Duration retry_interval;
-  absl::Time last_send = absl::InfinitePast();
+  Lease lease;
+  // Durations and times as CompactTime ticks (8 bytes each, exact).
+  int64_t renew_interval = 0;
+  int64_t retry_interval = 0;
+  int64_t last_send = CompactTime::kPast;
   absl::Status last_error;
   // For the observer.
-  absl::Time watched_since;
+  int64_t watched_since = 0;
   uint32_t renewals = 0;
   uint32_t refs = 0;
   int32_t inflight = 0;
@@ -69,11 +72,11 @@ class Core : public std::enable_shared_from_this<Core> {
     EntryRef entry(new Entry());
     entry->seq = next_seq_++;
     entry->lease = lease;
-    entry->renew_interval = interval;
-    entry->retry_interval = retry;
+    entry->renew_interval = CompactTime::DurationTicks(interval);
+    entry->retry_interval = CompactTime::DurationTicks(retry);
     entry->release_late_renewal = options.release_late_renewal;
     entry->on_lost = std::move(options.on_lost);
-    entry->watched_since = loop_->Now();
+    entry->watched_since = schedule_.clock().Ticks(loop_->Now());
     ++entry->refs;  // the schedule's reference, dropped by Remove()
     schedule_.SetDeadline(*entry, lease.deadline);
     schedule_.SetRenewAt(*entry, std::max(loop_->Now(),
@@ -115,6 +118,16 @@ class Core : public std::enable_shared_from_this<Core> {
 
   void SetRenewAt(Entry& entry, absl::Time t) { schedule_.SetRenewAt(entry, t); }
 
+  static absl::Duration RenewInterval(const Entry& entry) {
+    return CompactTime::TicksDuration(entry.renew_interval);
+  }
+  static absl::Duration RetryInterval(const Entry& entry) {
+    return CompactTime::TicksDuration(entry.retry_interval);
+  }
+  absl::Time LastSend(const Entry& entry) const {
+    return schedule_.clock().At(entry.last_send);
+  }
+
   // References to the queued leases in `slots` (kept alive while user
   // callbacks run).
   static std::vector<EntryRef> Refs(const std::vector<ScheduleSlot*>& slots) {
@@ -127,7 +140,7 @@ class Core : public std::enable_shared_from_this<Core> {
   // Schedules a retry `retry_interval` from now, if that is still before the
   // local deadline (otherwise the deadline timer will declare it lost).
   void ScheduleRetry(Entry& entry, absl::Time now) {
-    const absl::Time at = now + entry.retry_interval;
+    const absl::Time at = now + RetryInterval(entry);
     SetRenewAt(entry, at < entry.lease.deadline ? at : absl::InfiniteFuture());
   }
 
@@ -156,7 +169,7 @@ class Core : public std::enable_shared_from_this<Core> {
       if (entry->state != State::kWatching) continue;
       // A lease with a short interval is never renewed more than a quarter
       // of its interval early (it stays queued for its own time).
-      if (entry->renew_at > now + entry->renew_interval / 4) continue;
+      if (schedule_.RenewAt(*entry) > now + RenewInterval(*entry) / 4) continue;
       if (now >= entry->lease.deadline) {
         // The timer fired past the deadline: the loop stalled. Renewing now
         // would paper over a window in which the lock was not held.
@@ -168,9 +181,9 @@ class Core : public std::enable_shared_from_this<Core> {
         continue;
       }
       if (entry->inflight > 0 &&
-          now < entry->last_send + entry->retry_interval) {
+          now < LastSend(*entry) + RetryInterval(*entry)) {
         // An extend is in flight and young: wait for it a little longer.
-        SetRenewAt(*entry, entry->last_send + entry->retry_interval);
+        SetRenewAt(*entry, LastSend(*entry) + RetryInterval(*entry));
         continue;
       }
       SendExtend(entry, now);
@@ -180,7 +193,7 @@ class Core : public std::enable_shared_from_this<Core> {
 
   void SendExtend(const EntryRef& entry, absl::Time now) {
     entry->inflight++;
-    entry->last_send = now;
+    entry->last_send = schedule_.clock().Ticks(now);
     // Until an answer comes, look again after retry_interval (a reply may be
     // lost); success reschedules at the normal interval.
     ScheduleRetry(*entry, now);
@@ -245,7 +258,7 @@ class Core : public std::enable_shared_from_this<Core> {
         entry.last_error = absl::OkStatus();
         schedule_.SetDeadline(entry, entry.lease.deadline);
         SetRenewAt(entry, std::max(now, entry.lease.deadline - entry.lease.ttl +
-                                            entry.renew_interval));
+                                            RenewInterval(entry)));
         schedule_.Arm();
       }
       return;
@@ -256,7 +269,7 @@ class Core : public std::enable_shared_from_this<Core> {
       return;
     }
     entry.last_error = status;
-    if (entry.renew_at == absl::InfiniteFuture() && entry.inflight == 0) {
+    if (entry.renew_at == CompactTime::kFuture && entry.inflight == 0) {
       ScheduleRetry(entry, now);
       schedule_.Arm();
     }
@@ -278,7 +291,7 @@ class Core : public std::enable_shared_from_this<Core> {
     LeaseLostEvent event;
     event.resource = entry.lease.resource;
     event.status = status;
-    event.held_for = loop_->Now() - entry.watched_since;
+    event.held_for = loop_->Now() - schedule_.clock().At(entry.watched_since);
     observer_->OnLeaseLost(event);
     if (on_lost) std::move(on_lost)(std::move(status));
   }
