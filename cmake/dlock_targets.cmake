@@ -400,6 +400,9 @@ dlock_test(watchdog_fake_test BAZEL //watchdog:watchdog_fake_test
   SRCS watchdog/watchdog_fake_test.cc
   DEPS dlock::watchdog dlock::redlock dlock::stallable_loop dlock::fake
        dlock::status_matchers)
+dlock_test(renewal_schedule_test BAZEL //watchdog:renewal_schedule_test
+  SRCS watchdog/renewal_schedule_test.cc
+  DEPS dlock::watchdog dlock::fake)
 dlock_test(watchdog_scale_test BAZEL //watchdog:watchdog_scale_test
   SRCS watchdog/watchdog_scale_test.cc
   DEPS dlock::watchdog dlock::fake dlock::status_matchers)

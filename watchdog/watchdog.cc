@@ -4,14 +4,13 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/watchdog/renewal_schedule.h"
 
 namespace dlock {
 namespace watchdog_internal {
 
-enum class State {
+enum class State : uint8_t {
   kWatching,  // renewing
   kLost,      // on_lost ran (or would have)
   kStopped,   // the holder stopped renewal
@@ -19,25 +18,36 @@ enum class State {
   kOrphaned,  // the Watchdog was destroyed
 };
 
-// One watched lease. Owned by the Core's map while watching, by the handle,
-// and by extend callbacks in flight (so a late reply always finds it).
-struct Entry {
-  uint64_t id = 0;
-  Lease lease;
-  absl::Duration renew_interval;
-  absl::Duration retry_interval;
-  bool release_late_renewal = true;
+// One watched lease: one allocation (no control block, no map node, no
+// queue nodes). Its ScheduleSlot base is its place in Core::schedule_.
+// Referenced (EntryRef) by the Core while watching, by the handle, and by
+// extend callbacks in flight (so a late reply always finds it).
+// (on_lost first: its storage is 16-byte aligned, Lease's size is not a
+// multiple of 16.)
+struct Entry : ScheduleSlot {
   absl::AnyInvocable<void(absl::Status) &&> on_lost;
-  State state = State::kWatching;
-  // Its place in Core::schedule_.
-  ScheduleSlot slot;
-  int inflight = 0;
-  absl::Time last_send = absl::InfinitePast();
+  Lease lease;
+  // Durations and times as CompactTime ticks (8 bytes each, exact).
+  int64_t renew_interval = 0;
+  int64_t retry_interval = 0;
+  int64_t last_send = CompactTime::kPast;
   absl::Status last_error;
   // For the observer.
-  absl::Time watched_since;
-  int64_t renewals = 0;
+  int64_t watched_since = 0;
+  uint32_t renewals = 0;
+  uint32_t refs = 0;
+  int32_t inflight = 0;
+  State state = State::kWatching;
+  bool release_late_renewal = true;
 };
+
+EntryRef::EntryRef(Entry* entry) : entry_(entry) {
+  if (entry_) ++entry_->refs;
+}
+
+EntryRef::~EntryRef() {
+  if (entry_ && --entry_->refs == 0) delete entry_;
+}
 
 // The per-lease renewal state machine: sends extends when the schedule says
 // a renewal is due, reads their replies, declares a lease lost (and reports
@@ -54,44 +64,51 @@ class Core : public std::enable_shared_from_this<Core> {
   EventLoop* loop() const { return loop_; }
   Lock* lock() const { return lock_; }
   bool shut_down() const { return shut_down_; }
-  size_t watched() const { return entries_.size(); }
+  // Every watching lease has its deadline queued (and only those).
+  size_t watched() const { return schedule_.with_deadline(); }
 
-  std::shared_ptr<Entry> Add(const Lease& lease, WatchOptions options,
-                             absl::Duration interval, absl::Duration retry) {
-    auto entry = std::make_shared<Entry>();
-    entry->id = next_id_++;
+  EntryRef Add(const Lease& lease, WatchOptions options,
+               absl::Duration interval, absl::Duration retry) {
+    EntryRef entry(new Entry());
+    entry->seq = next_seq_++;
     entry->lease = lease;
-    entry->renew_interval = interval;
-    entry->retry_interval = retry;
+    entry->renew_interval = CompactTime::DurationTicks(interval);
+    entry->retry_interval = CompactTime::DurationTicks(retry);
     entry->release_late_renewal = options.release_late_renewal;
     entry->on_lost = std::move(options.on_lost);
-    entry->watched_since = loop_->Now();
-    entries_.emplace(entry->id, entry);
-    schedule_.SetDeadline(entry->id, entry->slot, lease.deadline);
-    schedule_.SetRenewAt(entry->id, entry->slot,
-                         std::max(loop_->Now(), lease.deadline - lease.ttl + interval));
+    entry->watched_since = schedule_.clock().Ticks(loop_->Now());
+    ++entry->refs;  // the schedule's reference, dropped by Remove()
+    schedule_.SetDeadline(*entry, lease.deadline);
+    schedule_.SetRenewAt(*entry, std::max(loop_->Now(),
+                                          lease.deadline - lease.ttl + interval));
     schedule_.Arm();
     return entry;
   }
 
-  // Takes `entry` out of the schedule (it is no longer renewed).
+  // Takes `entry` out of the schedule (it is no longer renewed). `entry`
+  // must be watching and referenced by the caller too.
   void Remove(Entry& entry) {
-    schedule_.Remove(entry.id, entry.slot);
-    entries_.erase(entry.id);
+    schedule_.Remove(entry);
+    --entry.refs;  // the schedule's reference; the caller holds another
     schedule_.Arm();
   }
 
   void Shutdown() {
     shut_down_ = true;
-    schedule_.Clear();
-    // Move out first: destroying on_lost callbacks runs user destructors.
-    auto entries = std::move(entries_);
-    entries_.clear();
-    for (auto& [id, entry] : entries) {
-      entry->state = State::kOrphaned;
-      entry->slot = ScheduleSlot();
-      auto on_lost = std::move(entry->on_lost);
+    // Take the schedule's references first: destroying on_lost callbacks
+    // runs user destructors.
+    std::vector<EntryRef> entries;
+    entries.reserve(schedule_.with_deadline());
+    for (ScheduleSlot* slot : schedule_.slots_with_deadline()) {
+      Entry* entry = static_cast<Entry*>(slot);
+      entries.emplace_back(entry);
+      --entry->refs;  // hand the schedule's reference to `entries`
     }
+    schedule_.Clear();
+    // Every state first: a destructor run below may stop or release another
+    // handle, which must then find its watch already over.
+    for (EntryRef& entry : entries) entry->state = State::kOrphaned;
+    for (EntryRef& entry : entries) auto on_lost = std::move(entry->on_lost);
   }
 
  private:
@@ -99,14 +116,31 @@ class Core : public std::enable_shared_from_this<Core> {
     return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
   }
 
-  void SetRenewAt(Entry& entry, absl::Time t) {
-    schedule_.SetRenewAt(entry.id, entry.slot, t);
+  void SetRenewAt(Entry& entry, absl::Time t) { schedule_.SetRenewAt(entry, t); }
+
+  static absl::Duration RenewInterval(const Entry& entry) {
+    return CompactTime::TicksDuration(entry.renew_interval);
+  }
+  static absl::Duration RetryInterval(const Entry& entry) {
+    return CompactTime::TicksDuration(entry.retry_interval);
+  }
+  absl::Time LastSend(const Entry& entry) const {
+    return schedule_.clock().At(entry.last_send);
+  }
+
+  // References to the queued leases in `slots` (kept alive while user
+  // callbacks run).
+  static std::vector<EntryRef> Refs(const std::vector<ScheduleSlot*>& slots) {
+    std::vector<EntryRef> refs;
+    refs.reserve(slots.size());
+    for (ScheduleSlot* slot : slots) refs.emplace_back(static_cast<Entry*>(slot));
+    return refs;
   }
 
   // Schedules a retry `retry_interval` from now, if that is still before the
   // local deadline (otherwise the deadline timer will declare it lost).
   void ScheduleRetry(Entry& entry, absl::Time now) {
-    const absl::Time at = now + entry.retry_interval;
+    const absl::Time at = now + RetryInterval(entry);
     SetRenewAt(entry, at < entry.lease.deadline ? at : absl::InfiniteFuture());
   }
 
@@ -116,16 +150,11 @@ class Core : public std::enable_shared_from_this<Core> {
     std::shared_ptr<Core> self = shared_from_this();
     const absl::Time now = loop_->Now();
 
-    std::vector<std::shared_ptr<Entry>> expired;
-    for (uint64_t id : schedule_.DeadlinesPassed(now)) {
-      expired.push_back(entries_.at(id));
-    }
-    std::vector<std::shared_ptr<Entry>> due;
-    for (uint64_t id : schedule_.RenewalsDue(now + options_.batch_window)) {
-      due.push_back(entries_.at(id));
-    }
+    std::vector<EntryRef> expired = Refs(schedule_.DeadlinesPassed(now));
+    std::vector<EntryRef> due =
+        Refs(schedule_.RenewalsDue(now + options_.batch_window));
 
-    for (const std::shared_ptr<Entry>& entry : expired) {
+    for (const EntryRef& entry : expired) {
       if (shut_down_) return;
       if (entry->state != State::kWatching) continue;
       absl::Status why = absl::DeadlineExceededError(absl::StrCat(
@@ -135,12 +164,12 @@ class Core : public std::enable_shared_from_this<Core> {
           entry->last_error.ok() ? "" : entry->last_error.ToString()));
       DeclareLost(*entry, std::move(why));
     }
-    for (const std::shared_ptr<Entry>& entry : due) {
+    for (const EntryRef& entry : due) {
       if (shut_down_) return;
       if (entry->state != State::kWatching) continue;
       // A lease with a short interval is never renewed more than a quarter
       // of its interval early (it stays queued for its own time).
-      if (entry->slot.renew_at > now + entry->renew_interval / 4) continue;
+      if (schedule_.RenewAt(*entry) > now + RenewInterval(*entry) / 4) continue;
       if (now >= entry->lease.deadline) {
         // The timer fired past the deadline: the loop stalled. Renewing now
         // would paper over a window in which the lock was not held.
@@ -152,9 +181,9 @@ class Core : public std::enable_shared_from_this<Core> {
         continue;
       }
       if (entry->inflight > 0 &&
-          now < entry->last_send + entry->retry_interval) {
+          now < LastSend(*entry) + RetryInterval(*entry)) {
         // An extend is in flight and young: wait for it a little longer.
-        SetRenewAt(*entry, entry->last_send + entry->retry_interval);
+        SetRenewAt(*entry, LastSend(*entry) + RetryInterval(*entry));
         continue;
       }
       SendExtend(entry, now);
@@ -162,9 +191,9 @@ class Core : public std::enable_shared_from_this<Core> {
     schedule_.Arm();
   }
 
-  void SendExtend(const std::shared_ptr<Entry>& entry, absl::Time now) {
+  void SendExtend(const EntryRef& entry, absl::Time now) {
     entry->inflight++;
-    entry->last_send = now;
+    entry->last_send = schedule_.clock().Ticks(now);
     // Until an answer comes, look again after retry_interval (a reply may be
     // lost); success reschedules at the normal interval.
     ScheduleRetry(*entry, now);
@@ -227,9 +256,9 @@ class Core : public std::enable_shared_from_this<Core> {
       if (result->deadline > entry.lease.deadline) {
         entry.lease = *std::move(result);
         entry.last_error = absl::OkStatus();
-        schedule_.SetDeadline(entry.id, entry.slot, entry.lease.deadline);
+        schedule_.SetDeadline(entry, entry.lease.deadline);
         SetRenewAt(entry, std::max(now, entry.lease.deadline - entry.lease.ttl +
-                                            entry.renew_interval));
+                                            RenewInterval(entry)));
         schedule_.Arm();
       }
       return;
@@ -240,7 +269,7 @@ class Core : public std::enable_shared_from_this<Core> {
       return;
     }
     entry.last_error = status;
-    if (entry.slot.renew_at == absl::InfiniteFuture() && entry.inflight == 0) {
+    if (entry.renew_at == CompactTime::kFuture && entry.inflight == 0) {
       ScheduleRetry(entry, now);
       schedule_.Arm();
     }
@@ -262,7 +291,7 @@ class Core : public std::enable_shared_from_this<Core> {
     LeaseLostEvent event;
     event.resource = entry.lease.resource;
     event.status = status;
-    event.held_for = loop_->Now() - entry.watched_since;
+    event.held_for = loop_->Now() - schedule_.clock().At(entry.watched_since);
     observer_->OnLeaseLost(event);
     if (on_lost) std::move(on_lost)(std::move(status));
   }
@@ -272,8 +301,7 @@ class Core : public std::enable_shared_from_this<Core> {
   const WatchdogOptions options_;
   LockObserver* const observer_;
   bool shut_down_ = false;
-  uint64_t next_id_ = 1;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Entry>> entries_;
+  uint64_t next_seq_ = 1;
   RenewalSchedule schedule_;
 };
 
@@ -281,11 +309,12 @@ class Core : public std::enable_shared_from_this<Core> {
 
 using watchdog_internal::Core;
 using watchdog_internal::Entry;
+using watchdog_internal::EntryRef;
 using watchdog_internal::State;
 
 // --- WatchHandle ---
 
-WatchHandle::WatchHandle(std::shared_ptr<Entry> entry, std::weak_ptr<Core> core)
+WatchHandle::WatchHandle(EntryRef entry, std::weak_ptr<Core> core)
     : entry_(std::move(entry)), core_(std::move(core)) {}
 
 WatchHandle::~WatchHandle() { Stop(); }
@@ -300,15 +329,15 @@ WatchHandle& WatchHandle::operator=(WatchHandle&& other) noexcept {
 }
 
 bool WatchHandle::active() const {
-  return entry_ != nullptr && entry_->state == State::kWatching;
+  return entry_ && entry_->state == State::kWatching;
 }
 
 bool WatchHandle::lost() const {
-  return entry_ != nullptr && entry_->state == State::kLost;
+  return entry_ && entry_->state == State::kLost;
 }
 
 bool WatchHandle::IsValid() const {
-  if (entry_ == nullptr) return false;
+  if (!entry_) return false;
   if (entry_->state != State::kWatching && entry_->state != State::kStopped) {
     return false;
   }
@@ -320,7 +349,7 @@ bool WatchHandle::IsValid() const {
 const Lease& WatchHandle::lease() const { return entry_->lease; }
 
 void WatchHandle::Stop() {
-  if (entry_ == nullptr || entry_->state != State::kWatching) return;
+  if (!entry_ || entry_->state != State::kWatching) return;
   entry_->state = State::kStopped;
   auto on_lost = std::move(entry_->on_lost);
   entry_->on_lost = nullptr;
@@ -328,7 +357,7 @@ void WatchHandle::Stop() {
 }
 
 absl::Status WatchHandle::Release(StatusCallback callback) {
-  if (entry_ == nullptr) {
+  if (!entry_) {
     return absl::FailedPreconditionError("empty WatchHandle");
   }
   if (entry_->state == State::kReleased) {
@@ -392,8 +421,7 @@ absl::StatusOr<WatchHandle> Watchdog::Watch(const Lease& lease,
     return absl::DeadlineExceededError(
         "Watch: the lease's local deadline has already passed");
   }
-  std::shared_ptr<Entry> entry =
-      core_->Add(lease, std::move(options), interval, retry);
+  EntryRef entry = core_->Add(lease, std::move(options), interval, retry);
   return WatchHandle(std::move(entry), core_);
 }
 

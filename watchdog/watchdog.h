@@ -63,8 +63,9 @@
 // Many leases. All watched leases share ONE loop timer (an ordered schedule,
 // not one timer per lease). When it fires, every renewal due within
 // `WatchdogOptions::batch_window` is sent in the same loop turn, so the
-// transport pipelines them into one write. Each watch costs a few hundred
-// bytes; 10,000 watches on one loop are routine.
+// transport pipelines them into one write. Each watch is one record (the
+// Lease, the options, the schedule's two heap positions) and two pointers
+// in the schedule's heaps; 100,000 watches on one loop are routine.
 //
 // Lifetimes. The loop and the lock must outlive the Watchdog and every
 // operation it started. A WatchHandle may outlive its Watchdog: destroying
@@ -86,6 +87,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -135,6 +137,32 @@ struct WatchOptions {
 namespace watchdog_internal {
 class Core;
 struct Entry;
+
+// A counted reference to an Entry (one watched lease): the handle, the
+// Watchdog (while it renews the lease) and each extend in flight hold one.
+// An intrusive count keeps the record one allocation with no control block.
+class EntryRef {
+ public:
+  EntryRef() = default;
+  explicit EntryRef(Entry* entry);  // takes a new reference
+  EntryRef(const EntryRef& other) : EntryRef(other.entry_) {}
+  EntryRef(EntryRef&& other) noexcept : entry_(other.entry_) {
+    other.entry_ = nullptr;
+  }
+  EntryRef& operator=(EntryRef other) noexcept {
+    std::swap(entry_, other.entry_);
+    return *this;
+  }
+  ~EntryRef();
+
+  Entry* get() const { return entry_; }
+  Entry* operator->() const { return entry_; }
+  Entry& operator*() const { return *entry_; }
+  explicit operator bool() const { return entry_ != nullptr; }
+
+ private:
+  Entry* entry_ = nullptr;
+};
 }  // namespace watchdog_internal
 
 // The holder's side of one watch. Move-only. Destroying it stops renewal
@@ -185,10 +213,10 @@ class WatchHandle {
 
  private:
   friend class Watchdog;
-  WatchHandle(std::shared_ptr<watchdog_internal::Entry> entry,
+  WatchHandle(watchdog_internal::EntryRef entry,
               std::weak_ptr<watchdog_internal::Core> core);
 
-  std::shared_ptr<watchdog_internal::Entry> entry_;
+  watchdog_internal::EntryRef entry_;
   std::weak_ptr<watchdog_internal::Core> core_;
 };
 
