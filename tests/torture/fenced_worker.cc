@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/connect.h"
 #include "dlock/fenced/fence_status.h"
 #include "dlock/fenced/pg_store.h"
 #include "dlock/tests/torture/fenced_torture.h"
@@ -52,9 +52,9 @@ int Run() {
   if (p == MAP_FAILED) return 2;
   std::atomic<int32_t>* slots = static_cast<std::atomic<int32_t>*>(p);
 
-  BlockingClientOptions options;
+  ConnectOptions options;
   options.redis_urls = {absl::GetFlag(FLAGS_redis)};
-  auto client = BlockingClient::Connect(options);
+  auto client = ConnectBlockingClient(options);
   if (!client.ok()) {
     fprintf(stderr, "worker %d: %s\n", id, client.status().ToString().c_str());
     return 2;
