@@ -104,6 +104,11 @@ TEST(StdLoopThreadTest, TheDestructorRunsWhatWasPostedAndDropsPendingTimers) {
     OnLoop(thread, [&] {
       thread.loop()->RunAfter(absl::Hours(1), [&timer_ran, token] { timer_ran = true; });
     });
+    // Keeps the loop thread busy until the destructor has begun (a post is
+    // refused), so the 50 functions below are still queued then.
+    ASSERT_TRUE(thread.Post([&thread] {
+      while (thread.Post([] {})) std::this_thread::yield();
+    }));
     for (int i = 0; i < 50; ++i) ASSERT_TRUE(thread.Post([&ran] { ++ran; }));
   }
   EXPECT_EQ(ran, 50);
