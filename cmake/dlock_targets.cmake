@@ -445,9 +445,6 @@ dlock_bazel_only(//bench/... REASON "benchmarks run under Bazel (bench/run)")
 dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
 dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
-dlock_bazel_only(//blocking:blocking_client_deps //blocking:blocking_client_deps_test
-  //blocking:rw_multi_client_fake_test_deps //blocking:rw_multi_client_fake_test_deps_test
-  REASON "bazel query checks of the dependency graph (tools/check_deps checks the same)")
 dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:redis_process
   //testing:redis_cluster //testing:redis_cluster_test //lock:keys_cluster_test
   //transport/uv:cluster_transport_test //tests/cluster/...
