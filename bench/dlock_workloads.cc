@@ -16,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "dlock/lock/blocking_lock.h"
+#include "dlock/blocking/blocking_lock.h"
 #include "dlock/lock/fair_lock.h"
 #include "dlock/lock/keys.h"
 #include "dlock/lock/lock.h"

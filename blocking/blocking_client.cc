@@ -10,8 +10,6 @@
 #include "dlock/blocking/client_locks.h"
 #include "dlock/blocking/client_options.h"
 #include "dlock/blocking/post_and_wait.h"
-#include "dlock/blocking/url_transports.h"
-#include "dlock/transport/uv/uv_loop_thread.h"
 
 namespace dlock {
 
@@ -20,40 +18,16 @@ using blocking_internal::ClientConnections;
 using blocking_internal::ClientLocks;
 
 BlockingClient::BlockingClient(BlockingClientOptions options,
-                               std::unique_ptr<UvLoopThread> owned_thread, LoopThread* thread)
+                               std::unique_ptr<LoopThread> owned_thread, LoopThread* thread)
     : options_(std::move(options)),
       owned_thread_(std::move(owned_thread)),
       thread_(thread),
       connections_(std::make_unique<ClientConnections>()) {}
 
-absl::StatusOr<std::unique_ptr<BlockingClient>> BlockingClient::Connect(
-    BlockingClientOptions options) {
-  if (options.redis_urls.empty()) {
-    return absl::InvalidArgumentError("BlockingClient: no Redis URL given");
-  }
-  absl::Status valid = CheckClientOptions(options, options.redis_urls.size());
-  if (!valid.ok()) return valid;
-  absl::StatusOr<blocking_internal::UrlServers> urls = blocking_internal::ParseServerUrls(options);
-  if (!urls.ok()) return urls.status();
-  std::vector<std::string> names = urls->names;
-  auto owned = std::make_unique<UvLoopThread>();
-  UvLoopThread* thread = owned.get();
-  std::unique_ptr<BlockingClient> client(
-      new BlockingClient(std::move(options), std::move(owned), thread));
-  absl::Status started = client->Start(
-      blocking_internal::UrlTransportFactory(thread, *std::move(urls)), std::move(names));
-  if (!started.ok()) return started;  // ~BlockingClient tears down
-  return client;
-}
-
 absl::StatusOr<std::unique_ptr<BlockingClient>> BlockingClient::Create(
     LoopThread* thread, TransportFactory make_transports, BlockingClientOptions options) {
   if (thread == nullptr || make_transports == nullptr) {
     return absl::InvalidArgumentError("BlockingClient: null loop thread or transport factory");
-  }
-  if (!options.redis_urls.empty()) {
-    return absl::InvalidArgumentError(
-        "BlockingClient::Create takes transports, not redis_urls (use Connect for URLs)");
   }
   absl::Status valid = CheckClientOptions(options, /*servers=*/1);
   if (!valid.ok()) return valid;
@@ -114,7 +88,7 @@ BlockingClient::~BlockingClient() {
                                   [done = std::move(done)]() mutable { done(absl::OkStatus()); });
     });
   });
-  // Connect: runs what is still posted, lets libuv deliver the close
+  // ConnectBlockingClient: runs what is still posted, lets libuv deliver the close
   // callbacks and joins the thread. Create: the caller's thread stays.
   owned_thread_.reset();
   // Inert since Shutdown: touches neither the loop nor the lock. Guards

@@ -4,16 +4,20 @@
 // policy and the blocking facade -- and hands out RAII `LockGuard`s.
 //
 // Two ways to build one:
-//   - `Connect(options)`: from Redis URLs; the client starts its own
-//     UvLoopThread and one UvTransport (plain or TLS) per URL.
-//   - `Create(thread, make_transports, options)`: over any transports (the
+//   - `ConnectBlockingClient(options)` (dlock/blocking/connect.h, target
+//     //blocking:connect): from Redis URLs; the client starts its own
+//     UvLoopThread and one UvTransport (plain, TLS, Sentinel, Cluster) per
+//     URL. That target links libuv, hiredis and OpenSSL.
+//   - `BlockingClient::Create(thread, make_transports, options)` (this
+//     header, target //blocking:blocking_client): over any transports (the
 //     fake included) the caller makes, on a loop thread the caller runs.
+//     This target links no network stack (tools/check_deps checks it).
 //     Everything below holds for both.
 //
-//   BlockingClientOptions options;
-//   options.redis_urls = {"redis://127.0.0.1:6379"};
+//   ConnectOptions options;                       // BlockingClientOptions +
+//   options.redis_urls = {"redis://127.0.0.1:6379"};  // URLs and TLS
 //   absl::StatusOr<std::unique_ptr<BlockingClient>> client =
-//       BlockingClient::Connect(options);
+//       ConnectBlockingClient(options);
 //   if (!client.ok()) return client.status();    // kUnavailable: no server
 //   absl::StatusOr<LockGuard> guard =
 //       (*client)->Lock("orders/42", absl::Seconds(10), absl::Seconds(3));
@@ -23,14 +27,14 @@
 //
 // Policy stack, built on the loop thread:
 //
-//   redis_urls | reentrant | lock under the facade
+//   servers    | reentrant | lock under the facade
 //   -----------+-----------+------------------------------------------------
-//   one URL    | false     | RetryLock(SimpleLock)
-//   one URL    | true      | RetryLock(ReentrantLock): nested locks on one
+//   one        | false     | RetryLock(SimpleLock)
+//   one        | true      | RetryLock(ReentrantLock): nested locks on one
 //              |           | thread count up (owner = this client + thread)
-//   N > 1 URLs | false     | RetryLock(RedLock over N independent servers,
+//   N > 1      | false     | RetryLock(RedLock over N independent servers,
 //              |           | quorum N/2+1, one voting round per attempt)
-//   one URL,   | false     | FairLock: waiters queue on the server and are
+//   one,       | false     | FairLock: waiters queue on the server and are
 //   fair=true  |           | served first-come-first-served across
 //              |           | processes; a release wakes only the next one
 //              |           | (dlock/lock/fair_lock.h)
@@ -77,7 +81,7 @@
 //   4. destroys the policies, waits for what their destruction sent,
 //      closes the connections (`Transport::Close`) and destroys them on the
 //      loop thread, and -- when the client started the loop thread itself
-//      (Connect) -- joins it.
+//      (ConnectBlockingClient) -- joins it.
 // Steps 3 and 4 wait at most `command_timeout` in all (the release
 // timeout; only for transports that report `pending_commands()`, which
 // every dlock transport does). A release or cleanup that gets no answer
@@ -102,38 +106,21 @@
 #include "dlock/lock/observer.h"
 #include "dlock/transport/loop_thread.h"
 #include "dlock/transport/transport.h"
-#include "dlock/transport/uv/tls_options.h"
 
 namespace dlock {
 
-class UvLoopThread;
+struct ConnectOptions;  // connect.h
 namespace blocking_internal {
 class ClientConnections;  // client_connections.h
 class ClientLocks;        // client_locks.h
 }  // namespace blocking_internal
 
+// How the client behaves, whatever made its transports. Where the servers
+// are (URLs, TLS) is ConnectOptions' part (connect.h), which derives from
+// this.
 struct BlockingClientOptions {
-  // The Redis server(s), each as accepted by ParseRedisUrl
-  // (dlock/transport/uv/redis_url.h):
-  //   redis://[[user]:password@]host[:port][/db]
-  //   rediss://[[user]:password@]host[:port][/db]   (TLS, see `tls`)
-  //   unix://[[user]:password@]/path/to/redis.sock[?db=N]
-  //   redis-sentinel://[[user]:password@]host:26379[,host:port...]/mastername
-  //       [?db=N&sentinel_user=U&sentinel_password=P]   (the master Sentinel
-  //       names, followed across failovers; see sentinel_transport.h)
-  // One URL: a single-server lock. Several: RedLock over independent
-  // servers (not replicas of one another). A URL without a password takes
-  // it from $DLOCK_REDIS_PASSWORD when that is set.
-  // Connect only; Create takes transports instead and requires this empty.
-  std::vector<std::string> redis_urls;
-
-  // CA, client certificate and server name for the rediss:// URLs (ignored
-  // for the others, so a RedLock may mix them). Defaults: the system's CAs,
-  // the URL's host name, no client certificate. Connect only.
-  TlsOptions tls;
-
-  // How long Connect/Create wait for the connection (RedLock: for a quorum
-  // of them); with Connect, also bounds every later reconnection attempt.
+  // How long Create/ConnectBlockingClient wait for the connection (RedLock:
+  // for a quorum of them).
   absl::Duration connect_timeout = absl::Seconds(5);
 
   // Prefix of every key. Clients that must exclude each other need the same
@@ -145,7 +132,7 @@ struct BlockingClientOptions {
   bool auto_renew = true;
 
   // True: a ReentrantLock (single server only; kInvalidArgument with
-  // several URLs). Nested TryLock/Lock of one resource on one thread
+  // several servers). Nested TryLock/Lock of one resource on one thread
   // succeed; each guard releases one level.
   bool reentrant = false;
 
@@ -178,16 +165,6 @@ struct BlockingClientOptions {
 
 class BlockingClient {
  public:
-  // Validates `options`, starts the loop thread and connects. Returns:
-  //   kInvalidArgument: no URL, a URL ParseRedisUrl rejects (the message
-  //     names its index, never the password), a non-positive timeout, or
-  //     `reentrant` with several URLs;
-  //   kUnavailable: the server (RedLock: a quorum of the servers) could not
-  //     be reached within `connect_timeout`; the message names each address
-  //     and why. Never blocks much longer than `connect_timeout`.
-  static absl::StatusOr<std::unique_ptr<BlockingClient>> Connect(
-      BlockingClientOptions options);
-
   // Makes the client's transports, one per server, on the loop thread; each
   // must be bound to `loop` (the loop thread's EventLoop).
   using TransportFactory =
@@ -197,16 +174,19 @@ class BlockingClient {
   // Builds a client over caller-made transports: runs `make_transports` once
   // on `thread`'s loop thread, takes ownership of what it returns, waits for
   // the connection(s) with `Transport::Connect` (RedLock: a quorum, within
-  // `connect_timeout`), then builds the policy stack exactly as Connect does
+  // `connect_timeout`), then builds the policy stack of the table above
   // (one transport: single-server lock; several: RedLock). Servers are
   // named "server 0", "server 1", ... in messages. `thread` is borrowed: it
   // must outlive the client and run posted functions until the client's
   // destructor returned (which closes and destroys the transports on it).
   // Returns:
-  //   kInvalidArgument: null `thread` or `make_transports`, non-empty
-  //     `redis_urls`, a non-positive timeout, no transport or a null one,
-  //     `reentrant` with several transports, or the factory's own error;
-  //   kUnavailable: as Connect;
+  //   kInvalidArgument: null `thread` or `make_transports`, a non-positive
+  //     timeout, no transport or a null one, an option that needs a single
+  //     server (`reentrant`, `fair`, `min_replicas`) with several
+  //     transports, or the factory's own error;
+  //   kUnavailable: the transport (RedLock: a quorum of them) did not
+  //     connect within `connect_timeout`; the message names each server
+  //     and why;
   //   kFailedPrecondition: called on `thread`'s loop thread;
   //   kCancelled: `thread` is stopping.
   static absl::StatusOr<std::unique_ptr<BlockingClient>> Create(
@@ -261,15 +241,20 @@ class BlockingClient {
   size_t server_count() const { return server_count_; }
 
  private:
-  BlockingClient(BlockingClientOptions options, std::unique_ptr<UvLoopThread> owned_thread,
+  // Builds a client that owns its loop thread (joined last).
+  friend absl::StatusOr<std::unique_ptr<BlockingClient>> ConnectBlockingClient(
+      ConnectOptions options);
+
+  BlockingClient(BlockingClientOptions options, std::unique_ptr<LoopThread> owned_thread,
                  LoopThread* thread);
   // Creates the transports on the loop thread and waits for the connection
   // (or a quorum), then builds the policies and the facades.
   absl::Status Start(TransportFactory make_transports, std::vector<std::string> names);
 
   BlockingClientOptions options_;
-  // Connect: the loop thread the client started (joined last). Create: null.
-  std::unique_ptr<UvLoopThread> owned_thread_;
+  // ConnectBlockingClient: the loop thread the client started (joined
+  // last). Create: null.
+  std::unique_ptr<LoopThread> owned_thread_;
   LoopThread* thread_;
   size_t server_count_ = 0;
   // The transports: made, used and destroyed on the loop thread.

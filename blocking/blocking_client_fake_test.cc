@@ -176,10 +176,6 @@ TEST_F(BlockingClientFakeTest, ATransportWithTheDefaultLifecycleWorks) {
 }
 
 TEST_F(BlockingClientFakeTest, BadInputIsInvalidArgument) {
-  BlockingClientOptions with_url;
-  with_url.redis_urls = {"redis://127.0.0.1:6379"};
-  EXPECT_THAT(BlockingClient::Create(&thread_, Connections(), with_url).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(BlockingClient::Create(nullptr, Connections(), {}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(BlockingClient::Create(&thread_, nullptr, {}).status(),

@@ -1,4 +1,5 @@
 #include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/connect.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -94,14 +95,14 @@ class BlockingClientTest : public ::testing::Test {
     server_ = *std::move(server);
   }
 
-  std::unique_ptr<BlockingClient> MustConnect(BlockingClientOptions options) {
+  std::unique_ptr<BlockingClient> MustConnect(ConnectOptions options) {
     absl::StatusOr<std::unique_ptr<BlockingClient>> client =
-        BlockingClient::Connect(std::move(options));
+        ConnectBlockingClient(std::move(options));
     EXPECT_THAT(client.status(), IsOk());
     return client.ok() ? *std::move(client) : nullptr;
   }
-  BlockingClientOptions Options() {
-    BlockingClientOptions o;
+  ConnectOptions Options() {
+    ConnectOptions o;
     o.redis_urls = {Url(*server_)};
     o.connect_timeout = absl::Seconds(5);
     return o;
@@ -143,7 +144,7 @@ TEST_F(BlockingClientTest, SecondClientTryLockIsAborted) {
 }
 
 TEST_F(BlockingClientTest, KeyPrefixSeparatesClients) {
-  BlockingClientOptions other = Options();
+  ConnectOptions other = Options();
   other.key_prefix = "other:";
   auto first = MustConnect(Options());
   auto second = MustConnect(other);
@@ -157,7 +158,7 @@ TEST_F(BlockingClientTest, KeyPrefixSeparatesClients) {
 
 TEST_F(BlockingClientTest, LockWaitsUntilAnotherThreadDropsTheGuard) {
   WaitCounter waits;
-  BlockingClientOptions waiting = Options();
+  ConnectOptions waiting = Options();
   waiting.observer = &waits;
   auto first = MustConnect(Options());
   auto second = MustConnect(waiting);
@@ -193,7 +194,7 @@ TEST_F(BlockingClientTest, LockGivesUpWithDeadlineExceededWhileHeld) {
 
 TEST_F(BlockingClientTest, AutoRenewedGuardOutlivesItsTtl) {
   RenewalCounter renewals;
-  BlockingClientOptions options = Options();
+  ConnectOptions options = Options();
   options.observer = &renewals;
   auto client = MustConnect(options);
   auto rival = MustConnect(Options());
@@ -215,7 +216,7 @@ TEST_F(BlockingClientTest, AutoRenewedGuardOutlivesItsTtl) {
 }
 
 TEST_F(BlockingClientTest, WithoutAutoRenewTheLeaseExpires) {
-  BlockingClientOptions options = Options();
+  ConnectOptions options = Options();
   options.auto_renew = false;
   auto client = MustConnect(options);
   auto rival = MustConnect(Options());
@@ -233,7 +234,7 @@ TEST_F(BlockingClientTest, WithoutAutoRenewTheLeaseExpires) {
 }
 
 TEST_F(BlockingClientTest, ReentrantClientNestsOnOneThread) {
-  BlockingClientOptions options = Options();
+  ConnectOptions options = Options();
   options.reentrant = true;
   auto client = MustConnect(options);
   auto rival = MustConnect(Options());
@@ -253,11 +254,11 @@ TEST_F(BlockingClientTest, ReentrantClientNestsOnOneThread) {
 }
 
 TEST_F(BlockingClientTest, RefusedConnectionIsUnavailable) {
-  BlockingClientOptions options = Options();
+  ConnectOptions options = Options();
   const std::string address = server_->address();
   ASSERT_THAT(server_->Stop(), IsOk());
   options.connect_timeout = absl::Seconds(2);
-  absl::StatusOr<std::unique_ptr<BlockingClient>> client = BlockingClient::Connect(options);
+  absl::StatusOr<std::unique_ptr<BlockingClient>> client = ConnectBlockingClient(options);
   EXPECT_THAT(client.status(), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_NE(client.status().message().find(address), std::string::npos)
       << client.status();
@@ -276,11 +277,11 @@ TEST_F(BlockingClientTest, SilentServerIsUnavailableWithinTheConnectTimeout) {
   ASSERT_EQ(listen(fd, 16), 0);
   socklen_t len = sizeof(addr);
   ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  BlockingClientOptions options;
+  ConnectOptions options;
   options.redis_urls = {absl::StrCat("redis://:secret@127.0.0.1:", ntohs(addr.sin_port))};
   options.connect_timeout = absl::Milliseconds(500);
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::unique_ptr<BlockingClient>> client = BlockingClient::Connect(options);
+  absl::StatusOr<std::unique_ptr<BlockingClient>> client = ConnectBlockingClient(options);
   const absl::Duration took = absl::Now() - start;
   close(fd);
   EXPECT_THAT(client.status(), StatusIs(absl::StatusCode::kUnavailable));
@@ -290,31 +291,31 @@ TEST_F(BlockingClientTest, SilentServerIsUnavailableWithinTheConnectTimeout) {
 }
 
 TEST_F(BlockingClientTest, BadInputIsInvalidArgument) {
-  BlockingClientOptions none;
-  EXPECT_THAT(BlockingClient::Connect(none).status(),
+  ConnectOptions none;
+  EXPECT_THAT(ConnectBlockingClient(none).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  BlockingClientOptions bad_url;
+  ConnectOptions bad_url;
   bad_url.redis_urls = {"http://127.0.0.1:6379"};
-  EXPECT_THAT(BlockingClient::Connect(bad_url).status(),
+  EXPECT_THAT(ConnectBlockingClient(bad_url).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  BlockingClientOptions bad_port;
+  ConnectOptions bad_port;
   bad_port.redis_urls = {Url(*server_), "redis://127.0.0.1:99999"};
-  absl::Status s = BlockingClient::Connect(bad_port).status();
+  absl::Status s = ConnectBlockingClient(bad_port).status();
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_NE(s.message().find("redis_urls[1]"), std::string::npos) << s;
-  BlockingClientOptions secret_url;
+  ConnectOptions secret_url;
   secret_url.redis_urls = {"redis://:hunter2@127.0.0.1:99999"};
-  s = BlockingClient::Connect(secret_url).status();
+  s = ConnectBlockingClient(secret_url).status();
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(s.message().find("hunter2"), std::string::npos) << s;
-  BlockingClientOptions bad_timeout = Options();
+  ConnectOptions bad_timeout = Options();
   bad_timeout.connect_timeout = absl::ZeroDuration();
-  EXPECT_THAT(BlockingClient::Connect(bad_timeout).status(),
+  EXPECT_THAT(ConnectBlockingClient(bad_timeout).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  BlockingClientOptions reentrant_redlock = Options();
+  ConnectOptions reentrant_redlock = Options();
   reentrant_redlock.redis_urls.push_back(Url(*server_));
   reentrant_redlock.reentrant = true;
-  EXPECT_THAT(BlockingClient::Connect(reentrant_redlock).status(),
+  EXPECT_THAT(ConnectBlockingClient(reentrant_redlock).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
   auto client = MustConnect(Options());
   ASSERT_NE(client, nullptr);
@@ -358,16 +359,16 @@ class WaitRecorder : public LockObserver {
 // so each must return kCancelled: no crash, no hang, no lock left behind.
 // (A call may only begin before the destructor does: that is why the test
 // waits for the 16 to be inside rather than racing them.)
-void HammerWhileDestroying(RedisServer& server, BlockingClientOptions options,
-                           BlockingClientOptions rival_options) {
+void HammerWhileDestroying(RedisServer& server, ConnectOptions options,
+                           ConnectOptions rival_options) {
   WaitRecorder waits;
   options.observer = &waits;
   absl::StatusOr<std::unique_ptr<BlockingClient>> connected =
-      BlockingClient::Connect(std::move(options));
+      ConnectBlockingClient(std::move(options));
   ASSERT_THAT(connected.status(), IsOk());
   std::unique_ptr<BlockingClient> client = *std::move(connected);
   absl::StatusOr<std::unique_ptr<BlockingClient>> rival =
-      BlockingClient::Connect(std::move(rival_options));
+      ConnectBlockingClient(std::move(rival_options));
   ASSERT_THAT(rival.status(), IsOk());
   // The threads' own copy: the main thread resets `client`.
   BlockingClient* const raw = client.get();
@@ -441,13 +442,13 @@ TEST_F(BlockingClientTest, DestroyedWhileThreadsLockAndUnlockWithRenewal) {
 }
 
 TEST_F(BlockingClientTest, DestroyedWhileThreadsLockAndUnlockWithoutRenewal) {
-  BlockingClientOptions options = Options();
+  ConnectOptions options = Options();
   options.auto_renew = false;
   HammerWhileDestroying(*server_, options, Options());
 }
 
 TEST_F(BlockingClientTest, ReentrantDestroyedWhileThreadsLockAndUnlock) {
-  BlockingClientOptions options = Options();
+  ConnectOptions options = Options();
   options.reentrant = true;
   HammerWhileDestroying(*server_, options, options);
 }
@@ -461,8 +462,8 @@ class BlockingClientRedLockTest : public ::testing::Test {
       servers_.push_back(*std::move(server));
     }
   }
-  BlockingClientOptions Options() {
-    BlockingClientOptions o;
+  ConnectOptions Options() {
+    ConnectOptions o;
     for (auto& s : servers_) o.redis_urls.push_back(Url(*s));
     o.connect_timeout = absl::Seconds(3);
     return o;
@@ -471,8 +472,8 @@ class BlockingClientRedLockTest : public ::testing::Test {
 };
 
 TEST_F(BlockingClientRedLockTest, LocksOnAQuorumAndExcludesARival) {
-  absl::StatusOr<std::unique_ptr<BlockingClient>> a = BlockingClient::Connect(Options());
-  absl::StatusOr<std::unique_ptr<BlockingClient>> b = BlockingClient::Connect(Options());
+  absl::StatusOr<std::unique_ptr<BlockingClient>> a = ConnectBlockingClient(Options());
+  absl::StatusOr<std::unique_ptr<BlockingClient>> b = ConnectBlockingClient(Options());
   ASSERT_THAT(a.status(), IsOk());
   ASSERT_THAT(b.status(), IsOk());
   EXPECT_EQ((*a)->server_count(), 3u);
@@ -494,14 +495,14 @@ TEST_F(BlockingClientRedLockTest, LocksOnAQuorumAndExcludesARival) {
 
 TEST_F(BlockingClientRedLockTest, ConnectsWithOneServerDownButNotTwo) {
   ASSERT_THAT(servers_[0]->Stop(), IsOk());
-  absl::StatusOr<std::unique_ptr<BlockingClient>> client = BlockingClient::Connect(Options());
+  absl::StatusOr<std::unique_ptr<BlockingClient>> client = ConnectBlockingClient(Options());
   ASSERT_THAT(client.status(), IsOk());
   absl::StatusOr<LockGuard> guard = (*client)->TryLock("invoices", absl::Seconds(10));
   EXPECT_THAT(guard.status(), IsOk());
   guard = LockGuard();
   client->reset();
   ASSERT_THAT(servers_[1]->Stop(), IsOk());
-  absl::StatusOr<std::unique_ptr<BlockingClient>> none = BlockingClient::Connect(Options());
+  absl::StatusOr<std::unique_ptr<BlockingClient>> none = ConnectBlockingClient(Options());
   EXPECT_THAT(none.status(), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_NE(none.status().message().find("quorum"), std::string::npos) << none.status();
 }

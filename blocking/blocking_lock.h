@@ -183,9 +183,8 @@ class BlockingLock {
   // `lock` must have been built for `thread->loop()` (its loop and
   // transport live on that thread).
   BlockingLock(LoopThread* thread, Lock* lock, BlockingLockOptions options = {});
-  // Runs Shutdown(). (Virtual only for the old RenewingBlockingLock name,
-  // which derives to set `auto_renew`; there are no hooks to override.)
-  virtual ~BlockingLock();
+  // Runs Shutdown().
+  ~BlockingLock();
 
   BlockingLock(const BlockingLock&) = delete;
   BlockingLock& operator=(const BlockingLock&) = delete;

@@ -86,11 +86,10 @@ absl::Status ClientLocks::BuildPolicies(const std::vector<std::unique_ptr<Transp
   // (whose attempts, with wait 0, would never queue).
   if (options.fair) return absl::OkStatus();
   RetryLockOptions r;
-  r.key_prefix = options.key_prefix;
   r.observer = options.observer;
-  // Release notifications come from the first server (every dlock release
-  // publishes on each server it releases); the backoff covers the rest.
-  retry_ = std::make_unique<RetryLock>(loop, inner_.get(), transports[0].get(), r);
+  // Woken by the inner lock's release notifications (its channel, its
+  // transport; RedLock: the first server's), the backoff covering the rest.
+  retry_ = std::make_unique<RetryLock>(loop, inner_.get(), r);
   if (transports.size() == 1) {
     rw_ = std::make_unique<ReadWriteLock>(loop, transports[0].get(),
                                           AckedPolicyOptions<ReadWriteLockOptions>(options));

@@ -20,7 +20,7 @@ namespace blocking_internal {
 // rule, else OK.
 absl::Status CheckServerCount(const BlockingClientOptions& options, size_t servers);
 
-// Every rule Connect/Create check before anything starts: positive
+// Every rule ConnectBlockingClient/Create check before anything starts: positive
 // timeouts, CheckServerCount, `min_replicas` only with a single server, a
 // valid replica acknowledgement. kInvalidArgument naming the rule, else OK.
 absl::Status CheckClientOptions(const BlockingClientOptions& options, size_t servers);

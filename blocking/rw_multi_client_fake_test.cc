@@ -1,7 +1,9 @@
 // BlockingClient's ReadLock / WriteLock / MultiLock over FakeTransports on
 // a real loop thread (only the server is fake): readers share, a writer
 // excludes readers and plain locks, a multi-lock is all-or-nothing and
-// releases everything with its guard.
+// releases everything with its guard. A user's unit test as it should be:
+// the loop thread is a StdLoopThread, so it links no libuv, hiredis or
+// OpenSSL (:rw_multi_client_fake_test_deps_test checks it).
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,7 +17,7 @@
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
-#include "dlock/transport/uv/uv_loop_thread.h"
+#include "dlock/transport/fake/std_loop_thread.h"
 #include "gtest/gtest.h"
 
 namespace dlock {
@@ -65,7 +67,7 @@ class RwMultiClientFakeTest : public ::testing::Test {
     return exists;
   }
 
-  UvLoopThread thread_;
+  StdLoopThread thread_;
   std::unique_ptr<FakeRedis> server_;  // loop thread only
   KeyScheme keys_;
 };

@@ -9,7 +9,7 @@
 namespace dlock {
 namespace blocking_internal {
 
-absl::StatusOr<UrlServers> ParseServerUrls(const BlockingClientOptions& options) {
+absl::StatusOr<UrlServers> ParseServerUrls(const ConnectOptions& options) {
   UrlServers urls;
   for (size_t i = 0; i < options.redis_urls.size(); ++i) {
     absl::StatusOr<RedisUrl> url = ParseRedisUrl(options.redis_urls[i]);

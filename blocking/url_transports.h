@@ -1,5 +1,5 @@
-// Internal to //blocking (namespace blocking_internal): the transports of
-// `BlockingClient::Connect`, from its Redis URLs: each URL parsed once
+// Internal to //blocking:connect (namespace blocking_internal): the
+// transports of `ConnectBlockingClient`, from its Redis URLs: each URL parsed once
 // (ParseRedisUrl, TransportOptionsForUrl, the client's TLS options and
 // connect timeout), then a transport factory that makes one UvTransport per
 // URL on the client's loop thread. Not part of the API.
@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/connect.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 #include "dlock/transport/uv/uv_transport.h"
 
@@ -25,7 +26,7 @@ struct UrlServers {
 
 // Parses `options.redis_urls`. kInvalidArgument naming the URL's index (and
 // never its password) for a URL ParseRedisUrl rejects.
-absl::StatusOr<UrlServers> ParseServerUrls(const BlockingClientOptions& options);
+absl::StatusOr<UrlServers> ParseServerUrls(const ConnectOptions& options);
 
 // A factory that makes the UvTransport of each server on `thread`'s uv loop
 // (kInvalidArgument naming the server when one cannot be made). `thread`

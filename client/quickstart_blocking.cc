@@ -9,7 +9,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/connect.h"
 
 ABSL_FLAG(std::string, redis, "redis://127.0.0.1:6379",
           "Redis server URL (redis://[[user]:password@]host[:port][/db] or unix://path)");
@@ -18,9 +18,9 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
 
   // Connect: starts a loop thread, opens the connection, builds the lock stack.
-  dlock::BlockingClientOptions options;
+  dlock::ConnectOptions options;
   options.redis_urls = {absl::GetFlag(FLAGS_redis)};  // several URLs: RedLock
-  auto client = dlock::BlockingClient::Connect(options);
+  auto client = dlock::ConnectBlockingClient(options);
   if (!client.ok()) {
     std::cerr << "connect failed: " << client.status() << "\n";
     return 1;

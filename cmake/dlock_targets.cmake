@@ -84,7 +84,9 @@ dlock_library(uv INSTALL
 dlock_library(fake INSTALL
   BAZEL //transport/fake:manual_event_loop //transport/fake:fake_redis
         //transport/fake:fake_transport //transport/fake:fake_cluster
+        //transport/fake:std_loop_thread
   SRCS transport/fake/manual_event_loop.cc transport/fake/fake_redis.cc
+       transport/fake/std_loop_thread.cc
        transport/fake/fake_redis_commands.cc transport/fake/fake_redis_internal.cc
        transport/fake/fake_redis_keyspace.cc transport/fake/fake_redis_session.cc
        transport/fake/fake_redis_strings.cc transport/fake/fake_redis_hashes.cc
@@ -97,6 +99,7 @@ dlock_library(fake INSTALL
        transport/fake/fake_script_sender.cc transport/fake/fake_sent_log.cc
        transport/fake/fake_subscriptions.cc
   HDRS transport/fake/manual_event_loop.h transport/fake/fake_redis.h
+       transport/fake/std_loop_thread.h
        transport/fake/fake_redis_commands.h transport/fake/fake_redis_keyspace.h
        transport/fake/fake_redis_session.h transport/fake/fake_redis_strings.h
        transport/fake/fake_redis_hashes.h transport/fake/fake_redis_zsets.h
@@ -158,27 +161,34 @@ dlock_library(redlock INSTALL
   PUBLIC_DEPS dlock::lock dlock::transport PkgConfig::dlock_absl)
 
 # The blocking facade (BlockingLock/LockGuard, auto-renewal an option) and
-# the post-and-wait helper; with the forwarding headers of the old paths.
+# the post-and-wait helper.
 dlock_library(blocking INSTALL
-  BAZEL //blocking:post_and_wait //blocking:blocking_lock //lock:blocking
-        //watchdog:blocking
+  BAZEL //blocking:post_and_wait //blocking:blocking_lock
   SRCS blocking/blocking_lock.cc blocking/multi_lock_guard.cc
        blocking/held_leases.cc
-  HDRS blocking/post_and_wait.h blocking/blocking_lock.h lock/blocking_lock.h
-       watchdog/renewing_blocking_lock.h blocking/multi_lock_guard.h
+  HDRS blocking/post_and_wait.h blocking/blocking_lock.h blocking/multi_lock_guard.h
        blocking/held_leases.h blocking/acquires_in_flight.h
   PUBLIC_DEPS dlock::watchdog dlock::lock dlock::transport PkgConfig::dlock_absl)
 
-# BlockingClient.
-dlock_library(client INSTALL
-  BAZEL //blocking:blocking_client //client:blocking_client
+# BlockingClient over caller-made transports (BlockingClient::Create): no
+# network stack (tools/check_deps checks the Bazel side).
+dlock_library(blocking_client INSTALL
+  BAZEL //blocking:blocking_client
   SRCS blocking/blocking_client.cc blocking/client_connections.cc blocking/client_locks.cc
-       blocking/client_options.cc blocking/permit_facades.cc blocking/url_transports.cc
-  HDRS blocking/blocking_client.h client/blocking_client.h blocking/client_connections.h
+       blocking/client_options.cc blocking/permit_facades.cc
+  HDRS blocking/blocking_client.h blocking/client_connections.h
        blocking/client_locks.h blocking/client_options.h blocking/permit_facades.h
-       blocking/url_transports.h
   PUBLIC_DEPS dlock::blocking dlock::lock dlock::transport PkgConfig::dlock_absl
-  PRIVATE_DEPS dlock::watchdog dlock::redlock dlock::uv)
+  PRIVATE_DEPS dlock::watchdog dlock::redlock)
+
+# BlockingClient with ConnectBlockingClient: from Redis URLs (libuv,
+# hiredis, OpenSSL through dlock::uv).
+dlock_library(client INSTALL
+  BAZEL //blocking:connect
+  SRCS blocking/connect.cc blocking/url_transports.cc
+  HDRS blocking/connect.h blocking/url_transports.h
+  PUBLIC_DEPS dlock::blocking_client dlock::transport PkgConfig::dlock_absl
+  PRIVATE_DEPS dlock::uv)
 
 # ---- Fenced writes: the Redis store (issue 24) -----------------------------
 # The outcome every fenced store reports and the Redis fenced store, over
@@ -297,6 +307,8 @@ dlock_test(mutex_test BAZEL //transport:mutex_test
   SRCS transport/mutex_test.cc DEPS dlock::transport)
 dlock_test(manual_event_loop_test BAZEL //transport/fake:manual_event_loop_test
   SRCS transport/fake/manual_event_loop_test.cc DEPS dlock::fake)
+dlock_test(std_loop_thread_test BAZEL //transport/fake:std_loop_thread_test
+  SRCS transport/fake/std_loop_thread_test.cc DEPS dlock::fake)
 dlock_test(fake_redis_test BAZEL //transport/fake:fake_redis_test
   SRCS transport/fake/fake_redis_test.cc DEPS dlock::fake)
 dlock_test(fake_redis_zsets_test BAZEL //transport/fake:fake_redis_zsets_test
@@ -328,17 +340,17 @@ dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
   SRCS blocking/post_and_wait_test.cc DEPS dlock::blocking dlock::uv)
 dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test
   SRCS blocking/blocking_client_fake_test.cc
-  DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
+  DEPS dlock::blocking_client dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(blocking_client_release_drain_fake_test
   BAZEL //blocking:blocking_client_release_drain_fake_test
   SRCS blocking/blocking_client_release_drain_fake_test.cc
-  DEPS dlock::client dlock::lock dlock::fake dlock::uv dlock::status_matchers)
+  DEPS dlock::blocking_client dlock::lock dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(fair_client_fake_test BAZEL //blocking:fair_client_fake_test
   SRCS blocking/fair_client_fake_test.cc
-  DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
+  DEPS dlock::blocking_client dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(rw_multi_client_fake_test BAZEL //blocking:rw_multi_client_fake_test
   SRCS blocking/rw_multi_client_fake_test.cc
-  DEPS dlock::client dlock::fake dlock::uv dlock::status_matchers)
+  DEPS dlock::blocking_client dlock::fake dlock::status_matchers)
 dlock_test(blocking_lock_fake_test BAZEL //blocking:blocking_lock_fake_test
   SRCS blocking/blocking_lock_fake_test.cc
   DEPS dlock::blocking dlock::lock dlock::fake dlock::uv dlock::status_matchers)
@@ -454,7 +466,7 @@ dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:re
   //testing:redis_cluster //testing:redis_cluster_test //lock:keys_cluster_test
   //transport/uv:cluster_transport_test //tests/cluster/...
   //transport/uv:hiredis_transport_test //blocking:blocking_client_test
-  //client:blocking_client_tls_test
+  //blocking:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test
   //transport/uv:script_order_check
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...

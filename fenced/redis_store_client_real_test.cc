@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/connect.h"
 #include "dlock/fenced/fence_status.h"
 #include "dlock/fenced/redis_store.h"
 #include "dlock/fenced/redis_store_client.h"
@@ -56,10 +56,10 @@ TEST(RedisFencedStoreClientTest, APausedHoldersLateWriteIsRefusedByTheStore) {
   ASSERT_THAT(store_server.status(), IsOk());
   ASSERT_THAT((*store_server)->Command({"SET", "stock:{sku-42}", "5"}).status(), IsOk());
 
-  BlockingClientOptions lock_options;
+  ConnectOptions lock_options;
   lock_options.redis_urls = {absl::StrCat("redis://", (*lock_server)->address())};
   lock_options.auto_renew = false;
-  auto locks = BlockingClient::Connect(lock_options);
+  auto locks = ConnectBlockingClient(lock_options);
   ASSERT_THAT(locks.status(), IsOk());
   auto store =
       RedisFencedStoreClient::Connect(absl::StrCat("redis://", (*store_server)->address()));

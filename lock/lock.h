@@ -149,8 +149,7 @@ class Lock {
   virtual ~Lock() = default;
 
   // How this lock's releases are announced; nullptr (the default) when they
-  // are not, or not on one channel (RedLock today): RetryLock then polls
-  // with backoff.
+  // are not: RetryLock then polls with backoff.
   virtual const ReleaseNotifier* release_notifier() const { return nullptr; }
 
   // Tries to take `resource`. On success the callback gets the Lease. Errors:

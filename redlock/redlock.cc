@@ -143,6 +143,13 @@ absl::Status RedLock::Extend(const Lease& lease, absl::Duration ttl,
 }
 
 size_t RedLock::server_count() const { return core_->n(); }
+
+std::string RedLock::ReleaseChannel(absl::string_view resource) const {
+  return core_->options().keys.ChannelKey(resource);
+}
+
+Transport* RedLock::ReleaseSubscriber() const { return core_->server(0).transport; }
+
 int RedLock::quorum() const { return core_->quorum(); }
 absl::Duration RedLock::ServerTimeout(absl::Duration ttl) const {
   return core_->Timeout(ttl);

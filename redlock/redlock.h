@@ -312,7 +312,7 @@ namespace redlock_internal {
 class Core;
 }  // namespace redlock_internal
 
-class RedLock : public Lock {
+class RedLock : public Lock, private ReleaseNotifier {
  public:
   // Builds a RedLock over `servers` (one Transport per independent Redis
   // server, N >= 1). kInvalidArgument when `loop` is null, `servers` is
@@ -335,6 +335,11 @@ class RedLock : public Lock {
   absl::Status Release(const Lease& lease, StatusCallback callback) override;
   absl::Status Extend(const Lease& lease, absl::Duration ttl,
                       LeaseCallback callback) override;
+
+  // Every release publishes on KeyScheme::ChannelKey on each server it
+  // releases on; a waiter (RetryLock) subscribes on the first server (index
+  // 0) and, for releases that server misses, falls back on its backoff.
+  const ReleaseNotifier* release_notifier() const override { return this; }
 
   size_t server_count() const;
   int quorum() const;
@@ -359,6 +364,10 @@ class RedLock : public Lock {
 
  private:
   explicit RedLock(std::shared_ptr<redlock_internal::Core> core);
+
+  // ReleaseNotifier.
+  std::string ReleaseChannel(absl::string_view resource) const override;
+  Transport* ReleaseSubscriber() const override;
 
   std::shared_ptr<redlock_internal::Core> core_;
 };

@@ -22,6 +22,7 @@
 #include "dlock/lock/lock.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/observer.h"
+#include "dlock/lock/retry_lock.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
@@ -1924,6 +1925,53 @@ TEST_F(RedLockTest, AReleaseThatTimedOutOnAServerAndNeverRanIsSentAgain) {
   EXPECT_THAT(*released, IsOk());  // a quorum released
   loop_.AdvanceTime(absl::Seconds(3));
   EXPECT_FALSE(KeyOn(2).has_value()) << "the released key stays until its TTL: a ghost";
+}
+
+// ---------------------------------------------------- release notifications
+// RedLock announces its releases (Lock::release_notifier): a RetryLock over
+// it subscribes on the first server's release channel and is woken by the
+// holder's release, not by its backoff (here a minute, pinned).
+TEST_F(RedLockTest, ARetryLockOverItIsWokenByTheRelease) {
+  MakeServers(3);
+  Client& holder = MakeClient();
+  Client& waiter_client = MakeClient();
+  const ReleaseNotifier* notifier = waiter_client.lock->release_notifier();
+  ASSERT_NE(notifier, nullptr);
+  EXPECT_EQ(notifier->ReleaseChannel(kResource), KeyScheme().ChannelKey(kResource));
+  EXPECT_EQ(notifier->ReleaseSubscriber(), &waiter_client.conn(0));
+
+  Outcome held = Acquire(holder);
+  ASSERT_THAT(held.lease, IsOk());
+  RetryLockOptions ro;
+  ro.initial_backoff = absl::Minutes(1);
+  ro.max_backoff = absl::Minutes(1);
+  ro.jitter = [](absl::Duration cap) { return cap; };
+  RetryLock waiter(&loop_, waiter_client.lock.get(), ro);
+  AcquireOptions wait;
+  wait.ttl = kTtl;
+  wait.wait = absl::Minutes(5);
+  std::optional<absl::StatusOr<Lease>> got;
+  ASSERT_THAT(waiter.Acquire(kResource, wait,
+                             [&got](absl::StatusOr<Lease> lease) { got = std::move(lease); }),
+              IsOk());
+  // The attempts are refused (the first, and the one after the
+  // subscription is confirmed); the waiter sleeps on its backoff.
+  loop_.RunUntilIdle();
+  ASSERT_FALSE(got.has_value());
+  const int64_t refused = waiter.attempts();
+  EXPECT_GE(refused, 1);
+  EXPECT_EQ(waiter.confirmed_subscriptions(), 1u);
+
+  const absl::Time released_at = loop_.Now();
+  ASSERT_THAT(Release(holder, *held.lease), IsOk());
+  ASSERT_TRUE(RunUntil([&] { return got.has_value(); }));
+  ASSERT_THAT(*got, IsOk());
+  // Woken by the release: one more attempt, well before the backoff.
+  EXPECT_EQ(waiter.attempts(), refused + 1);
+  EXPECT_LT(loop_.Now() - released_at, absl::Minutes(1));
+  EXPECT_EQ(KeysHeld(), 3);
+  EXPECT_THAT(Release(waiter_client, **got), IsOk());
+  EXPECT_EQ(waiter.subscriptions(), 0u);
 }
 
 }  // namespace

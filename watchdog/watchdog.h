@@ -79,8 +79,9 @@
 // OnLeaseLost for every lost lease.
 //
 // Not thread-safe: call only on the thread running `loop`. Threaded
-// programs use `RenewingBlockingLock` (renewing_blocking_lock.h): the
-// blocking facade whose guards are renewed on its loop thread.
+// programs use `BlockingLock` with `BlockingLockOptions::auto_renew`
+// (dlock/blocking/blocking_lock.h): the blocking facade whose guards are
+// renewed on its loop thread.
 #ifndef DLOCK_WATCHDOG_WATCHDOG_H_
 #define DLOCK_WATCHDOG_WATCHDOG_H_
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/connect.h"
 #include "dlock/testing/redis_cluster.h"
 #include "dlock/testing/status_matchers.h"
 
@@ -20,12 +20,12 @@ TEST(BlockingClientClusterTest, LocksRenewsAndNestsOverAClusterUrl) {
   auto cluster = testing::RedisCluster::Start({});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   for (const bool reentrant : {false, true}) {
-    BlockingClientOptions o;
+    ConnectOptions o;
     o.redis_urls = {(*cluster)->url()};
     o.reentrant = reentrant;
-    auto a = BlockingClient::Connect(o);
+    auto a = ConnectBlockingClient(o);
     ASSERT_TRUE(a.ok()) << a.status();
-    auto b = BlockingClient::Connect(o);
+    auto b = ConnectBlockingClient(o);
     ASSERT_TRUE(b.ok()) << b.status();
     for (int i = 0; i < 20; ++i) {
       const std::string r = absl::StrCat(reentrant ? "nested/" : "plain/", i);

@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "dlock/client/blocking_client.h"
+#include "dlock/blocking/connect.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
@@ -190,12 +190,12 @@ void SimpleLockOnHiredis(int port) {
 }
 
 void BlockingClients(int port) {
-  dlock::BlockingClientOptions options;
+  dlock::ConnectOptions options;
   options.redis_urls = {"redis://127.0.0.1:" + std::to_string(port)};
   absl::StatusOr<std::unique_ptr<dlock::BlockingClient>> a =
-      dlock::BlockingClient::Connect(options);
+      dlock::ConnectBlockingClient(options);
   absl::StatusOr<std::unique_ptr<dlock::BlockingClient>> b =
-      dlock::BlockingClient::Connect(options);
+      dlock::ConnectBlockingClient(options);
   Check(a.ok() && b.ok(), "BlockingClient::Connect (two clients)");
   if (!a.ok() || !b.ok()) return;
   absl::StatusOr<dlock::LockGuard> held = (*a)->TryLock("cmake-consumer/blocking", absl::Seconds(10));

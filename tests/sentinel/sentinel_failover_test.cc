@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/connect.h"
 #include "dlock/lock/replica_ack.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/testing/sentinel_deployment.h"
@@ -274,11 +274,11 @@ TEST_F(SentinelFailoverTest, KillMinusNineOfTheMasterIsFollowed) {
 
 TEST_F(SentinelFailoverTest, BlockingClientTakesASentinelUrlAndMinReplicas) {
   StartDeployment();
-  BlockingClientOptions o;
+  ConnectOptions o;
   o.redis_urls = {deployment_->url()};
   o.min_replicas = 2;
   o.auto_renew = false;
-  absl::StatusOr<std::unique_ptr<BlockingClient>> client = BlockingClient::Connect(o);
+  absl::StatusOr<std::unique_ptr<BlockingClient>> client = ConnectBlockingClient(o);
   ASSERT_THAT(client, IsOk());
   absl::StatusOr<LockGuard> guard = (*client)->TryLock("blocking", absl::Seconds(10));
   ASSERT_THAT(guard, IsOk());
@@ -286,7 +286,7 @@ TEST_F(SentinelFailoverTest, BlockingClientTakesASentinelUrlAndMinReplicas) {
   // key is given back.
   o.min_replicas = 3;
   o.replica_ack_timeout = absl::Milliseconds(100);
-  absl::StatusOr<std::unique_ptr<BlockingClient>> greedy = BlockingClient::Connect(o);
+  absl::StatusOr<std::unique_ptr<BlockingClient>> greedy = ConnectBlockingClient(o);
   ASSERT_THAT(greedy, IsOk());
   absl::StatusOr<LockGuard> refused = (*greedy)->TryLock("other", absl::Seconds(10));
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable));

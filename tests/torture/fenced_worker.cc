@@ -29,7 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/connect.h"
 #include "dlock/fenced/fence_status.h"
 #include "dlock/fenced/pg_store.h"
 #include "dlock/fenced/redis_store.h"
@@ -224,9 +224,9 @@ int Run() {
   if (p == MAP_FAILED) return 2;
   std::atomic<int32_t>* slots = static_cast<std::atomic<int32_t>*>(p);
 
-  BlockingClientOptions options;
+  ConnectOptions options;
   options.redis_urls = {absl::GetFlag(FLAGS_redis)};
-  auto client = BlockingClient::Connect(options);
+  auto client = ConnectBlockingClient(options);
   if (!client.ok()) {
     fprintf(stderr, "worker %d: %s\n", id, client.status().ToString().c_str());
     return 2;

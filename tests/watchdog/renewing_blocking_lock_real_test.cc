@@ -1,9 +1,9 @@
-// RenewingBlockingLock (the blocking facade with auto-renewal) on a real
+// BlockingLock with auto_renew (the blocking facade with renewal) on a real
 // redis-server: HiredisTransport + policies live on a UvLoopThread; the test
 // thread holds guards. Holding periods are waits on a loop timer (the
 // behaviour under test is "holds for N seconds"), and every wait for an
 // event is bounded.
-#include "dlock/watchdog/renewing_blocking_lock.h"
+#include "dlock/blocking/blocking_lock.h"
 
 #include <future>
 #include <memory>
@@ -13,7 +13,6 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "dlock/lock/blocking_lock.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/simple_lock.h"
@@ -79,9 +78,11 @@ class RenewingBlockingLockTest : public ::testing::Test {
     }
   }
 
-  RenewingBlockingLock& Locks(dlock::Lock* lock, RenewingBlockingLockOptions options = {}) {
-    locks_ = std::make_unique<RenewingBlockingLock>(thread_.get(), lock,
-                                                    std::move(options));
+  BlockingLock& Locks(dlock::Lock* lock, RenewalOptions renewal = {}) {
+    BlockingLockOptions options;
+    options.auto_renew = true;
+    options.renewal = std::move(renewal);
+    locks_ = std::make_unique<BlockingLock>(thread_.get(), lock, std::move(options));
     return *locks_;
   }
 
@@ -106,11 +107,11 @@ class RenewingBlockingLockTest : public ::testing::Test {
   std::unique_ptr<HiredisTransport> transport_;
   std::unique_ptr<SimpleLock> simple_;
   std::unique_ptr<ReentrantLock> reentrant_;
-  std::unique_ptr<RenewingBlockingLock> locks_;
+  std::unique_ptr<BlockingLock> locks_;
 };
 
 TEST_F(RenewingBlockingLockTest, GuardOutlivesItsTtlWhileRenewed) {
-  RenewingBlockingLock& locks = Locks(simple_.get());
+  BlockingLock& locks = Locks(simple_.get());
   absl::StatusOr<LockGuard> guard = locks.TryLock("r", absl::Seconds(1));
   ASSERT_THAT(guard, IsOk());
   for (int i = 0; i < 6; ++i) {
@@ -127,9 +128,9 @@ TEST_F(RenewingBlockingLockTest, GuardOutlivesItsTtlWhileRenewed) {
 
 TEST_F(RenewingBlockingLockTest, GuardTurnsInvalidWhenTheServerStops) {
   std::promise<absl::Status> lost;
-  RenewingBlockingLockOptions options;
+  RenewalOptions options;
   options.on_lost = [&lost](const Lease&, const absl::Status& why) { lost.set_value(why); };
-  RenewingBlockingLock& locks = Locks(simple_.get(), std::move(options));
+  BlockingLock& locks = Locks(simple_.get(), std::move(options));
   absl::StatusOr<LockGuard> guard = locks.TryLock("r", absl::Seconds(1));
   ASSERT_THAT(guard, IsOk());
   EXPECT_TRUE(guard->IsValid());
@@ -148,7 +149,7 @@ TEST_F(RenewingBlockingLockTest, GuardTurnsInvalidWhenTheServerStops) {
 }
 
 TEST_F(RenewingBlockingLockTest, ReentrantGuardsAreRenewed) {
-  RenewingBlockingLock& locks = Locks(reentrant_.get());
+  BlockingLock& locks = Locks(reentrant_.get());
   absl::StatusOr<LockGuard> outer = locks.TryLock("r", absl::Seconds(1));
   ASSERT_THAT(outer, IsOk());
   absl::StatusOr<LockGuard> inner = locks.TryLock("r", absl::Seconds(1));
@@ -166,7 +167,7 @@ TEST_F(RenewingBlockingLockTest, ReentrantGuardsAreRenewed) {
 }
 
 TEST_F(RenewingBlockingLockTest, DetachedGuardIsNoLongerRenewed) {
-  RenewingBlockingLock& locks = Locks(simple_.get());
+  BlockingLock& locks = Locks(simple_.get());
   absl::StatusOr<LockGuard> guard = locks.TryLock("r", absl::Seconds(1));
   ASSERT_THAT(guard, IsOk());
   Lease lease = guard->Release();

@@ -1,4 +1,4 @@
-// BlockingClient over rediss:// (BlockingClientOptions::tls), alone and in a
+// BlockingClient over rediss:// (ConnectOptions::tls), alone and in a
 // RedLock that mixes plain and TLS servers.
 #include <memory>
 #include <string>
@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "dlock/client/blocking_client.h"
+#include "dlock/blocking/connect.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/uv/tls_test_server.h"
@@ -25,10 +25,10 @@ using ::testing::HasSubstr;
 TEST(BlockingClientTlsTest, LocksOverTls) {
   auto server = TlsTestServer::Start();
   ASSERT_THAT(server, IsOk());
-  BlockingClientOptions o;
+  ConnectOptions o;
   o.redis_urls = {(*server)->url()};
   o.tls = (*server)->client_tls();
-  auto client = BlockingClient::Connect(o);
+  auto client = ConnectBlockingClient(o);
   ASSERT_THAT(client, IsOk());
   {
     auto guard = (*client)->TryLock("res", absl::Seconds(10));
@@ -42,11 +42,11 @@ TEST(BlockingClientTlsTest, LocksOverTls) {
 TEST(BlockingClientTlsTest, ConnectNamesTheTlsFailure) {
   auto server = TlsTestServer::Start();
   ASSERT_THAT(server, IsOk());
-  BlockingClientOptions o;
+  ConnectOptions o;
   o.redis_urls = {(*server)->url()};
   o.tls.ca_file = (*server)->file("other-ca.pem");
   o.connect_timeout = absl::Seconds(2);
-  EXPECT_THAT(BlockingClient::Connect(o),
+  EXPECT_THAT(ConnectBlockingClient(o),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("unknown CA")));
 }
 
@@ -57,10 +57,10 @@ TEST(BlockingClientTlsTest, RedLockOverPlainAndTlsServers) {
   auto plain = RedisServer::Start();
   ASSERT_THAT(tls, IsOk());
   ASSERT_THAT(plain, IsOk());
-  BlockingClientOptions o;
+  ConnectOptions o;
   o.redis_urls = {absl::StrCat("redis://", (*plain)->address()), (*tls)->url()};
   o.tls = (*tls)->client_tls();
-  auto client = BlockingClient::Connect(o);
+  auto client = ConnectBlockingClient(o);
   ASSERT_THAT(client, IsOk());
   EXPECT_EQ((*client)->server_count(), 2u);
   auto guard = (*client)->TryLock("res", absl::Seconds(10));
