@@ -4,7 +4,7 @@
 // (tests/lock/lock_behavior_real_test.cc). An environment type provides the
 // loop, client connections and synchronous server inspection:
 //
-//   class MyEnv : public dlock::testing::LockTestEnv { ... };
+//   class MyEnv : public dlock::test_support::LockTestEnv { ... };
 //   using Envs = ::testing::Types<MyEnv>;
 //   INSTANTIATE_TYPED_TEST_SUITE_P(My, LockBehaviorTest, Envs);
 //
@@ -39,7 +39,7 @@
 #include "dlock/transport/transport.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 class LockTestEnv {
  public:
@@ -128,8 +128,8 @@ class LockBehaviorTest : public ::testing::Test {
 
 TYPED_TEST_SUITE_P(LockBehaviorTest);
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 TYPED_TEST_P(LockBehaviorTest, SimpleAcquireSetsTokenAndReleaseDeletesIt) {
   SimpleLock lock(this->loop(), this->env_->NewClient());
@@ -902,7 +902,7 @@ REGISTER_TYPED_TEST_SUITE_P(LockBehaviorTest,
                             OrderRacedBy8WorkersIsProcessedOnce,
                             ScheduledJobTriggeredOn5NodesRunsOnce);
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_LOCK_LOCK_BEHAVIOR_SUITE_H_

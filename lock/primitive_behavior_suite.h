@@ -41,7 +41,7 @@
 #include "dlock/testing/status_matchers.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 // One primitive built for a test: its lock() waits when asked to (wait > 0).
 class PrimitiveInstance {
@@ -609,7 +609,7 @@ REGISTER_TYPED_TEST_SUITE_P(PrimitiveBehaviorTest,
                             CancelledAcquireThatWonReleasesWhatItTook,
                             StockIsNeverOversoldByConcurrentClients);
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_LOCK_PRIMITIVE_BEHAVIOR_SUITE_H_

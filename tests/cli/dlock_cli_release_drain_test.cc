@@ -34,8 +34,8 @@ extern char** environ;
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 

@@ -37,8 +37,8 @@ extern char** environ;
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -1322,7 +1322,7 @@ class DlockCliFreshServersTest : public DlockCliTest {
  protected:
   void SetUp() override {
     DlockCliTest::SetUp();
-    ::dlock::testing::RedisServerOptions fresh;
+    ::dlock::test_support::RedisServerOptions fresh;
     fresh.trusted_data_set_prefixes.clear();
     for (int i = 0; i < 3; ++i) {
       absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start(fresh);
@@ -1407,8 +1407,8 @@ TEST_F(DlockCliFreshServersTest, OneServerCheckJudgesTheDataSetOnlyWithARestartW
 // A redis-sentinel:// URL: check reports the Sentinel facts, run takes the
 // lock on the master and honours --min-replicas.
 TEST_F(DlockCliTest, CheckAndRunOverSentinel) {
-  absl::StatusOr<std::unique_ptr<::dlock::testing::SentinelDeployment>> d =
-      ::dlock::testing::SentinelDeployment::Start();
+  absl::StatusOr<std::unique_ptr<::dlock::test_support::SentinelDeployment>> d =
+      ::dlock::test_support::SentinelDeployment::Start();
   ASSERT_THAT(d, IsOk());
   const std::string url = (*d)->url();
   Dlock check({"check", "--redis", url});

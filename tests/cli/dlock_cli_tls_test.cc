@@ -27,9 +27,9 @@ extern char** environ;
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::TlsTestServer;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
+using ::dlock::test_support::TlsTestServer;
 using ::testing::HasSubstr;
 
 constexpr int kExitUsage = 64;
@@ -90,7 +90,7 @@ Result RunDlock(std::vector<std::string> args) {
 class DlockCliTlsTest : public ::testing::Test {
  protected:
   void SetUp() override { Start({}); }
-  void Start(testing::TlsTestServerOptions options) {
+  void Start(test_support::TlsTestServerOptions options) {
     server_.reset();
     auto server = TlsTestServer::Start(std::move(options));
     ASSERT_THAT(server, IsOk());
@@ -114,7 +114,7 @@ TEST_F(DlockCliTlsTest, RunOverTlsWithTheServersCa) {
   EXPECT_EQ(ReadFile(f), "1\n");
   // Released: the key is gone.
   EXPECT_THAT(server_->server().Command({"EXISTS", "dlock:{job}"}),
-              testing::IsOkAndHolds(Reply::Integer(0)));
+              test_support::IsOkAndHolds(Reply::Integer(0)));
 }
 
 TEST_F(DlockCliTlsTest, CertificateFromAnotherCaExits69WithTheReason) {

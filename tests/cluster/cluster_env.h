@@ -29,19 +29,19 @@ namespace cluster_test {
 
 inline constexpr char kMarkerPrefix[] = "dlock:data-set-began:";
 
-inline testing::RedisCluster* SharedCluster() {
-  static testing::RedisCluster* cluster = [] {
-    auto c = testing::RedisCluster::Start({});
+inline test_support::RedisCluster* SharedCluster() {
+  static test_support::RedisCluster* cluster = [] {
+    auto c = test_support::RedisCluster::Start({});
     if (!c.ok()) {
       ADD_FAILURE() << c.status();
-      return static_cast<testing::RedisCluster*>(nullptr);
+      return static_cast<test_support::RedisCluster*>(nullptr);
     }
     return c->release();  // lives for the process; its nodes die with it
   }();
   return cluster;
 }
 
-class ClusterEnv : public testing::LockTestEnv {
+class ClusterEnv : public test_support::LockTestEnv {
  public:
   ClusterEnv() : cluster_(SharedCluster()), loop_(std::make_unique<UvEventLoop>(uv_.get())) {
     if (cluster_ == nullptr) return;
@@ -125,8 +125,8 @@ class ClusterEnv : public testing::LockTestEnv {
   absl::Duration round_trip() const override { return absl::Milliseconds(250); }
 
  private:
-  testing::RedisCluster* const cluster_;
-  testing::UvTestLoop uv_;
+  test_support::RedisCluster* const cluster_;
+  test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
   std::vector<int> masters_;
   std::vector<std::unique_ptr<ClusterTransport>> clients_;

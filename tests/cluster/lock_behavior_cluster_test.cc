@@ -23,13 +23,13 @@ using cluster_test::ClusterEnv;
 // cluster, and stops at release.
 TEST(ClusterWatchdogTest, RenewsLeasesOnEverySlot) {
   ClusterEnv env;
-  testing::ExpectWatchdogKeepsLeases(env, env.NewClient(), 30);
+  test_support::ExpectWatchdogKeepsLeases(env, env.NewClient(), 30);
 }
 
 }  // namespace
 
-namespace testing {
+namespace test_support {
 using ClusterEnvs = ::testing::Types<cluster_test::ClusterEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, LockBehaviorTest, ClusterEnvs);
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -25,8 +25,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 struct Recorder : LockObserver {
   void OnRelease(const ReleaseEvent& e) override {
@@ -38,12 +38,12 @@ struct Recorder : LockObserver {
 class AclRealTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    testing::RedisServerOptions options;
+    test_support::RedisServerOptions options;
     options.extra_args = {"--user", "nochan", "on", ">pw", "~*", "resetchannels", "+@all",
                           "--user", "noeval", "on", ">pw", "~*", "&*", "+@all", "-eval",
                           "-evalsha"};
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start(options);
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     loop_ = std::make_unique<UvEventLoop>(uv_.get());
@@ -102,9 +102,9 @@ class AclRealTest : public ::testing::Test {
     return r.ok() && *r == Reply::Integer(1);
   }
 
-  testing::UvTestLoop uv_;
+  test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<test_support::RedisServer> server_;
   std::vector<std::unique_ptr<HiredisTransport>> clients_;
   KeyScheme keys_;
   Recorder recorder_;

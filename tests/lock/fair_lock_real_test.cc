@@ -19,14 +19,14 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
+using ::dlock::test_support::IsOk;
 using Result = std::shared_ptr<absl::StatusOr<Lease>>;
 
 class FairLockRealTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start({});
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start({});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ASSERT_TRUE(server_->Command(TrustDataSetCommand(KeyScheme())).ok());
@@ -83,9 +83,9 @@ class FairLockRealTest : public ::testing::Test {
     ASSERT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(10)));
   }
 
-  testing::UvTestLoop uv_;
+  test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<test_support::RedisServer> server_;
   std::vector<std::unique_ptr<HiredisTransport>> conns_;
   std::vector<std::unique_ptr<FairLock>> locks_;
 };

@@ -18,11 +18,11 @@
 namespace dlock {
 namespace {
 
-class RealRedisEnv : public testing::LockTestEnv {
+class RealRedisEnv : public test_support::LockTestEnv {
  public:
   RealRedisEnv() : loop_(std::make_unique<UvEventLoop>(uv_.get())) {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start();
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start();
     if (!server.ok()) {
       ADD_FAILURE() << server.status();
       return;
@@ -77,15 +77,15 @@ class RealRedisEnv : public testing::LockTestEnv {
   absl::Duration round_trip() const override { return absl::Milliseconds(250); }
 
  private:
-  testing::UvTestLoop uv_;
+  test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<test_support::RedisServer> server_;
   std::vector<std::unique_ptr<HiredisTransport>> clients_;
 };
 
 }  // namespace
 
-namespace testing {
+namespace test_support {
 using RealEnvs = ::testing::Types<RealRedisEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, LockBehaviorTest, RealEnvs);
 INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, SemaphoreBehaviorTest, RealEnvs);
@@ -94,5 +94,5 @@ using PrimitiveRealCases = ::testing::Types<
     PrimitiveCase<RealRedisEnv, FairKind>, PrimitiveCase<RealRedisEnv, ResourceSetKind<1>>,
     PrimitiveCase<RealRedisEnv, ResourceSetKind<3>>>;
 INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, PrimitiveBehaviorTest, PrimitiveRealCases);
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -16,11 +16,11 @@
 namespace dlock {
 namespace {
 
-class TlsRedisEnv : public testing::LockTestEnv {
+class TlsRedisEnv : public test_support::LockTestEnv {
  public:
   TlsRedisEnv() : loop_(std::make_unique<UvEventLoop>(uv_.get())) {
-    absl::StatusOr<std::unique_ptr<testing::TlsTestServer>> server =
-        testing::TlsTestServer::Start();
+    absl::StatusOr<std::unique_ptr<test_support::TlsTestServer>> server =
+        test_support::TlsTestServer::Start();
     if (!server.ok()) {
       ADD_FAILURE() << server.status();
       return;
@@ -77,16 +77,16 @@ class TlsRedisEnv : public testing::LockTestEnv {
   absl::Duration round_trip() const override { return absl::Milliseconds(250); }
 
  private:
-  testing::UvTestLoop uv_;
+  test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::TlsTestServer> server_;
+  std::unique_ptr<test_support::TlsTestServer> server_;
   std::vector<std::unique_ptr<TlsTransport>> clients_;
 };
 
 }  // namespace
 
-namespace testing {
+namespace test_support {
 using TlsEnvs = ::testing::Types<TlsRedisEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(TlsRedis, LockBehaviorTest, TlsEnvs);
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -25,8 +25,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration()) {
   AcquireOptions o;
@@ -38,8 +38,8 @@ AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration
 class ReadWriteMultiRealTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start({});
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start({});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     loop_ = std::make_unique<UvEventLoop>(uv_.get());
@@ -103,9 +103,9 @@ class ReadWriteMultiRealTest : public ::testing::Test {
     return r.ok() && *r == Reply::Integer(1);
   }
 
-  testing::UvTestLoop uv_;
+  test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<test_support::RedisServer> server_;
   std::vector<std::unique_ptr<HiredisTransport>> clients_;
   std::vector<std::unique_ptr<ReadWriteLock>> locks_;
   KeyScheme keys_;

@@ -23,19 +23,19 @@
 namespace dlock {
 namespace {
 
-testing::SentinelDeployment* SharedDeployment() {
-  static testing::SentinelDeployment* deployment = [] {
-    auto d = testing::SentinelDeployment::Start();
+test_support::SentinelDeployment* SharedDeployment() {
+  static test_support::SentinelDeployment* deployment = [] {
+    auto d = test_support::SentinelDeployment::Start();
     if (!d.ok()) {
       ADD_FAILURE() << d.status();
-      return static_cast<testing::SentinelDeployment*>(nullptr);
+      return static_cast<test_support::SentinelDeployment*>(nullptr);
     }
     return d->release();  // lives for the process; its processes die with it
   }();
   return deployment;
 }
 
-class SentinelEnv : public testing::LockTestEnv {
+class SentinelEnv : public test_support::LockTestEnv {
  public:
   SentinelEnv()
       : deployment_(SharedDeployment()), loop_(std::make_unique<UvEventLoop>(uv_.get())) {
@@ -103,9 +103,9 @@ class SentinelEnv : public testing::LockTestEnv {
   absl::Duration round_trip() const override { return absl::Milliseconds(250); }
 
  private:
-  testing::SentinelDeployment* const deployment_;
-  testing::RedisServer* master_ = nullptr;
-  testing::UvTestLoop uv_;
+  test_support::SentinelDeployment* const deployment_;
+  test_support::RedisServer* master_ = nullptr;
+  test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
   std::vector<std::unique_ptr<SentinelTransport>> clients_;
 };
@@ -114,13 +114,13 @@ class SentinelEnv : public testing::LockTestEnv {
 // and stops at release.
 TEST(SentinelWatchdogTest, RenewsLeasesPastTheirTtl) {
   SentinelEnv env;
-  testing::ExpectWatchdogKeepsLeases(env, env.NewClient(), 10);
+  test_support::ExpectWatchdogKeepsLeases(env, env.NewClient(), 10);
 }
 
 }  // namespace
 
-namespace testing {
+namespace test_support {
 using SentinelEnvs = ::testing::Types<SentinelEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(RedisSentinel, LockBehaviorTest, SentinelEnvs);
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -55,9 +55,9 @@ absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions&
   }
   const std::string root = TempRoot();
   if (root.empty()) return absl::InternalError("no temporary directory");
-  absl::StatusOr<std::unique_ptr<testing::RedisProcess>> redis = testing::RedisProcess::Start();
+  absl::StatusOr<std::unique_ptr<test_support::RedisProcess>> redis = test_support::RedisProcess::Start();
   if (!redis.ok()) return redis.status();
-  absl::StatusOr<std::unique_ptr<testing::PgProcess>> pg = testing::PgProcess::Start();
+  absl::StatusOr<std::unique_ptr<test_support::PgProcess>> pg = test_support::PgProcess::Start();
   if (!pg.ok()) return pg.status();
   fenced::PgStoreOptions so;
   so.conninfo = (*pg)->conninfo();

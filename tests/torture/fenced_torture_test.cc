@@ -34,7 +34,7 @@ FencedTortureOptions Options(bool fencing) {
 TEST(FencedTortureTest, WithFencingNoUpdateIsLostAndStaleWritesAreRefused) {
   FencedTortureOptions o = Options(true);
   absl::StatusOr<FencedTortureResult> r = RunFencedTorture(o);
-  ASSERT_THAT(r, testing::IsOk());
+  ASSERT_THAT(r, test_support::IsOk());
   std::cout << FencedTortureRow(o, *r) << "\n";
   EXPECT_GT(r->pauses, 0);
   EXPECT_GT(r->increments, 0);
@@ -45,7 +45,7 @@ TEST(FencedTortureTest, WithFencingNoUpdateIsLostAndStaleWritesAreRefused) {
 TEST(FencedTortureTest, WithoutFencingTheSameRunLosesUpdates) {
   FencedTortureOptions o = Options(false);
   absl::StatusOr<FencedTortureResult> r = RunFencedTorture(o);
-  ASSERT_THAT(r, testing::IsOk());
+  ASSERT_THAT(r, test_support::IsOk());
   std::cout << FencedTortureRow(o, *r) << "\n";
   EXPECT_GT(r->pauses, 0);
   EXPECT_GT(r->lost_updates, 0);

@@ -24,14 +24,14 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 class WatchdogRealTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start();
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start();
     ASSERT_THAT(server, IsOk());
     server_ = *std::move(server);
     loop_ = std::make_unique<UvEventLoop>(uv_.get());
@@ -81,9 +81,9 @@ class WatchdogRealTest : public ::testing::Test {
     return r.ok() ? *r : Reply::Error(r.status().ToString());
   }
 
-  testing::UvTestLoop uv_;
+  test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<test_support::RedisServer> server_;
   std::vector<std::unique_ptr<HiredisTransport>> clients_;
   KeyScheme keys_;
 };

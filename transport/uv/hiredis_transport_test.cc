@@ -26,11 +26,11 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::IsOkAndHolds;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::RedisServerOptions;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::IsOkAndHolds;
+using ::dlock::test_support::RedisServer;
+using ::dlock::test_support::RedisServerOptions;
+using ::dlock::test_support::StatusIs;
 using ::testing::ElementsAre;
 
 constexpr absl::Duration kLong = absl::Seconds(10);
@@ -102,7 +102,7 @@ class HiredisTransportTest : public ::testing::Test {
     return loop_.RunUntil(done);
   }
 
-  testing::UvTestLoop loop_;
+  test_support::UvTestLoop loop_;
   std::unique_ptr<RedisServer> server_;
   std::unique_ptr<HiredisTransport> transport_;
 };

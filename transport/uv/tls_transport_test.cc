@@ -27,11 +27,11 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::IsOkAndHolds;
-using ::dlock::testing::StatusIs;
-using ::dlock::testing::TlsTestServer;
-using ::dlock::testing::TlsTestServerOptions;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::IsOkAndHolds;
+using ::dlock::test_support::StatusIs;
+using ::dlock::test_support::TlsTestServer;
+using ::dlock::test_support::TlsTestServerOptions;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -110,7 +110,7 @@ class TlsTransportTest : public ::testing::Test {
     return loop_.RunUntil(done);
   }
 
-  testing::UvTestLoop loop_;
+  test_support::UvTestLoop loop_;
   std::unique_ptr<TlsTestServer> server_;
   std::unique_ptr<TlsTransport> transport_;
 };
