@@ -1,5 +1,5 @@
 // The issue-16 primitives on a real 3 + 3 Redis Cluster through
-// ClusterTransport (ClusterEnv, cluster_env.h: one cluster for the whole
+// ClusterTransport (ClusterEnv, tests/env/cluster_env.h: one cluster for the whole
 // binary): the semaphore behaviour suite (lock/semaphore_behavior_suite.h)
 // and the primitive suite (lock/primitive_behavior_suite.h: the
 // ReadWriteLock's writer and reader, FairLock, and ResourceSetLock of one
@@ -14,13 +14,13 @@
 #include "gtest/gtest.h"
 #include "dlock/lock/primitive_behavior_suite.h"
 #include "dlock/lock/semaphore_behavior_suite.h"
-#include "dlock/tests/cluster/cluster_env.h"
+#include "dlock/tests/env/cluster_env.h"
 #include "dlock/transport/cluster_slot.h"
 
 namespace dlock {
 namespace {
 
-using cluster_test::ClusterEnv;
+using test_support::ClusterEnv;
 
 // The premise of the resource-set cases above: the members of each set the
 // suite takes are spread over more than one slot (a set across slots works).
