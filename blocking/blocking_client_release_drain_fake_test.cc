@@ -26,7 +26,7 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
+using ::dlock::test_support::IsOk;
 using ::testing::IsEmpty;
 
 constexpr int kServers = 3;

@@ -28,9 +28,9 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
+using ::dlock::test_support::StatusIs;
 
 std::string Url(const RedisServer& server) {
   return absl::StrCat("redis://", server.address());

@@ -16,10 +16,10 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::StatusIs;
-using ::dlock::testing::TlsTestServer;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
+using ::dlock::test_support::StatusIs;
+using ::dlock::test_support::TlsTestServer;
 using ::testing::HasSubstr;
 
 TEST(BlockingClientTlsTest, LocksOverTls) {

@@ -23,8 +23,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 constexpr absl::Duration kTtl = absl::Seconds(10);
 constexpr absl::Duration kNoWait = absl::ZeroDuration();

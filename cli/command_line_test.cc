@@ -17,8 +17,8 @@ namespace dlock {
 namespace cli {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;

@@ -468,7 +468,7 @@ dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:re
   //transport/uv:hiredis_transport_test //blocking:blocking_client_test
   //blocking:blocking_client_tls_test
   //transport/uv:tls_test_server //transport/uv:tls_transport_test
-  //transport/uv:script_order_check
+  //transport/uv:script_order_check //transport/uv:transport_contract_suite //tests/env/...
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
   //tests/differential/... //watchdog:renewal_check //tests/probes:peer_bugs_real_test
   REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")

@@ -44,12 +44,12 @@ struct Host {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  std::unique_ptr<dlock::testing::RedisProcess> server;
+  std::unique_ptr<dlock::test_support::RedisProcess> server;
   std::string host_name = "127.0.0.1";
   int port = 0;
   std::string flag = absl::GetFlag(FLAGS_redis);
   if (flag.empty()) {
-    auto started = dlock::testing::RedisProcess::Start();
+    auto started = dlock::test_support::RedisProcess::Start();
     if (!started.ok()) {
       Say(started.status().ToString());
       return 1;

@@ -22,10 +22,10 @@ namespace dlock {
 namespace fenced {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::IsOkAndHolds;
-using ::dlock::testing::PgServer;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::IsOkAndHolds;
+using ::dlock::test_support::PgServer;
+using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 
 constexpr char kCharge[] = "UPDATE accounts SET balance = balance + $2 WHERE id = $1";
@@ -404,7 +404,7 @@ TEST_F(PgFencedStoreTest, ConcurrentWritersNeverCommitAFenceBelowAnEarlierOne) {
 // --- faults: each on a server of its own -----------------------------------
 
 TEST(PgFencedStoreFaultTest, RefusedConnectionIsUnavailable) {
-  absl::StatusOr<int> port = testing::PickFreeLoopbackPort();
+  absl::StatusOr<int> port = test_support::PickFreeLoopbackPort();
   ASSERT_THAT(port, IsOk());
   PgStoreOptions o;
   o.conninfo = absl::StrCat("host=127.0.0.1 port=", *port, " user=postgres dbname=postgres");

@@ -23,9 +23,9 @@ namespace dlock {
 namespace fenced {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
+using ::dlock::test_support::StatusIs;
 
 // One holder's critical section: sell one unit of `sku` under `guard`.
 // Returns the write's outcome.
@@ -82,7 +82,7 @@ TEST(RedisFencedStoreClientTest, APausedHoldersLateWriteIsRefusedByTheStore) {
   EXPECT_EQ((*store_server)->Command({"HGET", "last-sale:{sku-42}", "fence"})->str,
             std::to_string(b->lease().fence));
   EXPECT_THAT((*store)->HighestFence("sku-42"),
-              ::dlock::testing::IsOkAndHolds(b->lease().fence));
+              ::dlock::test_support::IsOkAndHolds(b->lease().fence));
 }
 
 TEST(RedisFencedStoreClientTest, ConnectRefusesABadUrlAndReportsAStoreThatIsDown) {

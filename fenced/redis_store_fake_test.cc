@@ -20,8 +20,8 @@ namespace dlock {
 namespace fenced {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 constexpr absl::Duration kRoundTrip = absl::Milliseconds(1);
 
@@ -40,7 +40,7 @@ bool RunManual(ManualEventLoop& loop, const std::function<bool()>& done,
   return true;
 }
 
-class FakeStoreEnv : public testing::FencedStoreTestEnv {
+class FakeStoreEnv : public test_support::FencedStoreTestEnv {
  public:
   FakeStoreEnv() : server_(&loop_) {}
 
@@ -147,9 +147,9 @@ TEST(RedisStoreScriptTest, TheSha1ConstantIsTheSourcesSha1) {
 
 }  // namespace
 
-namespace testing {
+namespace test_support {
 using FakeEnvs = ::testing::Types<FakeStoreEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(FakeRedis, RedisFencedStoreTest, FakeEnvs);
-}  // namespace testing
+}  // namespace test_support
 }  // namespace fenced
 }  // namespace dlock

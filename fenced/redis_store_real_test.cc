@@ -26,13 +26,13 @@ namespace dlock {
 namespace fenced {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
-std::unique_ptr<::dlock::testing::RedisServer> StartServer() {
-  ::dlock::testing::RedisServerOptions options;
+std::unique_ptr<::dlock::test_support::RedisServer> StartServer() {
+  ::dlock::test_support::RedisServerOptions options;
   options.appendonly = true;
-  auto server = ::dlock::testing::RedisServer::Start(options);
+  auto server = ::dlock::test_support::RedisServer::Start(options);
   if (!server.ok()) {
     ADD_FAILURE() << server.status();
     return nullptr;
@@ -40,7 +40,7 @@ std::unique_ptr<::dlock::testing::RedisServer> StartServer() {
   return *std::move(server);
 }
 
-class RealStoreEnv : public testing::FencedStoreTestEnv {
+class RealStoreEnv : public test_support::FencedStoreTestEnv {
  public:
   RealStoreEnv() : loop_(std::make_unique<UvEventLoop>(uv_.get())), server_(StartServer()) {}
 
@@ -84,12 +84,12 @@ class RealStoreEnv : public testing::FencedStoreTestEnv {
   void Stall(Transport*) override { ASSERT_THAT(server_->Pause(), IsOk()); }
   void Unstall(Transport*) override { ASSERT_THAT(server_->Resume(), IsOk()); }
 
-  ::dlock::testing::RedisServer* server() { return server_.get(); }
+  ::dlock::test_support::RedisServer* server() { return server_.get(); }
 
  private:
-  ::dlock::testing::UvTestLoop uv_;
+  ::dlock::test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<::dlock::testing::RedisServer> server_;
+  std::unique_ptr<::dlock::test_support::RedisServer> server_;
   std::vector<std::unique_ptr<HiredisTransport>> clients_;
 };
 
@@ -128,7 +128,7 @@ TEST(BlockingRedisFencedStoreTest, WritesFromAnotherThreadWithTheStoresOutcomes)
   EXPECT_TRUE(IsBelowFloor(blocking.Write("sku", 2, RedisWrite().IncrBy(stock, -2, 0)).status()));
   EXPECT_THAT(blocking.Write("sku", 0, RedisWrite()),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(blocking.HighestFence("sku"), ::dlock::testing::IsOkAndHolds(2));
+  EXPECT_THAT(blocking.HighestFence("sku"), ::dlock::test_support::IsOkAndHolds(2));
   EXPECT_THAT(blocking.HighestFence(""), StatusIs(absl::StatusCode::kInvalidArgument));
   // The transport and store live and die on the loop thread.
   absl::Status freed = PostAndWait<absl::Status>(&thread, [&](Completion<absl::Status> done) {
@@ -141,9 +141,9 @@ TEST(BlockingRedisFencedStoreTest, WritesFromAnotherThreadWithTheStoresOutcomes)
 
 }  // namespace
 
-namespace testing {
+namespace test_support {
 using RealEnvs = ::testing::Types<RealStoreEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, RedisFencedStoreTest, RealEnvs);
-}  // namespace testing
+}  // namespace test_support
 }  // namespace fenced
 }  // namespace dlock

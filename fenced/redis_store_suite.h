@@ -29,7 +29,7 @@
 
 namespace dlock {
 namespace fenced {
-namespace testing {
+namespace test_support {
 
 class FencedStoreTestEnv {
  public:
@@ -109,8 +109,8 @@ class RedisFencedStoreTest : public ::testing::Test {
 
 TYPED_TEST_SUITE_P(RedisFencedStoreTest);
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 using ::testing::ElementsAre;
 
 TYPED_TEST_P(RedisFencedStoreTest, CurrentFenceAppliesAndIsRecorded) {
@@ -121,7 +121,7 @@ TYPED_TEST_P(RedisFencedStoreTest, CurrentFenceAppliesAndIsRecorded) {
   EXPECT_THAT(r->values, ElementsAre(1));
   EXPECT_EQ(this->Get(key), Reply::String("paid"));
   EXPECT_EQ(this->Get(this->store_->FenceKey("order/7")), Reply::String("5"));
-  EXPECT_THAT(this->HighestNow("order/7"), ::dlock::testing::IsOkAndHolds(5));
+  EXPECT_THAT(this->HighestNow("order/7"), ::dlock::test_support::IsOkAndHolds(5));
 }
 
 TYPED_TEST_P(RedisFencedStoreTest, LowerFenceIsStaleWithTheHighestSeenAndWritesNothing) {
@@ -132,7 +132,7 @@ TYPED_TEST_P(RedisFencedStoreTest, LowerFenceIsStaleWithTheHighestSeenAndWritesN
   EXPECT_TRUE(IsStaleFence(stale.status()));
   EXPECT_EQ(HighestSeenFence(stale.status()), 7);
   EXPECT_EQ(this->Get(key), Reply::String("new"));
-  EXPECT_THAT(this->HighestNow("order/7"), ::dlock::testing::IsOkAndHolds(7));
+  EXPECT_THAT(this->HighestNow("order/7"), ::dlock::test_support::IsOkAndHolds(7));
 }
 
 TYPED_TEST_P(RedisFencedStoreTest, EqualFenceIsCurrentSoAHolderWritesMoreThanOnce) {
@@ -147,7 +147,7 @@ TYPED_TEST_P(RedisFencedStoreTest, AHigherFenceRaisesTheRecordAndMakesOlderOnesS
   const std::string key = this->Key("r", "v:");
   ASSERT_THAT(this->WriteNow("r", 3, RedisWrite().Set(key, "a")), IsOk());
   ASSERT_THAT(this->WriteNow("r", 9, RedisWrite().Set(key, "b")), IsOk());
-  EXPECT_THAT(this->HighestNow("r"), ::dlock::testing::IsOkAndHolds(9));
+  EXPECT_THAT(this->HighestNow("r"), ::dlock::test_support::IsOkAndHolds(9));
   auto stale = this->WriteNow("r", 5, RedisWrite().Set(key, "c"));
   EXPECT_EQ(HighestSeenFence(stale.status()), 9);
   EXPECT_EQ(this->Get(key), Reply::String("b"));
@@ -162,8 +162,8 @@ TYPED_TEST_P(RedisFencedStoreTest, FencesArePerResource) {
   EXPECT_TRUE(IsStaleFence(stale.status()));
   EXPECT_EQ(HighestSeenFence(stale.status()), 2);
   EXPECT_EQ(this->Get(this->Key("A", "v:")), Reply::String("a2"));
-  EXPECT_THAT(this->HighestNow("B"), ::dlock::testing::IsOkAndHolds(100));
-  EXPECT_THAT(this->HighestNow("never-written"), ::dlock::testing::IsOkAndHolds(0));
+  EXPECT_THAT(this->HighestNow("B"), ::dlock::test_support::IsOkAndHolds(100));
+  EXPECT_THAT(this->HighestNow("never-written"), ::dlock::test_support::IsOkAndHolds(0));
 }
 
 TYPED_TEST_P(RedisFencedStoreTest, ABatchAppliesEveryVerbInOrder) {
@@ -205,7 +205,7 @@ TYPED_TEST_P(RedisFencedStoreTest, ADecrementBelowTheFloorIsRefusedAndNothingApp
   // Nothing applied, not even the fence.
   EXPECT_EQ(this->Get(stock), Reply::String("0"));
   EXPECT_EQ(this->Get(order), Reply::Nil());
-  EXPECT_THAT(this->HighestNow("sku"), ::dlock::testing::IsOkAndHolds(1));
+  EXPECT_THAT(this->HighestNow("sku"), ::dlock::test_support::IsOkAndHolds(1));
   // A missing key counts as 0.
   EXPECT_TRUE(IsBelowFloor(
       this->WriteNow("sku", 2, RedisWrite().IncrBy(this->Key("sku", "none:"), -1, 0))
@@ -308,7 +308,7 @@ TYPED_TEST_P(RedisFencedStoreTest, ResourcesWhoseTagWouldBeEmptyGetOneSlotToo) {
 
 TYPED_TEST_P(RedisFencedStoreTest, AnEmptyWriteChecksAndRecordsTheFence) {
   ASSERT_THAT(this->WriteNow("job", 12, RedisWrite()), IsOk());
-  EXPECT_THAT(this->HighestNow("job"), ::dlock::testing::IsOkAndHolds(12));
+  EXPECT_THAT(this->HighestNow("job"), ::dlock::test_support::IsOkAndHolds(12));
   EXPECT_EQ(HighestSeenFence(this->WriteNow("job", 11, RedisWrite()).status()), 12);
 }
 
@@ -321,7 +321,7 @@ TYPED_TEST_P(RedisFencedStoreTest, AStoreThatIsDownIsUnavailableAndAppliesNothin
   EXPECT_THAT(this->HighestNow("sku"), StatusIs(absl::StatusCode::kUnavailable));
   this->env_->Up(this->client_);
   EXPECT_EQ(this->Get(stock), Reply::String("5"));
-  EXPECT_THAT(this->HighestNow("sku"), ::dlock::testing::IsOkAndHolds(1));
+  EXPECT_THAT(this->HighestNow("sku"), ::dlock::test_support::IsOkAndHolds(1));
   ASSERT_THAT(this->WriteNow("sku", 2, RedisWrite().IncrBy(stock, -1, 0)), IsOk());
   EXPECT_EQ(this->Get(stock), Reply::String("4"));
 }
@@ -357,7 +357,7 @@ REGISTER_TYPED_TEST_SUITE_P(RedisFencedStoreTest, CurrentFenceAppliesAndIsRecord
                             AStoreThatIsDownIsUnavailableAndAppliesNothing,
                             ATimedOutWriteIsDeadlineExceededAndAppliedAtMostOnce);
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace fenced
 }  // namespace dlock
 

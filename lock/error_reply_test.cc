@@ -23,8 +23,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 using Code = absl::StatusCode;
 
 constexpr char kScriptSuffix[] =

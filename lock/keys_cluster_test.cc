@@ -16,14 +16,14 @@ namespace {
 class KeysClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    testing::RedisServerOptions o;
+    test_support::RedisServerOptions o;
     // The cluster bus port defaults to port + 10000, too high for a free
     // client port above 55535: pick one.
-    auto bus = testing::PickFreeLoopbackPort();
+    auto bus = test_support::PickFreeLoopbackPort();
     ASSERT_TRUE(bus.ok()) << bus.status();
     o.extra_args = {"--cluster-enabled", "yes", "--cluster-port", std::to_string(*bus)};
     o.trusted_data_set_prefixes.clear();  // a node without slots takes no SET
-    auto s = testing::RedisServer::Start(o);
+    auto s = test_support::RedisServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
   }
@@ -34,7 +34,7 @@ class KeysClusterTest : public ::testing::Test {
     return r.ok() ? static_cast<int>(r->integer) : -1;
   }
 
-  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<test_support::RedisServer> server_;
 };
 
 TEST_F(KeysClusterTest, EveryKeyOfAResourceInTheServersOneSlot) {

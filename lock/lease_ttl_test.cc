@@ -21,13 +21,13 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 
 // The status's code is `code` and its message contains `text`.
 MATCHER_P2(StatusIsWith, code, text, "") {
-  const absl::Status& s = ::dlock::testing::GetStatus(arg);
+  const absl::Status& s = ::dlock::test_support::GetStatus(arg);
   *result_listener << "status is " << s;
   return s.code() == code && absl::StrContains(s.message(), text);
 }

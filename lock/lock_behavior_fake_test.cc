@@ -19,7 +19,7 @@ namespace {
 
 constexpr absl::Duration kRoundTrip = absl::Milliseconds(1);
 
-class FakeRedisEnv : public testing::LockTestEnv {
+class FakeRedisEnv : public test_support::LockTestEnv {
  public:
   // A never-used server declared trusted (fences start at 1, RedLock votes
   // at once).
@@ -67,7 +67,7 @@ class FakeRedisEnv : public testing::LockTestEnv {
 
 }  // namespace
 
-namespace testing {
+namespace test_support {
 using FakeEnvs = ::testing::Types<FakeRedisEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(FakeRedis, LockBehaviorTest, FakeEnvs);
 INSTANTIATE_TYPED_TEST_SUITE_P(FakeRedis, SemaphoreBehaviorTest, FakeEnvs);
@@ -76,5 +76,5 @@ using PrimitiveFakeCases = ::testing::Types<
     PrimitiveCase<FakeRedisEnv, FairKind>, PrimitiveCase<FakeRedisEnv, ResourceSetKind<1>>,
     PrimitiveCase<FakeRedisEnv, ResourceSetKind<3>>>;
 INSTANTIATE_TYPED_TEST_SUITE_P(FakeRedis, PrimitiveBehaviorTest, PrimitiveFakeCases);
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -41,7 +41,7 @@
 #include "dlock/testing/status_matchers.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 // One primitive built for a test: its lock() waits when asked to (wait > 0).
 class PrimitiveInstance {
@@ -513,81 +513,20 @@ TYPED_TEST_P(PrimitiveBehaviorTest, StockIsNeverOversoldByConcurrentClients) {
   if (!TypeParam::Kind::kExclusive) GTEST_SKIP() << "readers share: no mutual exclusion to test";
   constexpr int kClients = 6;
   constexpr int kStock = 60;
-  this->env_->Server({"SET", "stock:p1", absl::StrCat(kStock)});
-  struct Client {
-    Transport* t;
-    std::unique_ptr<PrimitiveInstance> p;
-    int sold = 0;
-    bool finished = false;
-  };
-  std::vector<std::unique_ptr<Client>> clients;
-  int in_critical = 0, max_in_critical = 0, errors = 0;
-  std::function<void(Client*)> step;
-  step = [&](Client* c) {
-    absl::StatusOr<AcquireHandle> h = c->p->lock().Acquire(
-        "stock", this->Ttl(absl::Seconds(10), absl::Seconds(60)),
-        [&, c](absl::StatusOr<Lease> lease) {
-          if (!lease.ok()) {
-            ADD_FAILURE() << lease.status();
-            ++errors;
-            c->finished = true;
-            return;
-          }
-          max_in_critical = std::max(max_in_critical, ++in_critical);
-          Lease l = *lease;
-          auto finish_round = [&, c, l](bool more) {
-            --in_critical;
-            ASSERT_THAT(c->p->lock().Release(l, [&, c, more](absl::Status s) {
-              if (!s.ok()) ++errors;
-              if (more) {
-                step(c);
-              } else {
-                c->finished = true;
-              }
-            }), IsOk());
-          };
-          ASSERT_THAT(c->t->Send({"GET", "stock:p1"}, absl::Seconds(5),
-              [&, c, finish_round](absl::StatusOr<Reply> r) {
-                int64_t stock = 0;
-                if (!r.ok() || !absl::SimpleAtoi(r->str, &stock)) {
-                  ++errors;
-                  finish_round(false);
-                  return;
-                }
-                if (stock <= 0) {
-                  finish_round(false);
-                  return;
-                }
-                ASSERT_THAT(c->t->Send({"SET", "stock:p1", absl::StrCat(stock - 1)},
-                                       absl::Seconds(5),
-                                       [&, c, finish_round](absl::StatusOr<Reply> w) {
-                                         if (!w.ok()) ++errors;
-                                         ++c->sold;
-                                         finish_round(true);
-                                       }),
-                            IsOk());
-              }), IsOk());
-        });
-    ASSERT_THAT(h, IsOk());
-  };
+  std::vector<std::unique_ptr<PrimitiveInstance>> primitives;
+  std::vector<StockSaleClient> sellers;
   for (int i = 0; i < kClients; ++i) {
-    auto c = std::make_unique<Client>();
-    c->t = this->env_->NewClient();
-    c->p = TypeParam::Kind::Make(this->loop(), c->t, this->FastRetry(), "stock");
-    clients.push_back(std::move(c));
+    Transport* t = this->env_->NewClient();
+    primitives.push_back(TypeParam::Kind::Make(this->loop(), t, this->FastRetry(), "stock"));
+    sellers.push_back({t, &primitives.back()->lock()});
   }
-  for (auto& c : clients) step(c.get());
-  ASSERT_TRUE(this->env_->RunUntil(
-      [&] {
-        return std::all_of(clients.begin(), clients.end(),
-                           [](const std::unique_ptr<Client>& c) { return c->finished; });
-      },
-      absl::Seconds(120)));
-  int sold = 0;
-  for (auto& c : clients) sold += c->sold;
-  EXPECT_EQ(errors, 0);
-  EXPECT_EQ(max_in_critical, 1);
-  EXPECT_EQ(sold, kStock);
+  StockSale sale = RunStockSale(*this->env_, sellers, "stock",
+                                this->Ttl(absl::Seconds(10), absl::Seconds(60)), kStock,
+                                absl::Seconds(120));
+  ASSERT_TRUE(sale.finished);
+  EXPECT_EQ(sale.errors, 0);
+  EXPECT_EQ(sale.max_in_critical, 1);
+  EXPECT_EQ(sale.sold, kStock);
   EXPECT_EQ(this->Get("stock:p1"), Reply::String("0"));
   this->env_->RunFor(absl::Milliseconds(100));
   EXPECT_FALSE(this->Held("stock"));
@@ -609,7 +548,7 @@ REGISTER_TYPED_TEST_SUITE_P(PrimitiveBehaviorTest,
                             CancelledAcquireThatWonReleasesWhatItTook,
                             StockIsNeverOversoldByConcurrentClients);
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_LOCK_PRIMITIVE_BEHAVIOR_SUITE_H_

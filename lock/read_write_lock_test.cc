@@ -24,8 +24,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration()) {
   AcquireOptions o;

@@ -24,7 +24,7 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
+using ::dlock::test_support::IsOk;
 
 struct Recorder : LockObserver {
   void OnRelease(const ReleaseEvent& e) override {

@@ -22,8 +22,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 AcquireOptions Wait(absl::Duration ttl, absl::Duration wait) {
   AcquireOptions o;

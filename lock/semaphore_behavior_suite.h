@@ -24,7 +24,7 @@
 #include "dlock/testing/status_matchers.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 template <typename Env>
 class SemaphoreBehaviorTest : public LockBehaviorTest<Env> {
@@ -258,7 +258,7 @@ REGISTER_TYPED_TEST_SUITE_P(SemaphoreBehaviorTest,
                             BadArgumentsAreRejectedFromTheCall,
                             AMutexAndASemaphoreOfOneNameSeeForeignData);
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_LOCK_SEMAPHORE_BEHAVIOR_SUITE_H_

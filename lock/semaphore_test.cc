@@ -25,8 +25,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 
 AcquireOptions Ttl(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration()) {

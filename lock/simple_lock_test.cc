@@ -25,8 +25,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 
 AcquireOptions Ttl(absl::Duration ttl) {
@@ -440,7 +440,7 @@ TEST_F(LockCommandsTest, TryAcquireIncrementsTheFenceAndAbortsWhenHeld) {
   absl::StatusOr<int64_t> f1 = Run<absl::StatusOr<int64_t>>([&](auto cb) {
     return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(1), std::move(cb));
   });
-  EXPECT_THAT(f1, ::dlock::testing::IsOkAndHolds(1));
+  EXPECT_THAT(f1, ::dlock::test_support::IsOkAndHolds(1));
   absl::StatusOr<int64_t> again = Run<absl::StatusOr<int64_t>>([&](auto cb) {
     return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(1), std::move(cb));
   });
@@ -625,7 +625,7 @@ TEST_F(SimpleLockTest, AnExhaustedFenceCounterIsInternalAndTakesNothing) {
   server_.Execute({"SET", keys_.FenceKey("r"), "9007199254740989"});
   auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
   loop_.RunUntilIdle();
-  EXPECT_THAT(*r, ::dlock::testing::IsOkAndHolds(::testing::Field(&Lease::fence, 9007199254740990)));
+  EXPECT_THAT(*r, ::dlock::test_support::IsOkAndHolds(::testing::Field(&Lease::fence, 9007199254740990)));
 }
 
 TEST_F(SimpleLockTest, AMarkerThatIsNotATimeIsForeignData) {
@@ -652,7 +652,7 @@ TEST_F(LockCommandsTest, TrustDataSetMakesAYoungServerGrantAtOnceWithFencesFromO
     return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(30),
                                 absl::Seconds(1), std::move(cb));
   });
-  EXPECT_THAT(granted, ::dlock::testing::IsOkAndHolds(1));
+  EXPECT_THAT(granted, ::dlock::test_support::IsOkAndHolds(1));
 }
 
 }  // namespace

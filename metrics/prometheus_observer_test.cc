@@ -32,8 +32,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 using Labels = std::map<std::string, std::string>;
 
 // Reads one series out of a registry.

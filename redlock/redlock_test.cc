@@ -32,8 +32,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 
 constexpr char kResource[] = "orders/42";

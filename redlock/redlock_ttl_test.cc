@@ -18,8 +18,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 TEST(RedLockTtlTest, BelowTheMinimumIsRejectedByTheCallNamingTheRange) {
   ManualEventLoop loop;

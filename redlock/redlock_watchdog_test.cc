@@ -25,8 +25,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 constexpr char kResource[] = "jobs/nightly";
 constexpr absl::Duration kTtl = absl::Milliseconds(600);

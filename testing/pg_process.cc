@@ -28,7 +28,7 @@
 #include "postgresql/libpq-fe.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 namespace {
 
 // Inside the user namespace the caller (root) appears as this uid/gid, which
@@ -393,5 +393,5 @@ std::string PgProcess::LogTail(size_t max_bytes) const {
   return ReadTail(dir_ + "/postgres.log", max_bytes);
 }
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

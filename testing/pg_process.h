@@ -2,7 +2,7 @@
 // (`initdb` + `postgres`) on a free loopback port for dlock's examples,
 // tests and torture runs, and stops it. Not testonly (examples and the
 // torture driver are ordinary binaries); the testonly //testing:pg_server
-// (`dlock::testing::PgServer`) wraps it with a query helper for tests.
+// (`dlock::test_support::PgServer`) wraps it with a query helper for tests.
 //
 // Where and as whom:
 //   - binaries: /usr/lib/postgresql/<newest>/bin (Debian's `postgresql`),
@@ -46,7 +46,7 @@
 #include "absl/time/time.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 struct PgProcessOptions {
   // Extra server settings, each "name=value" (passed as `-c name=value`).
@@ -115,7 +115,7 @@ class PgProcess {
   bool paused_ = false;
 };
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_TESTING_PG_PROCESS_H_

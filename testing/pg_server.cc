@@ -6,7 +6,7 @@
 #include "postgresql/libpq-fe.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 absl::StatusOr<std::unique_ptr<PgServer>> PgServer::Start(PgProcessOptions options) {
   absl::StatusOr<std::unique_ptr<PgProcess>> p = PgProcess::Start(std::move(options));
@@ -76,5 +76,5 @@ absl::StatusOr<std::string> PgServer::QueryValue(const std::string& sql) {
   return rows->front().front();
 }
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

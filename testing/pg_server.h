@@ -25,7 +25,7 @@
 struct pg_conn;
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 class PgServer {
  public:
@@ -63,7 +63,7 @@ class PgServer {
   ::pg_conn* conn_ = nullptr;
 };
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_TESTING_PG_SERVER_H_

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 namespace {
 
 TEST(PgServerTest, StartsQueriesAndKeepsCommittedDataAcrossKillAndRestart) {
@@ -56,5 +56,5 @@ TEST(PgServerTest, DestructorStopsTheServer) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -23,7 +23,7 @@
 extern char** environ;
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 namespace {
 
 absl::Status ErrnoStatus(absl::string_view what) {
@@ -340,5 +340,5 @@ absl::StatusOr<int> RedisCluster::Failover(int i) {
                                              nodes_[*replica]->LogTail()));
 }
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

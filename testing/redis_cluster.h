@@ -37,7 +37,7 @@
 #include "dlock/transport/reply.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 struct RedisClusterOptions {
   int masters = 3;
@@ -116,7 +116,7 @@ class RedisCluster {
   std::vector<std::string> ids_;
 };
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_TESTING_REDIS_CLUSTER_H_

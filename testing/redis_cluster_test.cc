@@ -6,7 +6,7 @@
 #include "dlock/transport/cluster_slot.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 namespace {
 
 TEST(RedisClusterTest, FormsMovesASlotAndFailsOver) {
@@ -55,5 +55,5 @@ TEST(RedisClusterTest, FormsMovesASlotAndFailsOver) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -28,7 +28,7 @@
 #include "absl/time/clock.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 namespace {
 
 absl::Status ErrnoStatus(absl::string_view what) {
@@ -375,5 +375,5 @@ std::string RedisProcess::LogTail(size_t max_bytes) const {
   return ReadTail(dir_ + "/redis.log", max_bytes);
 }
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

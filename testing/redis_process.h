@@ -4,7 +4,7 @@
 // It is the one process-management core: examples and tools are ordinary
 // binaries, so it is not testonly (unlike the rest of //testing), and the
 // testonly //testing:redis_server
-// (`dlock::testing::RedisServer`, which adds a synchronous hiredis client) is
+// (`dlock::test_support::RedisServer`, which adds a synchronous hiredis client) is
 // a thin wrapper over it. It talks to the server with a raw `PING` (after
 // `AUTH` when `password` is set) on a socket only to know it is ready.
 //
@@ -31,7 +31,7 @@
 #include "absl/time/time.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 struct RedisProcessOptions {
   // Extra `redis-server` arguments, one word each.
@@ -117,7 +117,7 @@ class RedisProcess {
   bool paused_ = false;
 };
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_TESTING_REDIS_PROCESS_H_

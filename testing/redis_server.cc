@@ -14,7 +14,7 @@
 #include "dlock/transport/uv/hiredis_reply.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 namespace {
 
 absl::Status ErrnoStatus(absl::string_view what) {
@@ -153,5 +153,5 @@ std::string RedisServer::LogTail(size_t max_bytes) const {
   return process_->LogTail(max_bytes);
 }
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -42,7 +42,7 @@
 struct redisContext;
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 struct RedisServerOptions {
   // Appended to the command line, one word per element, e.g. an ACL user:
@@ -142,7 +142,7 @@ class RedisServer {
   redisContext* conn_ = nullptr;
 };
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_TESTING_REDIS_SERVER_H_

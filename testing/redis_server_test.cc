@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 namespace {
 
 TEST(RedisServerTest, StartsOnAFreePortAndAnswersCommands) {
@@ -110,5 +110,5 @@ TEST(RedisServerTest, BadArgumentsFailWithTheLogInTheMessage) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

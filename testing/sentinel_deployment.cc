@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 namespace {
 
 // Waiting on external processes: polled, bounded by `deadline`.
@@ -245,5 +245,5 @@ absl::Status SentinelDeployment::WaitForReplicas(int n) {
   return absl::DeadlineExceededError(absl::StrCat("replicas not in sync: ", last));
 }
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

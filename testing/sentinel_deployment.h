@@ -26,7 +26,7 @@
 #include "dlock/testing/redis_server.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 struct SentinelDeploymentOptions {
   int replicas = 2;
@@ -90,7 +90,7 @@ class SentinelDeployment {
   std::vector<std::unique_ptr<RedisServer>> sentinels_;
 };
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_TESTING_SENTINEL_DEPLOYMENT_H_

@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 inline const absl::Status& GetStatus(const absl::Status& s) { return s; }
 template <typename T>
@@ -52,7 +52,7 @@ MATCHER_P(IsOkAndHolds, inner, "is OK and holds a value that matches") {
   return ::testing::ExplainMatchResult(inner, *arg, result_listener);
 }
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_TESTING_STATUS_MATCHERS_H_

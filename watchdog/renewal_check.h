@@ -25,7 +25,7 @@
 #include "dlock/watchdog/watchdog.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 template <typename Env>
 void ExpectWatchdogKeepsLeases(Env& env, Transport* transport, int count) {
@@ -71,7 +71,7 @@ void ExpectWatchdogKeepsLeases(Env& env, Transport* transport, int count) {
   }
 }
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_WATCHDOG_RENEWAL_CHECK_H_

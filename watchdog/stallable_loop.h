@@ -23,7 +23,7 @@
 #include "dlock/transport/fake/manual_event_loop.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 class StallableLoop : public EventLoop {
  public:
@@ -48,7 +48,7 @@ class StallableLoop : public EventLoop {
   absl::Duration skew_;
 };
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_WATCHDOG_STALLABLE_LOOP_H_

@@ -29,9 +29,9 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StallableLoop;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StallableLoop;
+using ::dlock::test_support::StatusIs;
 
 struct Lost {
   bool fired = false;

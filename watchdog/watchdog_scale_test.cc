@@ -27,7 +27,7 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
+using ::dlock::test_support::IsOk;
 
 class WatchdogScaleTest : public ::testing::Test {
  protected:

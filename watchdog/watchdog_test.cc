@@ -26,10 +26,10 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 using ::testing::IsEmpty;
-using ::dlock::testing::StallableLoop;
+using ::dlock::test_support::StallableLoop;
 
 // A Lock over an in-test model of one server: keys with owner tokens and
 // expiry on the server's clock (the inner ManualEventLoop: a stall of the

@@ -20,7 +20,7 @@ namespace dlock {
 namespace examples {
 namespace {
 
-using ::dlock::testing::RedisProcess;
+using ::dlock::test_support::RedisProcess;
 
 FakeEnvFactory& FakeFactory() {
   static FakeEnvFactory* const kFactory = new FakeEnvFactory();

@@ -74,7 +74,7 @@ absl::StatusOr<std::string> Read(fenced::PgFencedStore& store, bool fencing,
 
 int RunPausedHolder(const PausedHolderScenario& sc, ExampleEnv& env, bool fencing) {
   Say("starting a private PostgreSQL (initdb in a temporary directory, loopback only)");
-  absl::StatusOr<std::unique_ptr<testing::PgProcess>> pg = testing::PgProcess::Start();
+  absl::StatusOr<std::unique_ptr<test_support::PgProcess>> pg = test_support::PgProcess::Start();
   if (!pg.ok()) {
     Say(absl::StrCat("cannot start PostgreSQL: ", pg.status().ToString()));
     return 2;

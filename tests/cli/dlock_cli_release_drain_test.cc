@@ -26,83 +26,27 @@
 #include "absl/time/time.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/cli/dlock_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-
-extern char** environ;
 
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-constexpr int kExitUnavailable = 69;
-constexpr char kLockKey[] = "dlock:{invoice-run}";  // KeyScheme::LockKey, prefix "dlock:"
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Outcome {
-  int code = -1;  // exit code, 128+N for signal N, -1: did not exit in time
-  std::string out;
-  std::string err;
-};
+using cli_test::kExitUnavailable;
+using cli_test::Outcome;
 
 // Runs //cli:dlock with `args` to completion (bounded by `limit`: a run
 // that hangs is killed and reported as -1), stderr captured.
-Outcome RunDlock(const std::vector<std::string>& args, absl::Duration limit = absl::Seconds(20)) {
-  static int counter = 0;
-  const std::string stem =
-      absl::StrCat(std::getenv("TEST_TMPDIR"), "/dlock-", getpid(), "-", ++counter);
-  const std::string out_path = stem + ".out", err_path = stem + ".err";
-  std::vector<std::string> argv = {
-      absl::StrCat(std::getenv("TEST_SRCDIR"), "/dlock/cli/dlock")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  Outcome out;
-  if (rc != 0) {
-    out.err = absl::StrCat("posix_spawn: ", rc);
-    return out;
-  }
-  const absl::Time deadline = absl::Now() + limit;
-  int st = 0;
-  while (true) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) {
-      out.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      break;
-    }
-    if (absl::Now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      break;
-    }
-    // Waiting for an external process, bounded by `deadline`.
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  out.out = ReadFile(out_path);
-  out.err = ReadFile(err_path);
-  return out;
+Outcome RunDlock(std::vector<std::string> args, absl::Duration limit = absl::Seconds(20)) {
+  return cli_test::RunDlock(std::move(args), {}, limit);
 }
+
+constexpr char kLockKey[] = "dlock:{invoice-run}";  // KeyScheme::LockKey, prefix "dlock:"
 
 class DlockCliReleaseDrainTest : public ::testing::Test {
  protected:

@@ -29,140 +29,29 @@
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/sentinel_deployment.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/cli/dlock_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-
-extern char** environ;
 
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-constexpr int kExitUsage = 64;
-constexpr int kExitUnavailable = 69;
-constexpr int kExitBusy = 75;
-constexpr int kExitUnsafe = 78;
-constexpr int kExitLost = 79;
-constexpr int kExitInternal = 70;
-constexpr int kExitNotFound = 127;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool FileExists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
-}
-
-// A running (or finished) dlock process with its output in files.
-class Dlock {
- public:
-  // `closed`: standard descriptors (0, 1, 2) dlock starts with closed
-  // instead of /dev/null or the output files.
-  explicit Dlock(std::vector<std::string> args, std::vector<std::string> extra_env = {},
-                 std::vector<int> closed = {}) {
-    static int counter = 0;
-    const std::string dir = std::getenv("TEST_TMPDIR");
-    const std::string stem = absl::StrCat(dir, "/dlock-", getpid(), "-", ++counter);
-    out_path_ = stem + ".out";
-    err_path_ = stem + ".err";
-    std::vector<std::string> argv = {Binary()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv;
-    for (std::string& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    for (int fd : closed) posix_spawn_file_actions_addclose(&fa, fd);
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-    env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
-    std::vector<char*> cenv;
-    for (std::string& e : env_strings) cenv.push_back(e.data());
-    cenv.push_back(nullptr);
-    int rc = posix_spawn(&pid_, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) pid_ = -1;
-  }
-  ~Dlock() {
-    if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      int st;
-      waitpid(pid_, &st, 0);
-    }
-  }
-
-  static std::string Binary() {
-    return absl::StrCat(std::getenv("TEST_SRCDIR"), "/dlock/cli/dlock");
-  }
-
-  // Waits (bounded) for the exit; returns the exit code, 128+N for signal
-  // N, or -1 on timeout.
-  int Wait(absl::Duration timeout = absl::Seconds(20)) {
-    if (exited_) return code_;
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      int st = 0;
-      pid_t r = waitpid(pid_, &st, WNOHANG);
-      if (r == pid_) {
-        exited_ = true;
-        signaled_ = WIFSIGNALED(st);
-        code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        return code_;
-      }
-      // Waiting for an external process, bounded by `deadline`.
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return -1;
-  }
-
-  std::string out() const { return ReadFile(out_path_); }
-  std::string err() const { return ReadFile(err_path_); }
-  pid_t pid() const { return pid_; }
-  // After Wait(): dlock died of a signal (rather than exiting 128+N).
-  bool signaled() const { return signaled_; }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  bool signaled_ = false;
-  int code_ = -1;
-  std::string out_path_, err_path_;
-};
-
-// Waits (bounded) until `path` exists.
-bool WaitForFile(const std::string& path, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (FileExists(path)) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return false;
-}
-
-// Waits (bounded) until `path` contains `text`.
-bool WaitForText(const std::string& path, const std::string& text,
-                 absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (ReadFile(path).find(text) != std::string::npos) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return false;
-}
+using cli_test::Dlock;
+using cli_test::FileExists;
+using cli_test::kExitBusy;
+using cli_test::kExitInternal;
+using cli_test::kExitLost;
+using cli_test::kExitNotFound;
+using cli_test::kExitUnavailable;
+using cli_test::kExitUnsafe;
+using cli_test::kExitUsage;
+using cli_test::ReadFile;
+using cli_test::WaitForFile;
+using cli_test::WaitForText;
 
 // True when `pid` no longer runs: gone, or a zombie waiting for its parent
 // (init) to reap it.
@@ -192,10 +81,7 @@ class DlockCliTest : public ::testing::Test {
     tmp_ = std::getenv("TEST_TMPDIR");
   }
 
-  std::string Path(const std::string& name) {
-    return absl::StrCat(tmp_, "/", ::testing::UnitTest::GetInstance()->current_test_info()->name(),
-                        "-", name);
-  }
+  std::string Path(const std::string& name) { return cli_test::TestPath(name); }
 
   // Waits (bounded) until the fair queue of `resource` holds `n` waiters
   // (the hash also holds its "#next" counter).
@@ -1322,7 +1208,7 @@ class DlockCliFreshServersTest : public DlockCliTest {
  protected:
   void SetUp() override {
     DlockCliTest::SetUp();
-    ::dlock::testing::RedisServerOptions fresh;
+    ::dlock::test_support::RedisServerOptions fresh;
     fresh.trusted_data_set_prefixes.clear();
     for (int i = 0; i < 3; ++i) {
       absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start(fresh);
@@ -1407,8 +1293,8 @@ TEST_F(DlockCliFreshServersTest, OneServerCheckJudgesTheDataSetOnlyWithARestartW
 // A redis-sentinel:// URL: check reports the Sentinel facts, run takes the
 // lock on the master and honours --min-replicas.
 TEST_F(DlockCliTest, CheckAndRunOverSentinel) {
-  absl::StatusOr<std::unique_ptr<::dlock::testing::SentinelDeployment>> d =
-      ::dlock::testing::SentinelDeployment::Start();
+  absl::StatusOr<std::unique_ptr<::dlock::test_support::SentinelDeployment>> d =
+      ::dlock::test_support::SentinelDeployment::Start();
   ASSERT_THAT(d, IsOk());
   const std::string url = (*d)->url();
   Dlock check({"check", "--redis", url});

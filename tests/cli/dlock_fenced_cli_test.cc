@@ -22,75 +22,30 @@
 #include "absl/strings/strip.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/cli/dlock_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-
-extern char** environ;
 
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
 using ::testing::HasSubstr;
+using cli_test::kExitBelowFloor;
+using cli_test::kExitInternal;
+using cli_test::kExitStaleFence;
+using cli_test::kExitUnavailable;
+using cli_test::kExitUsage;
+using cli_test::Outcome;
+using cli_test::ReadFile;
 
-constexpr int kExitUsage = 64;
-constexpr int kExitUnavailable = 69;
-constexpr int kExitInternal = 70;
-constexpr int kExitStaleFence = 80;
-constexpr int kExitBelowFloor = 81;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Binary() { return absl::StrCat(std::getenv("TEST_SRCDIR"), "/dlock/cli/dlock"); }
-
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs dlock with `args` (and `env` added to the environment) to the end.
-// Every command here is bounded by dlock's own --timeout.
+// Runs dlock with `args` (and `env` added to an environment without
+// $DLOCK_FENCE) to the end. Every command here is bounded by dlock's own
+// --timeout.
 Outcome RunDlock(std::vector<std::string> args, std::vector<std::string> env = {}) {
-  static int counter = 0;
-  const std::string stem =
-      absl::StrCat(std::getenv("TEST_TMPDIR"), "/fenced-", getpid(), "-", ++counter);
-  std::vector<std::string> argv = {Binary(), "--timeout", "5s"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  std::vector<std::string> envs;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string(*e).rfind("DLOCK_FENCE=", 0) != 0) envs.emplace_back(*e);
-  }
-  envs.insert(envs.end(), env.begin(), env.end());
-  std::vector<char*> cenv;
-  for (std::string& e : envs) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, (stem + ".out").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, (stem + ".err").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&fa);
-  Outcome o;
-  if (rc != 0) return o;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  o.out = ReadFile(stem + ".out");
-  o.err = ReadFile(stem + ".err");
-  return o;
+  args.insert(args.begin(), {"--timeout", "5s"});
+  return cli_test::RunDlock(std::move(args), {std::move(env), {"DLOCK_FENCE"}, {}});
 }
 
 class DlockFencedCliTest : public ::testing::Test {
@@ -141,7 +96,7 @@ TEST_F(DlockFencedCliTest, ALateHolderOfDlockRunIsRefusedByTheStore) {
   std::string a_fence(absl::StripAsciiWhitespace(ReadFile(fence_file)));
   int64_t parsed = 0;
   ASSERT_TRUE(absl::SimpleAtoi(a_fence, &parsed)) << a_fence;
-  Outcome b = RunDlock({"--redis", LockUrl(), "run", "job", "--", Binary(), "fenced-set", "--store",
+  Outcome b = RunDlock({"--redis", LockUrl(), "run", "job", "--", cli_test::Dlock::Binary(), "fenced-set", "--store",
                    StoreUrl(), "job", "result:{job}", "from-B"});
   ASSERT_EQ(b.code, 0) << b.err;
   Outcome late = RunDlock({"fenced-set", "--store", StoreUrl(), "job", "result:{job}", "from-A"},

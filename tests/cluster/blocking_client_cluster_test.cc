@@ -13,11 +13,11 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 TEST(BlockingClientClusterTest, LocksRenewsAndNestsOverAClusterUrl) {
-  auto cluster = testing::RedisCluster::Start({});
+  auto cluster = test_support::RedisCluster::Start({});
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   for (const bool reentrant : {false, true}) {
     ConnectOptions o;

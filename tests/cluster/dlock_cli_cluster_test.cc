@@ -39,9 +39,9 @@ Output RunDlock(const std::string& args) {
 }
 
 TEST(DlockCliClusterTest, CheckTrustAndRun) {
-  testing::RedisClusterOptions options;
+  test_support::RedisClusterOptions options;
   options.trusted_data_set_prefixes.clear();  // `dlock trust` does it below
-  auto cluster = testing::RedisCluster::Start(options);
+  auto cluster = test_support::RedisCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   const std::string url = absl::StrCat("--redis='", (*cluster)->url(), "'");
 

@@ -1,5 +1,5 @@
 // The issue-16 primitives on a real 3 + 3 Redis Cluster through
-// ClusterTransport (ClusterEnv, cluster_env.h: one cluster for the whole
+// ClusterTransport (ClusterEnv, tests/env/cluster_env.h: one cluster for the whole
 // binary): the semaphore behaviour suite (lock/semaphore_behavior_suite.h)
 // and the primitive suite (lock/primitive_behavior_suite.h: the
 // ReadWriteLock's writer and reader, FairLock, and ResourceSetLock of one
@@ -14,13 +14,13 @@
 #include "gtest/gtest.h"
 #include "dlock/lock/primitive_behavior_suite.h"
 #include "dlock/lock/semaphore_behavior_suite.h"
-#include "dlock/tests/cluster/cluster_env.h"
+#include "dlock/tests/env/cluster_env.h"
 #include "dlock/transport/cluster_slot.h"
 
 namespace dlock {
 namespace {
 
-using cluster_test::ClusterEnv;
+using test_support::ClusterEnv;
 
 // The premise of the resource-set cases above: the members of each set the
 // suite takes are spread over more than one slot (a set across slots works).
@@ -28,7 +28,7 @@ TEST(ClusterResourceSetTest, TheSuitesSetsSpanSeveralSlots) {
   KeyScheme keys;
   for (const char* resource : {"r", "orders/42", "fenced", "stock"}) {
     std::set<int> slots;
-    for (const std::string& m : testing::ResourceSetKind<3>::Members(resource)) {
+    for (const std::string& m : test_support::ResourceSetKind<3>::Members(resource)) {
       slots.insert(KeySlot(keys.LockKey(m)));
     }
     EXPECT_GE(slots.size(), 2u) << resource;
@@ -37,7 +37,7 @@ TEST(ClusterResourceSetTest, TheSuitesSetsSpanSeveralSlots) {
 
 }  // namespace
 
-namespace testing {
+namespace test_support {
 // The lock suite itself runs over the cluster in lock_behavior_cluster_test
 // (a binary of its own, so the two share the machine's cores).
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LockBehaviorTest);
@@ -48,5 +48,5 @@ using PrimitiveClusterCases = ::testing::Types<
     PrimitiveCase<ClusterEnv, FairKind>, PrimitiveCase<ClusterEnv, ResourceSetKind<1>>,
     PrimitiveCase<ClusterEnv, ResourceSetKind<3>>>;
 INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, PrimitiveBehaviorTest, PrimitiveClusterCases);
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -693,7 +693,7 @@ class Generator {
 // ---------------------------------------------------------------------------
 // The comparison.
 
-absl::StatusOr<int64_t> ServerTimeMicros(testing::RedisServer& server) {
+absl::StatusOr<int64_t> ServerTimeMicros(test_support::RedisServer& server) {
   absl::StatusOr<Reply> t = server.Command({"TIME"});
   if (!t.ok()) return t.status();
   int64_t sec = 0, usec = 0;
@@ -737,9 +737,9 @@ struct RunResult {
 RunResult RunSeed(uint64_t seed, int64_t count) {
   RunResult result;
   // An untouched server: no trusted data-set marker (the fake has none).
-  testing::RedisServerOptions server_options;
+  test_support::RedisServerOptions server_options;
   server_options.trusted_data_set_prefixes.clear();
-  auto server = testing::RedisServer::Start(server_options);
+  auto server = test_support::RedisServer::Start(server_options);
   if (!server.ok()) {
     ADD_FAILURE() << "cannot start redis-server: " << server.status();
     result.ok = false;
@@ -884,7 +884,7 @@ std::string DlockSha(absl::string_view name) {
 // With `deny_channels`, the real server's default user (the helper's
 // connection) gets `resetchannels` and the fake FakeRedis::DenyChannels.
 void CompareFixed(const std::vector<Argv>& commands, bool deny_channels) {
-  auto server = testing::RedisServer::Start();
+  auto server = test_support::RedisServer::Start();
   ASSERT_TRUE(server.ok()) << server.status();
   if (deny_channels) {
     absl::StatusOr<Reply> acl =
@@ -1036,9 +1036,9 @@ TEST(DifferentialTest, SortedSetEdgeCasesMatchARealServer) {
 // fence). TTLs are long and distinct, so both servers order the holders
 // alike.
 TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
-  testing::RedisServerOptions server_options;
+  test_support::RedisServerOptions server_options;
   server_options.trusted_data_set_prefixes.clear();
-  auto server = testing::RedisServer::Start(server_options);
+  auto server = test_support::RedisServer::Start(server_options);
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
   ASSERT_TRUE(t0.ok()) << t0.status();
@@ -1136,7 +1136,7 @@ TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
 // operations of every verb, floors, TTLs far away) with foreign data in the
 // data keys and the fence records, and inspection of both.
 TEST(DifferentialTest, FencedWriteScriptMatchesARealServer) {
-  auto server = testing::RedisServer::Start();
+  auto server = test_support::RedisServer::Start();
   ASSERT_TRUE(server.ok()) << server.status();
   ManualEventLoop loop;
   FakeRedis fake(&loop);
@@ -1225,7 +1225,7 @@ TEST(DifferentialTest, FencedWriteScriptMatchesARealServer) {
 // PTTLs (within 50 ms) and the queue hash field for field IN ORDER, each
 // entry "ticket:expiry" with the ticket exact and the expiry (server time +
 // queue ttl) within 50 ms. "" when they agree, else what differs.
-std::string FairKeyspaceDiff(FakeRedis& fake, testing::RedisServer& server,
+std::string FairKeyspaceDiff(FakeRedis& fake, test_support::RedisServer& server,
                              const std::vector<std::string>& keys) {
   std::string diff;
   auto both = [&](const Argv& argv, Reply* mine, Reply* real) {
@@ -1295,9 +1295,9 @@ std::string FairKeyspaceDiff(FakeRedis& fake, testing::RedisServer& server,
 // step, so nothing expires during the run and the "raise the queue's PTTL"
 // comparison decides alike on both.
 TEST(DifferentialTest, FairScriptsMatchARealServer) {
-  testing::RedisServerOptions server_options;
+  test_support::RedisServerOptions server_options;
   server_options.trusted_data_set_prefixes.clear();
-  auto server = testing::RedisServer::Start(server_options);
+  auto server = test_support::RedisServer::Start(server_options);
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
   ASSERT_TRUE(t0.ok()) << t0.status();
@@ -1481,9 +1481,9 @@ TEST(DifferentialTest, ErrorsInsideDlockScriptsMatchARealServer) {
 // fake and on a real server the marker is the server's time in ms (within
 // the clocks' skew), and the first fence is marker x 1000 + 1 on both.
 TEST(DifferentialTest, DataSetMarkerCreatedOnFirstContactAgrees) {
-  testing::RedisServerOptions server_options;
+  test_support::RedisServerOptions server_options;
   server_options.trusted_data_set_prefixes.clear();
-  auto server = testing::RedisServer::Start(server_options);
+  auto server = test_support::RedisServer::Start(server_options);
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
   ASSERT_TRUE(t0.ok()) << t0.status();

@@ -18,15 +18,14 @@
 #include "dlock/lock/simple_lock.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/env/uv_clients.h"
 #include "dlock/transport/uv/hiredis_transport.h"
-#include "dlock/transport/uv/uv_event_loop.h"
-#include "dlock/transport/uv/uv_test_loop.h"
 
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 struct Recorder : LockObserver {
   void OnRelease(const ReleaseEvent& e) override {
@@ -38,22 +37,18 @@ struct Recorder : LockObserver {
 class AclRealTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    testing::RedisServerOptions options;
+    test_support::RedisServerOptions options;
     options.extra_args = {"--user", "nochan", "on", ">pw", "~*", "resetchannels", "+@all",
                           "--user", "noeval", "on", ">pw", "~*", "&*", "+@all", "-eval",
                           "-evalsha"};
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start(options);
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    loop_ = std::make_unique<UvEventLoop>(uv_.get());
   }
 
   void TearDown() override {
-    for (auto& c : clients_) c->Close();
-    clients_.clear();
-    loop_.reset();
-    EXPECT_EQ(uv_.Close(), 0);
+    uv_.Close();  // expects nothing leaked on the loop
   }
 
   Transport* Client(const std::string& user) {
@@ -61,13 +56,7 @@ class AclRealTest : public ::testing::Test {
     options.port = server_->port();
     options.username = user;
     options.password = "pw";
-    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-        HiredisTransport::Create(uv_.get(), options);
-    EXPECT_TRUE(t.ok()) << t.status();
-    clients_.push_back(*std::move(t));
-    absl::Status up = uv_.ConnectAndWait(*clients_.back());
-    EXPECT_TRUE(up.ok()) << up;
-    return clients_.back().get();
+    return uv_.Hiredis(options);
   }
 
   absl::StatusOr<Lease> AcquireNow(Lock& lock, absl::Duration wait = absl::ZeroDuration()) {
@@ -102,10 +91,8 @@ class AclRealTest : public ::testing::Test {
     return r.ok() && *r == Reply::Integer(1);
   }
 
-  testing::UvTestLoop uv_;
-  std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::RedisServer> server_;
-  std::vector<std::unique_ptr<HiredisTransport>> clients_;
+  test_support::UvClients uv_;
+  std::unique_ptr<test_support::RedisServer> server_;
   KeyScheme keys_;
   Recorder recorder_;
 };
@@ -113,7 +100,7 @@ class AclRealTest : public ::testing::Test {
 TEST_F(AclRealTest, ReleaseWithoutChannelPermissionIsOkWithAWarning) {
   SimpleLockOptions so;
   so.observer = &recorder_;
-  SimpleLock simple(loop_.get(), Client("nochan"), so);
+  SimpleLock simple(uv_.loop(), Client("nochan"), so);
   absl::StatusOr<Lease> lease = AcquireNow(simple);
   ASSERT_THAT(lease, IsOk());
   ASSERT_TRUE(Exists(keys_.LockKey("r")));
@@ -125,7 +112,7 @@ TEST_F(AclRealTest, ReleaseWithoutChannelPermissionIsOkWithAWarning) {
 
   ReentrantLockOptions ro;
   ro.observer = &recorder_;
-  ReentrantLock reentrant(loop_.get(), Client("nochan"), ro);
+  ReentrantLock reentrant(uv_.loop(), Client("nochan"), ro);
   lease = AcquireNow(reentrant);
   ASSERT_THAT(lease, IsOk());
   EXPECT_THAT(ReleaseNow(reentrant, *lease), IsOk());
@@ -137,8 +124,8 @@ TEST_F(AclRealTest, ReleaseWithoutChannelPermissionIsOkWithAWarning) {
 
 TEST_F(AclRealTest, NopermEndsATenSecondWaitAfterOneAttempt) {
   Transport* conn = Client("noeval");
-  SimpleLock inner(loop_.get(), conn);
-  RetryLock retry(loop_.get(), &inner, conn);
+  SimpleLock inner(uv_.loop(), conn);
+  RetryLock retry(uv_.loop(), &inner, conn);
   absl::StatusOr<Lease> lease = AcquireNow(retry, absl::Seconds(10));
   EXPECT_THAT(lease, StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_TRUE(absl::StrContains(lease.status().message(), "NOPERM")) << lease.status();

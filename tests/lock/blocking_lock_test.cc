@@ -24,8 +24,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 // Runs `fn` on the loop thread and waits for it.
 template <typename Fn>
@@ -41,8 +41,8 @@ void RunOnLoop(LoopThread& thread, Fn fn) {
 class BlockingLockTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start();
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start();
     ASSERT_THAT(server, IsOk());
     server_ = *std::move(server);
     thread_ = std::make_unique<UvLoopThread>();
@@ -88,7 +88,7 @@ class BlockingLockTest : public ::testing::Test {
   }
 
   KeyScheme keys_;
-  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<test_support::RedisServer> server_;
   std::unique_ptr<UvLoopThread> thread_;
   // Loop-thread objects.
   std::unique_ptr<HiredisTransport> transport_;

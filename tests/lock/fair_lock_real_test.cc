@@ -12,48 +12,36 @@
 #include "dlock/lock/keys.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/env/uv_clients.h"
 #include "dlock/transport/uv/hiredis_transport.h"
-#include "dlock/transport/uv/uv_event_loop.h"
-#include "dlock/transport/uv/uv_test_loop.h"
 
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
+using ::dlock::test_support::IsOk;
 using Result = std::shared_ptr<absl::StatusOr<Lease>>;
 
 class FairLockRealTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start({});
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start({});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ASSERT_TRUE(server_->Command(TrustDataSetCommand(KeyScheme())).ok());
-    loop_ = std::make_unique<UvEventLoop>(uv_.get());
   }
 
   void TearDown() override {
     locks_.clear();
-    for (auto& c : conns_) c->Close();
-    conns_.clear();
-    loop_.reset();
-    EXPECT_EQ(uv_.Close(), 0);
+    uv_.Close();  // expects nothing leaked on the loop
   }
 
   // A separate client: its own connection and FairLock.
   FairLock& NewClient(absl::Duration queue_ttl) {
-    HiredisTransportOptions options;
-    options.port = server_->port();
-    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-        HiredisTransport::Create(uv_.get(), options);
-    EXPECT_TRUE(t.ok()) << t.status();
-    conns_.push_back(*std::move(t));
-    absl::Status up = uv_.ConnectAndWait(*conns_.back());
-    EXPECT_TRUE(up.ok()) << up;
+    Transport* conn = uv_.Hiredis(server_->port());
     FairLockOptions o;
     o.queue_ttl = queue_ttl;
-    locks_.push_back(std::make_unique<FairLock>(loop_.get(), conns_.back().get(), o));
+    locks_.push_back(std::make_unique<FairLock>(uv_.loop(), conn, o));
     return *locks_.back();
   }
 
@@ -83,10 +71,8 @@ class FairLockRealTest : public ::testing::Test {
     ASSERT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(10)));
   }
 
-  testing::UvTestLoop uv_;
-  std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::RedisServer> server_;
-  std::vector<std::unique_ptr<HiredisTransport>> conns_;
+  test_support::UvClients uv_;
+  std::unique_ptr<test_support::RedisServer> server_;
   std::vector<std::unique_ptr<FairLock>> locks_;
 };
 

@@ -1,98 +1,23 @@
 // The lock behaviour suite (lock/lock_behavior_suite.h) on a real
 // redis-server: HiredisTransport connections on a UvEventLoop, one private
-// server per test on a free loopback port. The same tests run on the fake in
+// server per test on a free loopback port (StandaloneEnv,
+// tests/env/standalone_env.h). The same tests run on the fake in
 // lock/lock_behavior_fake_test.cc.
-#include <memory>
-#include <utility>
-#include <vector>
-
 #include "gtest/gtest.h"
 #include "dlock/lock/lock_behavior_suite.h"
 #include "dlock/lock/primitive_behavior_suite.h"
 #include "dlock/lock/semaphore_behavior_suite.h"
-#include "dlock/testing/redis_server.h"
-#include "dlock/transport/uv/hiredis_transport.h"
-#include "dlock/transport/uv/uv_event_loop.h"
-#include "dlock/transport/uv/uv_test_loop.h"
+#include "dlock/tests/env/standalone_env.h"
 
 namespace dlock {
-namespace {
-
-class RealRedisEnv : public testing::LockTestEnv {
- public:
-  RealRedisEnv() : loop_(std::make_unique<UvEventLoop>(uv_.get())) {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start();
-    if (!server.ok()) {
-      ADD_FAILURE() << server.status();
-      return;
-    }
-    server_ = *std::move(server);
-  }
-
-  ~RealRedisEnv() override {
-    for (auto& c : clients_) c->Close();
-    clients_.clear();
-    loop_.reset();
-    // Every handle closed: nothing leaked on the loop.
-    EXPECT_EQ(uv_.Close(), 0);
-  }
-
-  EventLoop* loop() override { return loop_.get(); }
-
-  Transport* NewClient() override {
-    HiredisTransportOptions options;
-    options.port = server_ != nullptr ? server_->port() : 1;
-    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-        HiredisTransport::Create(uv_.get(), options);
-    EXPECT_TRUE(t.ok()) << t.status();
-    clients_.push_back(*std::move(t));
-    // Wait until connected, so tests measure lock behaviour, not connects.
-    absl::Status up = uv_.ConnectAndWait(*clients_.back());
-    EXPECT_TRUE(up.ok()) << up;
-    return clients_.back().get();
-  }
-
-  bool RunUntil(const std::function<bool()>& done, absl::Duration limit) override {
-    return uv_.RunUntil(done, limit);
-  }
-
-  void RunFor(absl::Duration d) override { uv_.RunFor(d); }
-
-  Reply Server(std::vector<std::string> argv) override {
-    if (server_ == nullptr) return Reply::Error("no server");
-    absl::StatusOr<Reply> r = server_->Command(std::move(argv));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : Reply::Error(r.status().ToString());
-  }
-
-  int64_t Subscribers(const std::string& channel) override {
-    Reply r = Server({"PUBSUB", "NUMSUB", channel});
-    return r.is_array() && r.elements.size() == 2 ? r.elements[1].integer : -1;
-  }
-
-  // Generous: sanitizer builds on a loaded 2-core machine running the whole
-  // suite in parallel. Still far below the 20 s backoff timers the wake-up
-  // tests rule out.
-  absl::Duration round_trip() const override { return absl::Milliseconds(250); }
-
- private:
-  testing::UvTestLoop uv_;
-  std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::RedisServer> server_;
-  std::vector<std::unique_ptr<HiredisTransport>> clients_;
-};
-
-}  // namespace
-
-namespace testing {
-using RealEnvs = ::testing::Types<RealRedisEnv>;
+namespace test_support {
+using RealEnvs = ::testing::Types<StandaloneEnv>;
 INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, LockBehaviorTest, RealEnvs);
 INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, SemaphoreBehaviorTest, RealEnvs);
 using PrimitiveRealCases = ::testing::Types<
-    PrimitiveCase<RealRedisEnv, WriterKind>, PrimitiveCase<RealRedisEnv, ReaderKind>,
-    PrimitiveCase<RealRedisEnv, FairKind>, PrimitiveCase<RealRedisEnv, ResourceSetKind<1>>,
-    PrimitiveCase<RealRedisEnv, ResourceSetKind<3>>>;
+    PrimitiveCase<StandaloneEnv, WriterKind>, PrimitiveCase<StandaloneEnv, ReaderKind>,
+    PrimitiveCase<StandaloneEnv, FairKind>, PrimitiveCase<StandaloneEnv, ResourceSetKind<1>>,
+    PrimitiveCase<StandaloneEnv, ResourceSetKind<3>>>;
 INSTANTIATE_TYPED_TEST_SUITE_P(RealRedis, PrimitiveBehaviorTest, PrimitiveRealCases);
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -18,15 +18,14 @@
 #include "dlock/lock/simple_lock.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/env/uv_clients.h"
 #include "dlock/transport/uv/hiredis_transport.h"
-#include "dlock/transport/uv/uv_event_loop.h"
-#include "dlock/transport/uv/uv_test_loop.h"
 
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration()) {
   AcquireOptions o;
@@ -38,36 +37,22 @@ AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration
 class ReadWriteMultiRealTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start({});
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start({});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    loop_ = std::make_unique<UvEventLoop>(uv_.get());
   }
 
   void TearDown() override {
     locks_.clear();
-    for (auto& c : clients_) c->Close();
-    clients_.clear();
-    loop_.reset();
-    EXPECT_EQ(uv_.Close(), 0);
+    uv_.Close();  // expects nothing leaked on the loop
   }
 
-  Transport* Client() {
-    HiredisTransportOptions options;
-    options.port = server_->port();
-    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-        HiredisTransport::Create(uv_.get(), options);
-    EXPECT_TRUE(t.ok()) << t.status();
-    clients_.push_back(*std::move(t));
-    absl::Status up = uv_.ConnectAndWait(*clients_.back());
-    EXPECT_TRUE(up.ok()) << up;
-    return clients_.back().get();
-  }
+  Transport* Client() { return uv_.Hiredis(server_->port()); }
 
   // A ReadWriteLock on a connection of its own (another "process").
   ReadWriteLock& NewRw() {
-    locks_.push_back(std::make_unique<ReadWriteLock>(loop_.get(), Client()));
+    locks_.push_back(std::make_unique<ReadWriteLock>(uv_.loop(), Client()));
     return *locks_.back();
   }
 
@@ -103,10 +88,8 @@ class ReadWriteMultiRealTest : public ::testing::Test {
     return r.ok() && *r == Reply::Integer(1);
   }
 
-  testing::UvTestLoop uv_;
-  std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::RedisServer> server_;
-  std::vector<std::unique_ptr<HiredisTransport>> clients_;
+  test_support::UvClients uv_;
+  std::unique_ptr<test_support::RedisServer> server_;
   std::vector<std::unique_ptr<ReadWriteLock>> locks_;
   KeyScheme keys_;
 };
@@ -140,7 +123,7 @@ TEST_F(ReadWriteMultiRealTest, AWaitingWriterIsWokenByTheLastReadersRelease) {
   ro.initial_backoff = absl::Seconds(20);  // only the notification wakes it in time
   ro.max_backoff = absl::Seconds(20);
   ro.jitter = [](absl::Duration cap) { return cap; };
-  RetryLock writers(loop_.get(), &b.writer(), ro);
+  RetryLock writers(uv_.loop(), &b.writer(), ro);
   absl::StatusOr<Lease> r = Take(a.reader(), "cfg");
   ASSERT_THAT(r, IsOk());
   bool done = false;
@@ -167,17 +150,17 @@ TEST_F(ReadWriteMultiRealTest, ACrashedReaderStopsCountingAtItsOwnExpiry) {
   ASSERT_THAT(crashed, IsOk());
   // The writer waits (polling with backoff) until the reader's entry is
   // past its expiry on the server's clock.
-  RetryLock writers(loop_.get(), &b.writer());
+  RetryLock writers(uv_.loop(), &b.writer());
   absl::StatusOr<Lease> w = Take(writers, "cfg", Opts(absl::Seconds(30), absl::Seconds(10)));
   ASSERT_THAT(w, IsOk());
   EXPECT_THAT(Release(a.reader(), *crashed), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(ReadWriteMultiRealTest, AMultiLockWithABusySecondResourceHoldsNothingAtItsCallback) {
-  SimpleLock mine(loop_.get(), Client());
-  SimpleLock other(loop_.get(), Client());
+  SimpleLock mine(uv_.loop(), Client());
+  SimpleLock other(uv_.loop(), Client());
   ASSERT_THAT(Take(other, "b"), IsOk());
-  MultiLock multi(loop_.get(), &mine);
+  MultiLock multi(uv_.loop(), &mine);
   bool done = false;
   bool a_held_at_callback = true;
   absl::StatusOr<std::vector<Lease>> out = absl::UnknownError("pending");

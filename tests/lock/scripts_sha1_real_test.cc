@@ -14,8 +14,8 @@ namespace dlock {
 namespace {
 
 TEST(ScriptsSha1RealTest, ScriptLoadAnswersEachConstant) {
-  absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-      testing::RedisServer::Start({});
+  absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+      test_support::RedisServer::Start({});
   ASSERT_TRUE(server.ok()) << server.status();
   std::vector<NamedScript> scripts = AllScripts();
   for (const NamedScript& s : SemaphoreScripts()) scripts.push_back(s);

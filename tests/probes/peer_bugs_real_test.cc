@@ -48,10 +48,10 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::RedisServerOptions;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
+using ::dlock::test_support::RedisServerOptions;
+using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -190,7 +190,7 @@ class PeerBugsRealTest : public ::testing::Test {
     return watch.ok() ? *std::move(watch) : WatchHandle();
   }
 
-  testing::UvTestLoop uv_;
+  test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_ = std::make_unique<UvEventLoop>(uv_.get());
   std::vector<std::unique_ptr<RedisServer>> servers_;
   std::vector<std::unique_ptr<HiredisTransport>> transports_;

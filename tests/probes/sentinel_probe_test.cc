@@ -31,9 +31,9 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::SentinelDeployment;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::SentinelDeployment;
+using ::dlock::test_support::StatusIs;
 
 class RenewalCounter : public LockObserver {
  public:
@@ -45,7 +45,7 @@ TEST(SentinelProbeTest, Redisson2515_RenewalContinuesAfterSentinelFailovers) {
   absl::StatusOr<std::unique_ptr<SentinelDeployment>> d = SentinelDeployment::Start();
   ASSERT_THAT(d, IsOk());
   SentinelDeployment& deployment = **d;
-  dlock::testing::UvTestLoop uv;
+  dlock::test_support::UvTestLoop uv;
   {
     UvEventLoop loop(uv.get());
     absl::StatusOr<RedisUrl> url = ParseRedisUrl(deployment.url());

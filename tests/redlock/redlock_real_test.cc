@@ -30,9 +30,9 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
+using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 
 // Generous per-server deadline for sanitizer builds on a loaded CI machine
@@ -55,7 +55,7 @@ class RedLockRealTest : public ::testing::Test {
 
   // Starts n servers, one connected transport each, and a RedLock over them.
   void StartCluster(int n, RedLockOptions options = DefaultOptions(),
-                    ::dlock::testing::RedisServerOptions server_options = {}) {
+                    ::dlock::test_support::RedisServerOptions server_options = {}) {
     loop_ = std::make_unique<UvEventLoop>(uv_.get());
     std::vector<Transport*> raw;
     for (int i = 0; i < n; ++i) {
@@ -192,7 +192,7 @@ class RedLockRealTest : public ::testing::Test {
     ASSERT_THAT(servers_[i]->Restart(), IsOk());
   }
 
-  ::dlock::testing::UvTestLoop uv_;
+  ::dlock::test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
   std::vector<std::unique_ptr<RedisServer>> servers_;
   std::vector<std::unique_ptr<HiredisTransport>> transports_;
@@ -435,7 +435,7 @@ TEST_F(RedLockRealTest, FlushAllMakesTheDataSetYoungAgain) {
 // A persisted server (appendonly, appendfsync always) keeps its marker
 // across a kill -9 and votes at once; its fence counter goes on.
 TEST_F(RedLockRealTest, APersistedServerRestartedKeepsItsMarkerAndVotesAtOnce) {
-  ::dlock::testing::RedisServerOptions persisted;
+  ::dlock::test_support::RedisServerOptions persisted;
   persisted.appendonly = true;
   StartCluster(3, DefaultOptions(), persisted);
   absl::StatusOr<Lease> first = Acquire();

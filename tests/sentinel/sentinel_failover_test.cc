@@ -29,9 +29,9 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::SentinelDeployment;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::SentinelDeployment;
+using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -122,7 +122,7 @@ class SentinelFailoverTest : public ::testing::Test {
   }
 
   std::unique_ptr<SentinelDeployment> deployment_;
-  dlock::testing::UvTestLoop loop_;
+  dlock::test_support::UvTestLoop loop_;
   std::unique_ptr<UvEventLoop> events_ = std::make_unique<UvEventLoop>(loop_.get());
   std::vector<std::unique_ptr<UvTransport>> transports_;
   std::vector<std::unique_ptr<SimpleLock>> locks_;

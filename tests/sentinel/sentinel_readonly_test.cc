@@ -23,9 +23,9 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::SentinelDeployment;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::RedisServer;
+using ::dlock::test_support::SentinelDeployment;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -62,7 +62,7 @@ class SentinelReadonlyTest : public ::testing::Test {
   }
 
   std::unique_ptr<SentinelDeployment> deployment_;
-  dlock::testing::UvTestLoop loop_;
+  dlock::test_support::UvTestLoop loop_;
   std::unique_ptr<UvEventLoop> events_ = std::make_unique<UvEventLoop>(loop_.get());
   std::unique_ptr<SentinelTransport> client_;
   std::unique_ptr<SimpleLock> lock_;
@@ -105,7 +105,7 @@ TEST_F(SentinelReadonlyTest, ReadonlyReplyRediscoversTheRealMaster) {
   ASSERT_THAT(other.Command({"REPLICAOF", "127.0.0.1", port}), IsOk());
   OnEverySentinel({"SENTINEL", "REMOVE", deployment_->master_name()});
   OnEverySentinel({"SENTINEL", "MONITOR", deployment_->master_name(), "127.0.0.1", port, "2"});
-  ASSERT_THAT(deployment_->MasterIndex(), ::dlock::testing::IsOkAndHolds(1));
+  ASSERT_THAT(deployment_->MasterIndex(), ::dlock::test_support::IsOkAndHolds(1));
   // Nothing has told the client yet.
   EXPECT_EQ(client_->master_address(), Address(old_master));
 

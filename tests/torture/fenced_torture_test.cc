@@ -41,7 +41,7 @@ class FencedTortureTest : public ::testing::TestWithParam<FencedStoreKind> {
 TEST_P(FencedTortureTest, WithFencingNoUpdateIsLostAndStaleWritesAreRefused) {
   FencedTortureOptions o = Options(true);
   absl::StatusOr<FencedTortureResult> r = RunFencedTorture(o);
-  ASSERT_THAT(r, testing::IsOk());
+  ASSERT_THAT(r, test_support::IsOk());
   std::cout << FencedTortureRow(o, *r) << "\n";
   EXPECT_GT(r->pauses, 0);
   EXPECT_GT(r->increments, 0);
@@ -52,7 +52,7 @@ TEST_P(FencedTortureTest, WithFencingNoUpdateIsLostAndStaleWritesAreRefused) {
 TEST_P(FencedTortureTest, WithoutFencingTheSameRunLosesUpdates) {
   FencedTortureOptions o = Options(false);
   absl::StatusOr<FencedTortureResult> r = RunFencedTorture(o);
-  ASSERT_THAT(r, testing::IsOk());
+  ASSERT_THAT(r, test_support::IsOk());
   std::cout << FencedTortureRow(o, *r) << "\n";
   EXPECT_GT(r->pauses, 0);
   EXPECT_GT(r->lost_updates, 0);

@@ -46,8 +46,8 @@ namespace {
 using netfault::Direction;
 using netfault::FaultProxy;
 using netfault::IsolatedNetwork;
-using testing::RedisServer;
-using testing::RedisServerOptions;
+using test_support::RedisServer;
+using test_support::RedisServerOptions;
 
 constexpr int kMaxWorkers = 14;  // 127.0.W.1 addresses, within Redis's 16 binds
 const char kLockKey[] = "dlock:{torture}";
@@ -137,8 +137,8 @@ class Run {
   std::string worker_path_;
   IsolatedNetwork* net_;
   std::vector<std::unique_ptr<RedisServer>> servers_;
-  std::unique_ptr<testing::SentinelDeployment> sentinel_;
-  std::unique_ptr<testing::RedisCluster> cluster_;
+  std::unique_ptr<test_support::SentinelDeployment> sentinel_;
+  std::unique_ptr<test_support::RedisCluster> cluster_;
   std::unique_ptr<RedisServer> store_;
   // proxies_[w][s]
   std::vector<std::vector<std::unique_ptr<FaultProxy>>> proxies_;
@@ -345,12 +345,12 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
     for (int w = 0; w < spec_.workers; ++w) lock_opts.extra_args.push_back(LinkHost(w));
   }
   if (spec_.sentinel) {
-    auto d = testing::SentinelDeployment::Start({});
+    auto d = test_support::SentinelDeployment::Start({});
     if (!d.ok()) return d.status();
     sentinel_ = *std::move(d);
   }
   if (spec_.cluster) {
-    auto c = testing::RedisCluster::Start({});
+    auto c = test_support::RedisCluster::Start({});
     if (!c.ok()) return c.status();
     cluster_ = *std::move(c);
   }

@@ -77,11 +77,11 @@ struct NetScenarioSpec {
   bool script_flush = false;
   bool audits = true;
   // The lock server is a Sentinel deployment (1 master, 2 replicas, 3
-  // sentinels; testing::SentinelDeployment) reached by a redis-sentinel://
+  // sentinels; test_support::SentinelDeployment) reached by a redis-sentinel://
   // URL; only kCutMaster (or kNone) then.
   bool sentinel = false;
   // The lock server is a Redis Cluster (3 masters + 3 replicas;
-  // testing::RedisCluster) reached by a redis-cluster:// URL; only
+  // test_support::RedisCluster) reached by a redis-cluster:// URL; only
   // kCutMaster (or kNone) then.
   bool cluster = false;
 };

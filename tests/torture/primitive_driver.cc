@@ -34,8 +34,8 @@ const char* NemesisName(Nemesis n) {
 
 namespace {
 
-using testing::RedisServer;
-using testing::RedisServerOptions;
+using test_support::RedisServer;
+using test_support::RedisServerOptions;
 
 constexpr int kMaxWorkers = 64;
 constexpr int32_t kWaiting = 1;  // primitive_worker's phases

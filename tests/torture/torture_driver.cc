@@ -48,8 +48,8 @@ const char* FaultName(Fault f) {
 
 namespace {
 
-using testing::RedisServer;
-using testing::RedisServerOptions;
+using test_support::RedisServer;
+using test_support::RedisServerOptions;
 
 constexpr int kMaxWorkers = 64;
 
@@ -100,9 +100,9 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
   RedisServerOptions lock_opts;
   lock_opts.appendonly = spec.persistence;
   std::vector<std::unique_ptr<RedisServer>> servers;
-  std::unique_ptr<testing::SentinelDeployment> sentinel;
+  std::unique_ptr<test_support::SentinelDeployment> sentinel;
   if (spec.sentinel) {
-    auto d = testing::SentinelDeployment::Start({});
+    auto d = test_support::SentinelDeployment::Start({});
     if (!d.ok()) return d.status();
     sentinel = *std::move(d);
   }

@@ -71,7 +71,7 @@ struct ScenarioSpec {
   // One server: SimpleLock's restart window (zero: off, as by default).
   absl::Duration single_restart_window = absl::ZeroDuration();
   // Sentinel: the lock server is a master with 2 replicas and 3 sentinels
-  // (testing::SentinelDeployment), reached through a redis-sentinel:// URL;
+  // (test_support::SentinelDeployment), reached through a redis-sentinel:// URL;
   // `min_replicas` is SimpleLock's replica acknowledgement.
   bool sentinel = false;
   int min_replicas = 0;

@@ -26,8 +26,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 template <typename Fn>
 void RunOnLoop(LoopThread& thread, Fn fn) {
@@ -42,8 +42,8 @@ void RunOnLoop(LoopThread& thread, Fn fn) {
 class RenewingBlockingLockTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start();
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start();
     ASSERT_THAT(server, IsOk());
     server_ = *std::move(server);
     thread_ = std::make_unique<UvLoopThread>();
@@ -102,7 +102,7 @@ class RenewingBlockingLockTest : public ::testing::Test {
   }
 
   KeyScheme keys_;
-  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<test_support::RedisServer> server_;
   std::unique_ptr<UvLoopThread> thread_;
   std::unique_ptr<HiredisTransport> transport_;
   std::unique_ptr<SimpleLock> simple_;

@@ -14,9 +14,8 @@
 #include "dlock/lock/simple_lock.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/env/uv_clients.h"
 #include "dlock/transport/uv/hiredis_transport.h"
-#include "dlock/transport/uv/uv_event_loop.h"
-#include "dlock/transport/uv/uv_test_loop.h"
 #include "dlock/watchdog/watchdog.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,39 +23,29 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 class WatchdogRealTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server =
-        testing::RedisServer::Start();
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start();
     ASSERT_THAT(server, IsOk());
     server_ = *std::move(server);
-    loop_ = std::make_unique<UvEventLoop>(uv_.get());
   }
 
   void TearDown() override {
     if (server_ != nullptr && server_->paused()) {
       EXPECT_THAT(server_->Resume(), IsOk());
     }
-    for (auto& c : clients_) c->Close();
-    clients_.clear();
-    loop_.reset();
-    EXPECT_EQ(uv_.Close(), 0);  // nothing leaked on the loop
+    uv_.Close();  // expects nothing leaked on the loop
   }
 
   HiredisTransport* NewClient() {
     HiredisTransportOptions options;
     options.port = server_->port();
-    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-        HiredisTransport::Create(uv_.get(), options);
-    EXPECT_THAT(t, IsOk());
-    if (!t.ok()) return nullptr;
-    clients_.push_back(*std::move(t));
-    EXPECT_THAT(uv_.ConnectAndWait(*clients_.back()), IsOk());
-    return clients_.back().get();
+    return uv_.Hiredis(options);
   }
 
   absl::StatusOr<Lease> AcquireNow(Lock& lock, const std::string& resource,
@@ -81,20 +70,18 @@ class WatchdogRealTest : public ::testing::Test {
     return r.ok() ? *r : Reply::Error(r.status().ToString());
   }
 
-  testing::UvTestLoop uv_;
-  std::unique_ptr<UvEventLoop> loop_;
-  std::unique_ptr<testing::RedisServer> server_;
-  std::vector<std::unique_ptr<HiredisTransport>> clients_;
+  test_support::UvClients uv_;
+  std::unique_ptr<test_support::RedisServer> server_;
   KeyScheme keys_;
 };
 
 TEST_F(WatchdogRealTest, HolderWithOneSecondTtlKeepsTheLockForFiveSeconds) {
-  SimpleLock holder(loop_.get(), NewClient());
-  SimpleLock rival(loop_.get(), NewClient());
+  SimpleLock holder(uv_.loop(), NewClient());
+  SimpleLock rival(uv_.loop(), NewClient());
   absl::StatusOr<Lease> lease = AcquireNow(holder, "job", absl::Seconds(1));
   ASSERT_THAT(lease, IsOk());
 
-  Watchdog watchdog(loop_.get(), &holder);
+  Watchdog watchdog(uv_.loop(), &holder);
   bool lost = false;
   absl::Status why;
   WatchOptions options;
@@ -119,17 +106,17 @@ TEST_F(WatchdogRealTest, HolderWithOneSecondTtlKeepsTheLockForFiveSeconds) {
       if (r.ok()) ++rival_wins;
       if (absl::IsAborted(r.status())) ++rival_busy;
       if (!stop_rival) {
-        rival_timer = loop_->RunAfter(absl::Milliseconds(100), [&] { try_take(); });
+        rival_timer = uv_.loop()->RunAfter(absl::Milliseconds(100), [&] { try_take(); });
       }
     }),
                 IsOk());
   };
   try_take();
 
-  const absl::Time start = loop_->Now();
-  uv_.RunUntil([&] { return lost || loop_->Now() >= start + absl::Seconds(5); },
+  const absl::Time start = uv_.loop()->Now();
+  uv_.RunUntil([&] { return lost || uv_.loop()->Now() >= start + absl::Seconds(5); },
                absl::Seconds(20));
-  EXPECT_GE(loop_->Now(), start + absl::Seconds(5));
+  EXPECT_GE(uv_.loop()->Now(), start + absl::Seconds(5));
   EXPECT_FALSE(lost) << why;
   EXPECT_TRUE(watch->IsValid());
   EXPECT_TRUE(watch->active());
@@ -139,7 +126,7 @@ TEST_F(WatchdogRealTest, HolderWithOneSecondTtlKeepsTheLockForFiveSeconds) {
   EXPECT_GT(watch->lease().deadline, lease->deadline + absl::Seconds(4));
 
   stop_rival = true;
-  if (rival_timer != 0) loop_->Cancel(rival_timer);
+  if (rival_timer != 0) uv_.loop()->Cancel(rival_timer);
   ASSERT_TRUE(uv_.RunUntil([&] { return !rival_inflight; }, absl::Seconds(10)));
   bool released = false;
   absl::Status release_status;
@@ -164,11 +151,11 @@ TEST_F(WatchdogRealTest, StoppedServerCausesOnLostBeforeTheTtlIsUp) {
   const absl::Duration ttl = absl::Seconds(1);
   const absl::Duration drift =
       DriftAllowance(ttl, lock_options.drift_factor, lock_options.drift_constant);
-  SimpleLock holder(loop_.get(), NewClient(), lock_options);
+  SimpleLock holder(uv_.loop(), NewClient(), lock_options);
   absl::StatusOr<Lease> lease = AcquireNow(holder, "job", ttl);
   ASSERT_THAT(lease, IsOk());
 
-  Watchdog watchdog(loop_.get(), &holder);
+  Watchdog watchdog(uv_.loop(), &holder);
   bool lost = false;
   absl::Status why;
   absl::Time lost_at;
@@ -176,21 +163,21 @@ TEST_F(WatchdogRealTest, StoppedServerCausesOnLostBeforeTheTtlIsUp) {
   options.on_lost = [&](absl::Status s) {
     lost = true;
     why = std::move(s);
-    lost_at = loop_->Now();
+    lost_at = uv_.loop()->Now();
   };
   absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, std::move(options));
   ASSERT_THAT(watch, IsOk());
 
   // A few renewals first.
-  const absl::Time start = loop_->Now();
-  uv_.RunUntil([&] { return lost || loop_->Now() >= start + absl::Milliseconds(1500); },
+  const absl::Time start = uv_.loop()->Now();
+  uv_.RunUntil([&] { return lost || uv_.loop()->Now() >= start + absl::Milliseconds(1500); },
                absl::Seconds(10));
   ASSERT_FALSE(lost) << why;
   ASSERT_GT(watch->lease().deadline, lease->deadline);
 
   // SIGSTOP: the server answers nothing, but its key still expires on time.
   ASSERT_THAT(server_->Pause(), IsOk());
-  const absl::Time paused_at = loop_->Now();
+  const absl::Time paused_at = uv_.loop()->Now();
   ASSERT_TRUE(uv_.RunUntil([&] { return lost; }, absl::Seconds(10)));
   EXPECT_THAT(why, StatusIs(absl::StatusCode::kDeadlineExceeded));
   // The last successful renewal was sent at deadline - ttl + drift; the

@@ -32,15 +32,15 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
-testing::RedisCluster* cluster = nullptr;
+test_support::RedisCluster* cluster = nullptr;
 
 class ClusterTransportTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto c = testing::RedisCluster::Start({});
+    auto c = test_support::RedisCluster::Start({});
     ASSERT_TRUE(c.ok()) << c.status();
     cluster = c->release();
   }
@@ -151,7 +151,7 @@ class ClusterTransportTest : public ::testing::Test {
     return -1;
   }
 
-  testing::UvTestLoop uv_;
+  test_support::UvTestLoop uv_;
   std::unique_ptr<UvEventLoop> loop_;
   std::vector<std::unique_ptr<ClusterTransport>> clients_;
   std::vector<std::unique_ptr<SimpleLock>> locks_;

@@ -18,6 +18,7 @@
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/script.h"
 #include "dlock/transport/uv/script_order_check.h"
+#include "dlock/transport/uv/transport_contract_suite.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 #include "dlock/transport/uv/uv_test_loop.h"
 #include "gmock/gmock.h"
@@ -26,86 +27,41 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::IsOkAndHolds;
-using ::dlock::testing::RedisServer;
-using ::dlock::testing::RedisServerOptions;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::IsOkAndHolds;
+using ::dlock::test_support::RedisServer;
+using ::dlock::test_support::RedisServerOptions;
+using ::dlock::test_support::StatusIs;
 using ::testing::ElementsAre;
 
 constexpr absl::Duration kLong = absl::Seconds(10);
 
-class HiredisTransportTest : public ::testing::Test {
- protected:
-  void SetUp() override { StartServer({}); }
-
-  void TearDown() override {
-    transport_.reset();
-    EXPECT_EQ(loop_.Close(), 0);
+// The server and transport of HiredisTransportTest and of the transport
+// contract (transport_contract_suite.h) over plain TCP.
+struct HiredisKind {
+  using Server = RedisServer;
+  using ServerOptions = RedisServerOptions;
+  using Transport = HiredisTransport;
+  using Options = HiredisTransportOptions;
+  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(RedisServerOptions options) {
+    return RedisServer::Start(std::move(options));
   }
-
-  void StartServer(RedisServerOptions options) {
-    auto server = RedisServer::Start(std::move(options));
-    ASSERT_THAT(server, IsOk());
-    server_ = std::move(*server);
-  }
-
-  HiredisTransportOptions Options() {
+  static RedisServer& Data(RedisServer& s) { return s; }
+  static HiredisTransportOptions DefaultOptions(RedisServer& server) {
     HiredisTransportOptions o;
     o.host = "127.0.0.1";
-    o.port = server_->port();
+    o.port = server.port();
     o.reconnect_backoff_min = absl::Milliseconds(10);
     o.reconnect_backoff_max = absl::Milliseconds(100);
     return o;
   }
-
-  void MakeTransport(HiredisTransportOptions options) {
-    auto t = HiredisTransport::Create(loop_.get(), std::move(options));
-    ASSERT_THAT(t, IsOk());
-    transport_ = std::move(*t);
+  static absl::StatusOr<std::unique_ptr<HiredisTransport>> Create(
+      uv_loop_t* loop, HiredisTransportOptions options) {
+    return HiredisTransport::Create(loop, std::move(options));
   }
-
-  // Connect() and wait for its outcome.
-  absl::Status ConnectAndWait(HiredisTransport& t) {
-    std::optional<absl::Status> result;
-    absl::Status s = t.Connect([&](absl::Status st) { result = std::move(st); });
-    if (!s.ok()) return s;
-    if (!loop_.RunUntil([&] { return result.has_value(); })) {
-      return absl::InternalError("Connect never called back");
-    }
-    return *result;
-  }
-
-  // Sends one command and runs the loop until it is answered.
-  absl::StatusOr<Reply> Call(std::vector<std::string> argv,
-                             absl::Duration timeout = kLong) {
-    std::optional<absl::StatusOr<Reply>> result;
-    absl::Status s = transport_->Send(std::move(argv), timeout,
-                                      [&](absl::StatusOr<Reply> r) { result = std::move(r); });
-    if (!s.ok()) return s;
-    if (!loop_.RunUntil([&] { return result.has_value(); })) {
-      return absl::InternalError("no callback");
-    }
-    return *result;
-  }
-
-  // Runs the loop until `done()`, calling `poke()` now and every `every`
-  // (e.g. to PUBLISH again until a resubscribed listener hears it).
-  bool RunUntilPoking(const std::function<bool()>& done, const std::function<void()>& poke,
-                      absl::Duration every = absl::Milliseconds(20)) {
-    UvEventLoop ticker(loop_.get());
-    std::function<void()> tick = [&] {
-      poke();
-      ticker.RunAfter(every, tick);
-    };
-    tick();
-    return loop_.RunUntil(done);
-  }
-
-  testing::UvTestLoop loop_;
-  std::unique_ptr<RedisServer> server_;
-  std::unique_ptr<HiredisTransport> transport_;
 };
+
+class HiredisTransportTest : public test_support::UvTransportFixture<HiredisKind> {};
 
 TEST_F(HiredisTransportTest, EveryReplyTypeIsCopied) {
   MakeTransport(Options());
@@ -140,67 +96,6 @@ TEST_F(HiredisTransportTest, KeysAndValuesMayHoldAnyByte) {
   EXPECT_THAT(Call({"GET", key}), IsOkAndHolds(Reply::String(value)));
   EXPECT_THAT(server_->Command({"GET", key}), IsOkAndHolds(Reply::String(value)));
   EXPECT_THAT(Call({"GET", std::string("k\0e", 3)}), IsOkAndHolds(Reply::Nil()));
-}
-
-TEST_F(HiredisTransportTest, TenThousandPipelinedCommandsAreAnsweredInOrder) {
-  MakeTransport(Options());
-  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
-  constexpr int kCount = 10000;
-  std::vector<int64_t> seen;
-  seen.reserve(kCount);
-  int errors = 0;
-  for (int i = 0; i < kCount; ++i) {
-    ASSERT_THAT(transport_->Send({"INCR", "counter"}, kLong,
-                                 [&](absl::StatusOr<Reply> r) {
-                                   if (r.ok() && r->is_integer()) {
-                                     seen.push_back(r->integer);
-                                   } else {
-                                     ++errors;
-                                   }
-                                 }),
-                IsOk());
-  }
-  EXPECT_EQ(transport_->pending_commands(), static_cast<size_t>(kCount));
-  ASSERT_TRUE(loop_.RunUntil([&] { return seen.size() + errors == kCount; }));
-  EXPECT_EQ(errors, 0);
-  for (int i = 0; i < kCount; ++i) ASSERT_EQ(seen[i], i + 1);
-  EXPECT_EQ(transport_->pending_commands(), 0u);
-}
-
-TEST_F(HiredisTransportTest, CallbackNeverRunsInsideSend) {
-  MakeTransport(Options());
-  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
-  bool ran = false;
-  ASSERT_THAT(transport_->Send({"PING"}, kLong, [&](absl::StatusOr<Reply>) { ran = true; }),
-              IsOk());
-  EXPECT_FALSE(ran);
-  ASSERT_TRUE(loop_.RunUntil([&] { return ran; }));
-}
-
-TEST_F(HiredisTransportTest, DeadlineFiresWhilePausedAndLaterRepliesStayMatched) {
-  MakeTransport(Options());
-  ASSERT_THAT(Call({"SET", "k", "v"}), IsOk());
-  ASSERT_THAT(server_->Pause(), IsOk());
-
-  std::optional<absl::StatusOr<Reply>> short_one, long_one, after;
-  ASSERT_THAT(transport_->Send({"GET", "k"}, absl::Milliseconds(100),
-                               [&](absl::StatusOr<Reply> r) { short_one = std::move(r); }),
-              IsOk());
-  ASSERT_THAT(transport_->Send({"INCR", "n"}, kLong,
-                               [&](absl::StatusOr<Reply> r) { long_one = std::move(r); }),
-              IsOk());
-  ASSERT_TRUE(loop_.RunUntil([&] { return short_one.has_value(); }));
-  EXPECT_THAT(*short_one, StatusIs(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_FALSE(long_one.has_value());
-  EXPECT_EQ(transport_->pending_commands(), 1u);
-
-  ASSERT_THAT(server_->Resume(), IsOk());
-  ASSERT_TRUE(loop_.RunUntil([&] { return long_one.has_value(); }));
-  // The late "v" of the timed-out GET was dropped, not handed to INCR.
-  EXPECT_THAT(*long_one, IsOkAndHolds(Reply::Integer(1)));
-  EXPECT_THAT(Call({"GET", "k"}), IsOkAndHolds(Reply::String("v")));
-  EXPECT_THAT(Call({"INCR", "n"}), IsOkAndHolds(Reply::Integer(2)));
-  EXPECT_EQ(transport_->pending_commands(), 0u);
 }
 
 TEST_F(HiredisTransportTest, AnEarlierDeadlineSentLaterFiresFirst) {
@@ -378,14 +273,6 @@ TEST_F(HiredisTransportTest, ScriptRunsAgainAfterScriptFlush) {
               IsOkAndHolds(Reply::Array({Reply::Integer(1)})));
   ASSERT_THAT(server_->Command({"SCRIPT", "FLUSH"}), IsOk());
   EXPECT_THAT(run("b"), IsOkAndHolds(Reply::String("got bk")));
-}
-
-TEST_F(HiredisTransportTest, ScriptsKeepCommandOrderWhateverTheScriptCacheHolds) {
-  MakeTransport(Options());
-  script_order_check::ExpectScriptsKeepOrderAcrossScriptFlush(
-      *transport_, loop_, [this](std::vector<std::string> argv) {
-        return server_->Command(std::move(argv));
-      });
 }
 
 TEST_F(HiredisTransportTest, ScriptsAreLoadedAgainOnTheConnectionMadeAfterARestart) {
@@ -572,76 +459,6 @@ TEST_F(HiredisTransportTest, BadArgumentsAreRejectedAndTheCallbackNeverRuns) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-TEST_F(HiredisTransportTest, CloseCancelsEverythingPendingExactlyOnce) {
-  MakeTransport(Options());
-  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
-  ASSERT_THAT(server_->Pause(), IsOk());
-  std::vector<absl::Status> results;
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_THAT(transport_->Send({"INCR", "n"}, kLong,
-                                 [&](absl::StatusOr<Reply> r) { results.push_back(r.status()); }),
-                IsOk());
-  }
-  std::optional<absl::Status> ready;
-  auto sub = transport_->Subscribe("ch", [](absl::string_view, absl::string_view) {},
-                                   [&](absl::Status s) { ready = s; });
-  ASSERT_THAT(sub, IsOk());
-  transport_->Close();
-  ASSERT_EQ(results.size(), 5u);  // synchronously, inside Close
-  for (const absl::Status& s : results) EXPECT_THAT(s, StatusIs(absl::StatusCode::kCancelled));
-  ASSERT_TRUE(ready.has_value());
-  EXPECT_THAT(*ready, StatusIs(absl::StatusCode::kCancelled));
-  EXPECT_THAT(transport_->Send({"PING"}, kLong, [](absl::StatusOr<Reply>) {}),
-              StatusIs(absl::StatusCode::kCancelled));
-  loop_.RunFor(absl::Milliseconds(20));
-  EXPECT_EQ(results.size(), 5u);
-  ASSERT_THAT(server_->Resume(), IsOk());
-  sub->reset();  // after Close: harmless
-}
-
-TEST_F(HiredisTransportTest, TransportMayBeDestroyedInsideItsCallback) {
-  MakeTransport(Options());
-  bool second = false;
-  ASSERT_THAT(transport_->Send({"PING"}, kLong,
-                               [&](absl::StatusOr<Reply>) { transport_.reset(); }),
-              IsOk());
-  ASSERT_THAT(transport_->Send({"PING"}, kLong, [&](absl::StatusOr<Reply> r) {
-                second = true;
-                EXPECT_THAT(r, StatusIs(absl::StatusCode::kCancelled));
-              }),
-              IsOk());
-  ASSERT_TRUE(loop_.RunUntil([&] { return transport_ == nullptr; }));
-  EXPECT_TRUE(second);
-}
-
-TEST_F(HiredisTransportTest, SubscriptionReceivesMessagesAndSurvivesReconnect) {
-  MakeTransport(Options());
-  std::vector<std::string> got;
-  std::optional<absl::Status> ready;
-  const std::string channel("ch\0bin", 6);
-  auto sub = transport_->Subscribe(
-      channel,
-      [&](absl::string_view ch, absl::string_view msg) {
-        EXPECT_EQ(ch, channel);
-        got.emplace_back(msg);
-      },
-      [&](absl::Status s) { ready = s; });
-  ASSERT_THAT(sub, IsOk());
-  ASSERT_TRUE(loop_.RunUntil([&] { return ready.has_value(); }));
-  ASSERT_THAT(*ready, IsOk());
-  ASSERT_THAT(server_->Command({"PUBLISH", channel, std::string("m\0 1", 4)}),
-              IsOkAndHolds(Reply::Integer(1)));
-  ASSERT_TRUE(loop_.RunUntil([&] { return got.size() == 1; }));
-  EXPECT_EQ(got[0], std::string("m\0 1", 4));
-
-  ASSERT_THAT(server_->Kill(), IsOk());
-  ASSERT_THAT(server_->Restart(), IsOk());
-  // Publish until the automatically resubscribed listener hears one.
-  ASSERT_TRUE(RunUntilPoking([&] { return got.size() >= 2; },
-                             [&] { server_->Command({"PUBLISH", channel, "m2"}).IgnoreError(); }));
-  EXPECT_EQ(got[1], "m2");
-}
-
 TEST_F(HiredisTransportTest, SeveralSubscriptionsToAChannelEachGetEveryMessage) {
   MakeTransport(Options());
   std::vector<std::string> a, b;
@@ -681,28 +498,6 @@ TEST_F(HiredisTransportTest, SeveralSubscriptionsToAChannelEachGetEveryMessage) 
     gone = server_->Command({"PUBSUB", "NUMSUB", "ch"}).value_or(Reply()) ==
            Reply::Array({Reply::String("ch"), Reply::Integer(0)});
   }));
-}
-
-TEST_F(HiredisTransportTest, SubscriberMayUnsubscribeInsideItsOwnCallback) {
-  MakeTransport(Options());
-  std::unique_ptr<Subscription> sub;
-  int calls = 0;
-  bool ready = false;
-  auto s = transport_->Subscribe(
-      "ch",
-      [&](absl::string_view, absl::string_view) {
-        ++calls;
-        sub.reset();
-      },
-      [&](absl::Status st) { ready = st.ok(); });
-  ASSERT_THAT(s, IsOk());
-  sub = std::move(*s);
-  ASSERT_TRUE(loop_.RunUntil([&] { return ready; }));
-  ASSERT_THAT(server_->Command({"PUBLISH", "ch", "1"}), IsOk());
-  ASSERT_THAT(server_->Command({"PUBLISH", "ch", "2"}), IsOk());
-  ASSERT_TRUE(loop_.RunUntil([&] { return calls >= 1; }));
-  loop_.RunFor(absl::Milliseconds(50));
-  EXPECT_EQ(calls, 1);
 }
 
 TEST_F(HiredisTransportTest, ResubscribingWhileAnUnsubscribeIsInFlightWorks) {
@@ -781,4 +576,8 @@ TEST(ValidateSendArgumentsTest, RefusesProtocolChangingCommandsOnly) {
 }
 
 }  // namespace
+
+namespace test_support {
+INSTANTIATE_TYPED_TEST_SUITE_P(Hiredis, TransportContractTest, ::testing::Types<HiredisKind>);
+}  // namespace test_support
 }  // namespace dlock

@@ -21,9 +21,9 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::IsOkAndHolds;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::IsOkAndHolds;
+using ::dlock::test_support::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -90,7 +90,7 @@ class ReconnectingTransportTest : public ::testing::Test {
     link.events->AfterLinkIo();
   }
 
-  testing::UvTestLoop loop_;
+  test_support::UvTestLoop loop_;
   std::deque<LinkRecord> links_;
   std::unique_ptr<ScriptedTransport> transport_;
 };

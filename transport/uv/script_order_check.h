@@ -51,7 +51,7 @@ struct Outcome {
 
 // Sends acquire(key, token) and release(key, token) in the same loop turn
 // (pipelined on the connection) and waits for both.
-inline void AcquireThenRelease(Transport& t, testing::UvTestLoop& loop, const std::string& key,
+inline void AcquireThenRelease(Transport& t, test_support::UvTestLoop& loop, const std::string& key,
                                const std::string& token, Outcome* acquire, Outcome* release) {
   const absl::Duration timeout = absl::Seconds(10);
   ASSERT_TRUE(AcquireLike()
@@ -74,7 +74,7 @@ inline bool KeyExists(const ServerCommand& server, const std::string& key) {
 
 // The whole check; `t` must be a fresh transport on the server `server`
 // talks to.
-inline void ExpectScriptsKeepOrderAcrossScriptFlush(Transport& t, testing::UvTestLoop& loop,
+inline void ExpectScriptsKeepOrderAcrossScriptFlush(Transport& t, test_support::UvTestLoop& loop,
                                                     const ServerCommand& server) {
   // The constant SHA-1s above are checked against the server's.
   absl::StatusOr<Reply> sha = server({"SCRIPT", "LOAD", AcquireLike().source()});

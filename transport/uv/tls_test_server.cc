@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 namespace {
 
 absl::Status Run(const std::string& dir, const std::string& cmd) {
@@ -124,5 +124,5 @@ TlsOptions TlsTestServer::client_tls() const {
   return o;
 }
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock

@@ -25,7 +25,7 @@
 #include "dlock/transport/uv/tls_options.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 struct TlsTestServerOptions {
   // --tls-auth-clients yes: the server requires a client certificate signed
@@ -68,7 +68,7 @@ absl::Status MakeTestCertificates(const std::string& dir);
 // A loopback TCP port nothing listens on right now.
 absl::StatusOr<int> FreeLoopbackPort();
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_TRANSPORT_UV_TLS_TEST_SERVER_H_

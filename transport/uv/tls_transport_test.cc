@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/uv/redis_url.h"
-#include "dlock/transport/uv/script_order_check.h"
+#include "dlock/transport/uv/transport_contract_suite.h"
 #include "dlock/transport/uv/tls_test_server.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 #include "dlock/transport/uv/uv_test_loop.h"
@@ -27,58 +27,44 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::IsOkAndHolds;
-using ::dlock::testing::StatusIs;
-using ::dlock::testing::TlsTestServer;
-using ::dlock::testing::TlsTestServerOptions;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::IsOkAndHolds;
+using ::dlock::test_support::StatusIs;
+using ::dlock::test_support::TlsTestServer;
+using ::dlock::test_support::TlsTestServerOptions;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kLong = absl::Seconds(10);
 
-class TlsTransportTest : public ::testing::Test {
- protected:
-  void SetUp() override { StartServer({}); }
-
-  void TearDown() override {
-    transport_.reset();
-    EXPECT_EQ(loop_.Close(), 0);
+// The server and transport of TlsTransportTest and of the transport
+// contract (transport_contract_suite.h) over TLS.
+struct TlsKind {
+  using Server = TlsTestServer;
+  using ServerOptions = TlsTestServerOptions;
+  using Transport = TlsTransport;
+  using Options = TlsTransportOptions;
+  static absl::StatusOr<std::unique_ptr<TlsTestServer>> Start(TlsTestServerOptions options) {
+    return TlsTestServer::Start(std::move(options));
   }
-
-  void StartServer(TlsTestServerOptions options) {
-    server_.reset();
-    auto server = TlsTestServer::Start(std::move(options));
-    ASSERT_THAT(server, IsOk());
-    server_ = std::move(*server);
-  }
-
-  TlsTransportOptions Options() {
+  static test_support::RedisServer& Data(TlsTestServer& s) { return s.server(); }
+  static TlsTransportOptions DefaultOptions(TlsTestServer& server) {
     TlsTransportOptions o;
     o.connection.host = "localhost";
-    o.connection.port = server_->tls_port();
+    o.connection.port = server.tls_port();
     o.connection.reconnect_backoff_min = absl::Milliseconds(10);
     o.connection.reconnect_backoff_max = absl::Milliseconds(100);
-    o.tls = server_->client_tls();
+    o.tls = server.client_tls();
     return o;
   }
-
-  void MakeTransport(TlsTransportOptions options) {
-    auto t = TlsTransport::Create(loop_.get(), std::move(options));
-    ASSERT_THAT(t, IsOk());
-    transport_ = std::move(*t);
+  static absl::StatusOr<std::unique_ptr<TlsTransport>> Create(uv_loop_t* loop,
+                                                              TlsTransportOptions options) {
+    return TlsTransport::Create(loop, std::move(options));
   }
+};
 
-  absl::Status ConnectAndWait(TlsTransport& t) {
-    std::optional<absl::Status> result;
-    absl::Status s = t.Connect([&](absl::Status st) { result = std::move(st); });
-    if (!s.ok()) return s;
-    if (!loop_.RunUntil([&] { return result.has_value(); })) {
-      return absl::InternalError("Connect never called back");
-    }
-    return *result;
-  }
-
+class TlsTransportTest : public test_support::UvTransportFixture<TlsKind> {
+ protected:
   // A new transport with `options`: the outcome of its first attempt.
   absl::Status ConnectWith(TlsTransportOptions options) {
     auto t = TlsTransport::Create(loop_.get(), std::move(options));
@@ -87,32 +73,6 @@ class TlsTransportTest : public ::testing::Test {
     (*t)->Close();
     return s;
   }
-
-  absl::StatusOr<Reply> Call(std::vector<std::string> argv, absl::Duration timeout = kLong) {
-    std::optional<absl::StatusOr<Reply>> result;
-    absl::Status s = transport_->Send(std::move(argv), timeout,
-                                      [&](absl::StatusOr<Reply> r) { result = std::move(r); });
-    if (!s.ok()) return s;
-    if (!loop_.RunUntil([&] { return result.has_value(); })) {
-      return absl::InternalError("no callback");
-    }
-    return *result;
-  }
-
-  bool RunUntilPoking(const std::function<bool()>& done, const std::function<void()>& poke,
-                      absl::Duration every = absl::Milliseconds(20)) {
-    UvEventLoop ticker(loop_.get());
-    std::function<void()> tick = [&] {
-      poke();
-      ticker.RunAfter(every, tick);
-    };
-    tick();
-    return loop_.RunUntil(done);
-  }
-
-  testing::UvTestLoop loop_;
-  std::unique_ptr<TlsTestServer> server_;
-  std::unique_ptr<TlsTransport> transport_;
 };
 
 TEST_F(TlsTransportTest, CommandsRoundTripOverTls) {
@@ -139,76 +99,10 @@ TEST_F(TlsTransportTest, CommandsRoundTripOverTls) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-TEST_F(TlsTransportTest, ScriptsKeepCommandOrderWhateverTheScriptCacheHolds) {
-  MakeTransport(Options());
-  script_order_check::ExpectScriptsKeepOrderAcrossScriptFlush(
-      *transport_, loop_, [this](std::vector<std::string> argv) {
-        return server_->server().Command(std::move(argv));
-      });
-}
-
 TEST_F(TlsTransportTest, ConnectsByIpAddressInTheCertificate) {
   TlsTransportOptions o = Options();
   o.connection.host = "127.0.0.1";
   EXPECT_THAT(ConnectWith(o), IsOk());
-}
-
-TEST_F(TlsTransportTest, TenThousandPipelinedCommandsAreAnsweredInOrder) {
-  MakeTransport(Options());
-  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
-  constexpr int kCount = 10000;
-  std::vector<int64_t> seen;
-  int errors = 0;
-  for (int i = 0; i < kCount; ++i) {
-    ASSERT_THAT(transport_->Send({"INCR", "counter"}, kLong,
-                                 [&](absl::StatusOr<Reply> r) {
-                                   if (r.ok() && r->is_integer()) {
-                                     seen.push_back(r->integer);
-                                   } else {
-                                     ++errors;
-                                   }
-                                 }),
-                IsOk());
-  }
-  EXPECT_EQ(transport_->pending_commands(), static_cast<size_t>(kCount));
-  ASSERT_TRUE(loop_.RunUntil([&] { return seen.size() + errors == kCount; }));
-  EXPECT_EQ(errors, 0);
-  for (int i = 0; i < kCount && i < static_cast<int>(seen.size()); ++i) {
-    ASSERT_EQ(seen[i], i + 1);
-  }
-  EXPECT_EQ(transport_->pending_commands(), 0u);
-}
-
-TEST_F(TlsTransportTest, CallbackNeverRunsInsideSend) {
-  MakeTransport(Options());
-  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
-  bool ran = false;
-  ASSERT_THAT(transport_->Send({"PING"}, kLong, [&](absl::StatusOr<Reply>) { ran = true; }),
-              IsOk());
-  EXPECT_FALSE(ran);
-  ASSERT_TRUE(loop_.RunUntil([&] { return ran; }));
-}
-
-TEST_F(TlsTransportTest, DeadlineFiresWhilePausedAndLaterRepliesStayMatched) {
-  MakeTransport(Options());
-  ASSERT_THAT(Call({"SET", "k", "v"}), IsOk());
-  ASSERT_THAT(server_->server().Pause(), IsOk());
-  std::optional<absl::StatusOr<Reply>> short_one, long_one;
-  ASSERT_THAT(transport_->Send({"GET", "k"}, absl::Milliseconds(100),
-                               [&](absl::StatusOr<Reply> r) { short_one = std::move(r); }),
-              IsOk());
-  ASSERT_THAT(transport_->Send({"INCR", "n"}, kLong,
-                               [&](absl::StatusOr<Reply> r) { long_one = std::move(r); }),
-              IsOk());
-  ASSERT_TRUE(loop_.RunUntil([&] { return short_one.has_value(); }));
-  EXPECT_THAT(*short_one, StatusIs(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_FALSE(long_one.has_value());
-  EXPECT_EQ(transport_->pending_commands(), 1u);
-  ASSERT_THAT(server_->server().Resume(), IsOk());
-  ASSERT_TRUE(loop_.RunUntil([&] { return long_one.has_value(); }));
-  EXPECT_THAT(*long_one, IsOkAndHolds(Reply::Integer(1)));
-  EXPECT_THAT(Call({"GET", "k"}), IsOkAndHolds(Reply::String("v")));
-  EXPECT_EQ(transport_->pending_commands(), 0u);
 }
 
 TEST_F(TlsTransportTest, ServerRestartFailsPendingCommandsAndReconnects) {
@@ -235,66 +129,6 @@ TEST_F(TlsTransportTest, ServerRestartFailsPendingCommandsAndReconnects) {
   EXPECT_NE(transport_->connection_epoch(), first);
 }
 
-TEST_F(TlsTransportTest, SubscriptionReceivesMessagesAndSurvivesRestart) {
-  MakeTransport(Options());
-  std::vector<std::string> got;
-  std::optional<absl::Status> ready;
-  const std::string channel("ch\0bin", 6);
-  auto sub = transport_->Subscribe(
-      channel,
-      [&](absl::string_view ch, absl::string_view msg) {
-        EXPECT_EQ(ch, channel);
-        got.emplace_back(msg);
-      },
-      [&](absl::Status s) { ready = s; });
-  ASSERT_THAT(sub, IsOk());
-  ASSERT_TRUE(loop_.RunUntil([&] { return ready.has_value(); }));
-  ASSERT_THAT(*ready, IsOk());
-  ASSERT_THAT(server_->server().Command({"PUBLISH", channel, "m1"}),
-              IsOkAndHolds(Reply::Integer(1)));
-  ASSERT_TRUE(loop_.RunUntil([&] { return got.size() == 1; }));
-  EXPECT_EQ(got[0], "m1");
-
-  ASSERT_THAT(server_->server().Kill(), IsOk());
-  ASSERT_THAT(server_->server().Restart(), IsOk());
-  ASSERT_TRUE(RunUntilPoking(
-      [&] { return got.size() >= 2; },
-      [&] { server_->server().Command({"PUBLISH", channel, "m2"}).IgnoreError(); }));
-  EXPECT_EQ(got[1], "m2");
-
-  // Unsubscribed: the server forgets the channel.
-  sub->reset();
-  ASSERT_TRUE(RunUntilPoking(
-      [&] {
-        auto r = server_->server().Command({"PUBSUB", "NUMSUB", channel});
-        return r.ok() && r->is_array() && r->elements.size() == 2 &&
-               r->elements[1].integer == 0;
-      },
-      [] {}));
-}
-
-TEST_F(TlsTransportTest, SubscriberMayUnsubscribeInsideItsOwnCallback) {
-  MakeTransport(Options());
-  int got = 0;
-  std::optional<absl::Status> ready;
-  std::unique_ptr<Subscription> sub;
-  auto s = transport_->Subscribe(
-      "ch",
-      [&](absl::string_view, absl::string_view) {
-        ++got;
-        sub.reset();
-      },
-      [&](absl::Status st) { ready = st; });
-  ASSERT_THAT(s, IsOk());
-  sub = std::move(*s);
-  ASSERT_TRUE(loop_.RunUntil([&] { return ready.has_value(); }));
-  ASSERT_THAT(server_->server().Command({"PUBLISH", "ch", "a"}), IsOk());
-  ASSERT_THAT(server_->server().Command({"PUBLISH", "ch", "b"}), IsOk());
-  ASSERT_TRUE(loop_.RunUntil([&] { return got == 1; }));
-  loop_.RunFor(absl::Milliseconds(50));
-  EXPECT_EQ(got, 1);
-}
-
 TEST_F(TlsTransportTest, AuthAclAndSelect) {
   StartServer({.extra_args = {"--user", "alice", "on", ">apw", "~*", "&*", "+@all"},
                .password = "secret"});
@@ -312,48 +146,6 @@ TEST_F(TlsTransportTest, AuthAclAndSelect) {
   EXPECT_THAT(ConnectWith(o), IsOk());
   o.connection.password = "wrong";
   EXPECT_THAT(ConnectWith(o), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("WRONGPASS")));
-}
-
-TEST_F(TlsTransportTest, CloseCancelsEverythingPendingExactlyOnce) {
-  MakeTransport(Options());
-  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
-  ASSERT_THAT(server_->server().Pause(), IsOk());
-  std::vector<absl::Status> results;
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_THAT(transport_->Send({"INCR", "n"}, kLong,
-                                 [&](absl::StatusOr<Reply> r) { results.push_back(r.status()); }),
-                IsOk());
-  }
-  std::optional<absl::Status> ready;
-  auto sub = transport_->Subscribe("ch", [](absl::string_view, absl::string_view) {},
-                                   [&](absl::Status s) { ready = s; });
-  ASSERT_THAT(sub, IsOk());
-  transport_->Close();
-  ASSERT_EQ(results.size(), 5u);
-  for (const absl::Status& s : results) EXPECT_THAT(s, StatusIs(absl::StatusCode::kCancelled));
-  ASSERT_TRUE(ready.has_value());
-  EXPECT_THAT(*ready, StatusIs(absl::StatusCode::kCancelled));
-  EXPECT_THAT(transport_->Send({"PING"}, kLong, [](absl::StatusOr<Reply>) {}),
-              StatusIs(absl::StatusCode::kCancelled));
-  loop_.RunFor(absl::Milliseconds(20));
-  EXPECT_EQ(results.size(), 5u);
-  ASSERT_THAT(server_->server().Resume(), IsOk());
-  sub->reset();
-}
-
-TEST_F(TlsTransportTest, TransportMayBeDestroyedInsideItsCallback) {
-  MakeTransport(Options());
-  bool second = false;
-  ASSERT_THAT(transport_->Send({"PING"}, kLong,
-                               [&](absl::StatusOr<Reply>) { transport_.reset(); }),
-              IsOk());
-  ASSERT_THAT(transport_->Send({"PING"}, kLong, [&](absl::StatusOr<Reply> r) {
-                second = true;
-                EXPECT_THAT(r, StatusIs(absl::StatusCode::kCancelled));
-              }),
-              IsOk());
-  ASSERT_TRUE(loop_.RunUntil([&] { return transport_ == nullptr; }));
-  EXPECT_TRUE(second);
 }
 
 // ---- Mutual TLS ----------------------------------------------------------
@@ -495,4 +287,8 @@ TEST_F(TlsTransportTest, UrlMakesATlsTransport) {
 }
 
 }  // namespace
+
+namespace test_support {
+INSTANTIATE_TYPED_TEST_SUITE_P(Tls, TransportContractTest, ::testing::Types<TlsKind>);
+}  // namespace test_support
 }  // namespace dlock

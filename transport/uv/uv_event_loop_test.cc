@@ -22,7 +22,7 @@ class UvEventLoopTest : public ::testing::Test {
     EXPECT_EQ(loop_.Close(), 0);
   }
 
-  testing::UvTestLoop loop_;
+  test_support::UvTestLoop loop_;
   std::unique_ptr<UvEventLoop> events_ = std::make_unique<UvEventLoop>(loop_.get());
 };
 

@@ -17,7 +17,7 @@
 #include "dlock/transport/transport.h"
 
 namespace dlock {
-namespace testing {
+namespace test_support {
 
 class UvTestLoop {
  public:
@@ -111,7 +111,7 @@ class UvTestLoop {
   bool closed_ = false;
 };
 
-}  // namespace testing
+}  // namespace test_support
 }  // namespace dlock
 
 #endif  // DLOCK_TRANSPORT_UV_UV_TEST_LOOP_H_
