@@ -33,10 +33,10 @@ namespace {
 using ::dlock::netfault::Direction;
 using ::dlock::netfault::FaultProxy;
 using ::dlock::netfault::FaultProxyOptions;
-using ::dlock::testing::IsOk;
-using ::dlock::testing::IsOkAndHolds;
-using ::dlock::testing::PgServer;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::IsOkAndHolds;
+using ::dlock::test_support::PgServer;
+using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 
 constexpr char kCharge[] = "UPDATE accounts SET balance = balance + $2 WHERE id = $1";

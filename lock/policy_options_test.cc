@@ -28,8 +28,8 @@
 namespace dlock {
 namespace {
 
-using ::dlock::testing::IsOk;
-using ::dlock::testing::StatusIs;
+using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StatusIs;
 
 // Forwards to a FakeTransport and counts what reaches it.
 class CountingTransport : public Transport {

@@ -49,7 +49,7 @@ void Finish(WorkerProcess* w, absl::Duration limit) {
 }
 
 // The integer value of `key` on the protected Redis (0 when missing).
-absl::StatusOr<int64_t> RedisInt(testing::RedisServer& redis, const std::string& key) {
+absl::StatusOr<int64_t> RedisInt(test_support::RedisServer& redis, const std::string& key) {
   absl::StatusOr<Reply> r = redis.Command({"GET", key});
   if (!r.ok()) return r.status();
   if (r->type == Reply::Type::kNil) return 0;
@@ -72,16 +72,16 @@ absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions&
   }
   const std::string root = TempRoot();
   if (root.empty()) return absl::InternalError("no temporary directory");
-  absl::StatusOr<std::unique_ptr<testing::RedisProcess>> redis = testing::RedisProcess::Start();
+  absl::StatusOr<std::unique_ptr<test_support::RedisProcess>> redis = test_support::RedisProcess::Start();
   if (!redis.ok()) return redis.status();
   // The protected store: PostgreSQL, or a second redis-server.
-  std::unique_ptr<testing::PgProcess> pg;
+  std::unique_ptr<test_support::PgProcess> pg;
   std::unique_ptr<fenced::PgFencedStore> admin;
-  std::unique_ptr<testing::RedisServer> store_redis;
+  std::unique_ptr<test_support::RedisServer> store_redis;
   std::vector<std::string> store_args;
   absl::Status s;
   if (o.store == FencedStoreKind::kPostgres) {
-    absl::StatusOr<std::unique_ptr<testing::PgProcess>> started = testing::PgProcess::Start();
+    absl::StatusOr<std::unique_ptr<test_support::PgProcess>> started = test_support::PgProcess::Start();
     if (!started.ok()) return started.status();
     pg = std::move(*started);
     fenced::PgStoreOptions so;
@@ -100,7 +100,7 @@ absl::StatusOr<FencedTortureResult> RunFencedTorture(const FencedTortureOptions&
     if (!s.ok()) return s;
     store_args = {"--store=postgres", "--pg=" + pg->conninfo()};
   } else {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> started = testing::RedisServer::Start();
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> started = test_support::RedisServer::Start();
     if (!started.ok()) return started.status();
     store_redis = std::move(*started);
     store_args = {"--store=redis", absl::StrCat("--store_port=", store_redis->port())};
