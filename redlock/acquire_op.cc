@@ -24,6 +24,19 @@ AcquireOp::AcquireOp(std::shared_ptr<Core> core, absl::string_view resource,
       releases_(core_.get(), resource_, ttl_),
       attempts_(core_.get()) {}
 
+namespace {
+
+// A failure decided before both listings of one instance had answered INFO
+// (the final release waited for every server): the configuration error is
+// the real cause.
+absl::StatusOr<Lease> WithConfigurationCause(const RunIdTracker& run_ids,
+                                             absl::StatusOr<Lease> result) {
+  if (!result.ok() && !run_ids.misconfigured().ok()) return run_ids.misconfigured();
+  return result;
+}
+
+}  // namespace
+
 bool AcquireOp::Cancel() { return End(/*cancel=*/true); }
 
 void AcquireOp::Shutdown() { End(/*cancel=*/false); }
@@ -34,11 +47,8 @@ bool AcquireOp::End(bool cancel) {
   const bool in_flight = phase_ == Phase::kVoting || phase_ == Phase::kSyncing;
   phase_ = Phase::kDone;
   if (in_flight) attempts_.Abandon();
-  if (cancel) {
-    Drop(absl::CancelledError("acquire cancelled"));
-  } else {
-    CompleteLater(absl::CancelledError("RedLock destroyed"));
-  }
+  cancel ? Drop(absl::CancelledError("acquire cancelled"))
+         : CompleteLater(absl::CancelledError("RedLock destroyed"));
   // Release whatever this operation may hold.
   if (sync_ != nullptr) {
     sync_->Cancel();
@@ -244,11 +254,7 @@ void AcquireOp::Retry() {
 }
 
 void AcquireOp::Finish(absl::StatusOr<Lease> result) {
-  // Decided before both listings of one instance had answered INFO (the
-  // final release waited for every server): the configuration error is the
-  // real cause.
-  const absl::Status& misconfigured = core_->run_ids().misconfigured();
-  if (!result.ok() && !misconfigured.ok()) result = misconfigured;
+  result = WithConfigurationCause(core_->run_ids(), std::move(result));
   phase_ = Phase::kDone;
   releases_.Close();
   Complete(std::move(result));

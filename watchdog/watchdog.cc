@@ -49,6 +49,11 @@ EntryRef::~EntryRef() {
   if (entry_ && --entry_->refs == 0) delete entry_;
 }
 
+// A renewal failure worth retrying (the extend may not have run).
+static bool Transient(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+}
+
 // The per-lease renewal state machine: sends extends when the schedule says
 // a renewal is due, reads their replies, declares a lease lost (and reports
 // to the observer). When things happen is RenewalSchedule's job.
@@ -112,10 +117,6 @@ class Core : public std::enable_shared_from_this<Core> {
   }
 
  private:
-  static bool Transient(const absl::Status& status) {
-    return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
-  }
-
   void SetRenewAt(Entry& entry, absl::Time t) { schedule_.SetRenewAt(entry, t); }
 
   static absl::Duration RenewInterval(const Entry& entry) {
