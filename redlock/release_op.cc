@@ -64,8 +64,9 @@ void ReleaseOp::OnReply(uint32_t generation, size_t i, absl::Status status) {
 // behind it, after its callback had timed out. The compare-and-delete is
 // safe to repeat (the token is this lease's alone), so it is sent again on
 // that server, at most kResends times, while the key may still exist (the
-// lease's ttl from this release bounds it). Only reported: the round was
-// decided (or is being decided) on the first outcome.
+// lease's ttl from this release bounds it). A background cleanup, like a
+// single-server lock's: its replies are not votes (the round was decided,
+// or is being decided, on the first outcomes) and are not reported.
 void ReleaseOp::MaybeResend(size_t i, const absl::Status& status) {
   if (!absl::IsDeadlineExceeded(status) && !absl::IsUnavailable(status)) return;
   if (resends_.size() < core_->n()) resends_.resize(core_->n(), 0);
@@ -74,11 +75,8 @@ void ReleaseOp::MaybeResend(size_t i, const absl::Status& status) {
   auto self = std::static_pointer_cast<ReleaseOp>(shared_from_this());
   // Rejected (the transport is closed or down): the key expires by its TTL.
   (void)core_->server(i).commands->Release(
-      resource_, token_, core_->ReleaseTimeout(ttl_), [self, i](absl::Status status) {
-        self->core_->ReportVote(self->resource_, "release", i, status,
-                                self->loop()->Now() - self->round_.sent_at());
-        self->MaybeResend(i, status);
-      });
+      resource_, token_, core_->ReleaseTimeout(ttl_),
+      [self, i](absl::Status status) { self->MaybeResend(i, status); });
 }
 
 void ReleaseOp::OnDeadline() {
