@@ -55,8 +55,8 @@ absl::Status FairCommands::Acquire(
   }
   return FairAcquireScript().Run(
       *transport_,
-      {keys_.LockKey(resource), keys_.FenceKey(resource), keys_.DataSetKey(resource),
-       QueueKey(resource)},
+      {keys_.LockKey(resource), keys_.DataSetKey(resource),
+       QueueKey(resource), keys_.FenceHwmKey(resource)},
       {std::string(token), absl::StrCat(TtlMillis(ttl)),
        absl::StrCat(absl::ToInt64Milliseconds(restart_window)), std::string(waiter),
        absl::StrCat(absl::ToInt64Milliseconds(queue_ttl)), WaiterChannel("")},

@@ -18,6 +18,7 @@ LockCommands::LockCommands(Transport* transport, KeyScheme keys)
   // A cluster keeps one data-set marker per slot (see keys.h).
   if (transport_ != nullptr && transport_->cluster()) keys_.per_slot_data_set = true;
   data_set_key_ = keys_.DataSetKey();
+  fence_hwm_key_ = keys_.FenceHwmKey();
 }
 
 absl::Status OwnedReplyStatus(absl::string_view what,
@@ -63,12 +64,14 @@ absl::Status LockCommands::PrepareAcquire(absl::string_view resource,
   if (!s.ok()) return s;
   const ResourceKeys& k = a.resource_keys.emplace(keys_.prefix, resource);
   a.keys[0] = k.lock();
-  a.keys[1] = k.fence();
   if (keys_.per_slot_data_set) {
     a.data_set_key = keys_.DataSetKey(resource);
-    a.keys[2] = a.data_set_key;
+    a.fence_hwm_key = keys_.FenceHwmKey(resource);
+    a.keys[1] = a.data_set_key;
+    a.keys[2] = a.fence_hwm_key;
   } else {
-    a.keys[2] = data_set_key_;
+    a.keys[1] = data_set_key_;
+    a.keys[2] = fence_hwm_key_;
   }
   const char* ttl_end = absl::numbers_internal::FastIntToBuffer(TtlMillis(ttl), a.ttl_ms);
   const char* window_end = absl::numbers_internal::FastIntToBuffer(
@@ -83,7 +86,7 @@ absl::StatusOr<int64_t> LockCommands::AcquireReplyFence(
     absl::StatusOr<Reply> reply, absl::Span<const absl::string_view> keys) {
   if (!reply.ok()) return reply.status();
   std::optional<absl::Status> refusal =
-      AcquireRefusalStatus(keys[0], keys[1], keys[2], *reply);
+      AcquireRefusalStatus(keys[0], keys[2], keys[1], *reply);
   if (refusal.has_value()) return *std::move(refusal);
   if (reply->is_nil()) return absl::AbortedError("lock is held by another owner");
   if (reply->is_integer() && reply->integer >= 1) return reply->integer;

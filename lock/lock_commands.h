@@ -75,15 +75,15 @@ class LockCommands {
   void set_replica_ack(const ReplicaAckOptions& ack) { ack_ = ack; }
   const ReplicaAckOptions& replica_ack() const { return ack_; }
 
-  // SET P{R} token NX PX ttl; on success INCR P{R}:fence, all in one script,
-  // after reading (or creating) the data-set marker. Callback: the new fence
-  // value; kAborted if the key is held (a string with a TTL, this token
+  // SET P{R} token NX PX ttl and the next fence of the server's (slot's)
+  // fence mark, all in one script, after the restart rule (the marker is
+  // read only when `restart_window` > 0). Callback: the new fence value; kAborted if the key is held (a string with a TTL, this token
   // included); kUnavailable with IsYoungDataSet() when `restart_window` > 0
   // and the marker is younger than it; kInternal for foreign data under the
   // lock key (another type, or a string with no TTL) or the marker, and for
   // an exhausted fence counter; kUnavailable / kDeadlineExceeded /
   // kCancelled from the transport; ErrorReplyStatus() for an error reply.
-  // A missing fence key starts at marker x 1000 (see scripts.h).
+  // Fences: script_prelude.h (FENCES).
   //
   // TryAcquire, Release and ReleaseNotifying take any move-only callable
   // (an AnyInvocable, a lambda): it is kept inside the script call's one
@@ -104,11 +104,11 @@ class LockCommands {
       // Acknowledged (replica_ack.h): WAIT right behind the script. Not the
       // allocation-lean path: it costs a replication round trip anyway.
       return RunAcknowledged(
-          AcquireScript(), *transport_, {a.keys, a.keys + 3}, {a.args, a.args + 3}, timeout,
+          AcquireScript(), *transport_, {a.keys, a.keys + 4}, {a.args, a.args + 3}, timeout,
           ack_, [](const Reply& r) { return r.is_integer() && r.integer >= 1; },
-          [cb = std::move(cb), keys = std::vector<std::string>(a.keys, a.keys + 3)](
+          [cb = std::move(cb), keys = std::vector<std::string>(a.keys, a.keys + 4)](
               absl::StatusOr<Reply> reply) mutable {
-            const absl::string_view views[] = {keys[0], keys[1], keys[2]};
+            const absl::string_view views[] = {keys[0], keys[1], keys[2], keys[3]};
             std::move(cb)(AcquireReplyFence(std::move(reply), views));
           });
     }
@@ -167,10 +167,12 @@ class LockCommands {
     std::optional<ResourceKeys> resource_keys;
     char ttl_ms[absl::numbers_internal::kFastToBufferSize];
     char window_ms[absl::numbers_internal::kFastToBufferSize];
-    absl::string_view keys[3];
+    absl::string_view keys[3];  // lock, marker, fence mark
     absl::string_view args[3];
-    // The resource's slot's marker on a cluster (per_slot_data_set).
+    // The resource's slot's marker and fence mark on a cluster
+    // (per_slot_data_set).
     std::string data_set_key;
+    std::string fence_hwm_key;
   };
   absl::Status PrepareAcquire(absl::string_view resource, absl::string_view token,
                               absl::Duration ttl, absl::Duration restart_window,
@@ -197,7 +199,8 @@ class LockCommands {
   Transport* transport_;
   KeyScheme keys_;
   ReplicaAckOptions ack_;
-  std::string data_set_key_;  // keys_.DataSetKey() (standalone), built once
+  std::string data_set_key_;   // keys_.DataSetKey() (standalone), built once
+  std::string fence_hwm_key_;  // keys_.FenceHwmKey() (standalone), built once
 };
 
 }  // namespace dlock

@@ -146,8 +146,9 @@ class ViewBase : public Lock, protected ReleaseNotifier {
                : +[](const Reply& r) { return r.is_integer() && r.integer >= 0; };
     return RunAcknowledged(
         script, *core_->transport,
-        {keys.LockKey(resource), keys.FenceKey(resource), ReadersKey(keys, resource),
-         WriterIntentKey(keys, resource), keys.DataSetKey(resource)},
+        {keys.LockKey(resource), ReadersKey(keys, resource),
+         WriterIntentKey(keys, resource), keys.DataSetKey(resource),
+         keys.FenceHwmKey(resource)},
         std::move(args), core_->command_timeout, core_->commands.replica_ack(), granted,
         [op, keys, write = write_](absl::StatusOr<Reply> reply) {
           op->OnReply(AcquireReplyFence(keys, op->resource(), std::move(reply),

@@ -84,8 +84,8 @@ class ReentrantAcquireOp : public SingleServerAcquire {
     const std::string& resource = this->resource();
     return RunAcknowledged(
         ReentrantAcquireScript(), *c.transport,
-        {c.keys.LockKey(resource), c.keys.FenceKey(resource),
-         c.MarkerKey(resource, request_), c.keys.DataSetKey(resource)},
+        {c.keys.LockKey(resource), c.MarkerKey(resource, request_), c.keys.DataSetKey(resource),
+         c.keys.FenceHwmKey(resource)},
         {token(), absl::StrCat(TtlMillis(ttl())),
          absl::StrCat(absl::ToInt64Milliseconds(c.restart_window))},
         c.command_timeout, c.replica_ack,

@@ -63,7 +63,8 @@ class SemaphoreAcquireOp : public SingleServerAcquire {
     const Semaphore::Core& c = *core_;
     return SemaphoreAcquireScript().Run(
         *c.transport,
-        {c.keys.LockKey(resource()), c.keys.FenceKey(resource()), c.keys.DataSetKey(resource())},
+        {c.keys.LockKey(resource()), c.keys.DataSetKey(resource()),
+         c.keys.FenceHwmKey(resource())},
         {token(), absl::StrCat(TtlMillis(ttl())),
          absl::StrCat(absl::ToInt64Milliseconds(c.restart_window)),
          absl::StrCat(c.permits)},

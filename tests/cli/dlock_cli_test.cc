@@ -1299,7 +1299,8 @@ TEST_F(DlockCliTest, SeveralResourcesAreTakenAllOrNothing) {
   Dlock both({"run", "--redis", url_, "y", "x", "--", "sh", "-c",
               absl::StrCat("echo $DLOCK_RESOURCE $DLOCK_FENCES > ", f)});
   ASSERT_EQ(both.Wait(), 0) << both.err();
-  EXPECT_EQ(ReadFile(f), "x,y 1 1\n");
+  // One fence mark per server (issue 23): x, then y, take its next two fences.
+  EXPECT_EQ(ReadFile(f), "x,y 1 2\n");
   ASSERT_THAT(server_->Command({"SET", "dlock:{y}", "someone-else", "PX", "60000"}), IsOk());
   Dlock busy({"run", "--redis", url_, "x", "y", "--", "touch", Path("ran")});
   EXPECT_EQ(busy.Wait(), kExitBusy) << busy.err();

@@ -124,6 +124,10 @@ class ClusterEnv : public testing::LockTestEnv {
 
   absl::Duration round_trip() const override { return absl::Milliseconds(250); }
 
+  // The cluster and its masters' node indexes, for per-node inspection.
+  testing::RedisCluster* cluster() const { return cluster_; }
+  const std::vector<int>& masters() const { return masters_; }
+
  private:
   testing::RedisCluster* const cluster_;
   testing::UvTestLoop uv_;
