@@ -117,7 +117,7 @@ return released
 // SHA-1 constants as in scripts.cc: lock:fair_lock_test checks them.
 const Script& FairAcquireScript() {
   static const Script* const s =
-      new Script(kFairAcquire, "21e60e1ea5543e408cc802b1c6d8e02e8cd243f0");
+      new Script(kFairAcquire, "1b80d117f5980c135cd60aec5fbde6937c671085");
   return *s;
 }
 

@@ -235,8 +235,8 @@ TEST_F(ReentrantLockTest, DataSetRulesForeignDataAndExhaustedFences) {
   r = Start(lock, Task("t"));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
-  EXPECT_EQ((*r)->fence, server_.NowMs() * 1000 - 10000000 + 1)
-      << "fences start at when the data set began x 1000";
+  EXPECT_EQ((*r)->fence, server_.NowMs() * 1000 + 1)
+      << "a missing fence mark starts at the server's TIME in us";
   server_.Execute({"DEL", keys_.LockKey("r")});
 
   server_.Execute({"SET", keys_.LockKey("r"), "a-string-lock", "PX", "60000"});

@@ -1366,10 +1366,11 @@ TEST_F(RedLockTest, AYoungServerVotesExactlyWhenTheRestartWindowHasPassed) {
   loop_.AdvanceTo(first_contact + absl::Seconds(30));
   Outcome granted = Acquire(other);
   ASSERT_THAT(granted.lease, IsOk());
-  // Fences of a data set that began at T start at T (ms) x 1000 + 1.
+  // A missing fence mark starts at the server's TIME in us (here the data
+  // set's start T + the 30 s window), above T (ms) x 1000.
   EXPECT_EQ(granted.lease->fence,
             absl::ToUnixMillis(absl::FromUnixSeconds(1700000000) +
-                               (first_contact - ManualEventLoop::Origin())) *
+                               (first_contact + absl::Seconds(30) - ManualEventLoop::Origin())) *
                     1000 +
                 1);
 }
