@@ -437,7 +437,7 @@ TEST_F(DlockCliTest, StatusShowsFreeThenHeldWithoutTheToken) {
 
   const std::string token = "0123456789abcdef0123456789abcdef";
   ASSERT_THAT(server_->Command({"SET", "dlock:{job}", token, "PX", "60000"}), IsOk());
-  ASSERT_THAT(server_->Command({"SET", "dlock:{job}:fence", "5"}), IsOk());
+  ASSERT_THAT(server_->Command({"SET", "dlock:fence-hwm", "5"}), IsOk());  // the server's mark
   Dlock held({"status", "--redis", url_, "job"});
   ASSERT_EQ(held.Wait(), 0) << held.err();
   EXPECT_THAT(held.out(), HasSubstr("held, expires in"));
