@@ -3,8 +3,8 @@
 // Redis Cluster slot whatever bytes R holds:
 //   P{R}           the lock: a string holding the owner's token, with PX TTL
 //   P{R}:fence     the fencing counter of dlock <= 0.x (no TTL): no longer
-//                  written; an acquire that finds one takes it into account
-//                  and deletes it (see "Fences" below)
+//                  read or written (a missing fence mark starts above it:
+//                  docs/fences.md, "Upgrading")
 //   P{R}:released  the pub/sub channel a release publishes on
 // That layout (the one of every earlier release) is kept whenever its hash
 // tag is non-empty, i.e. unless R is empty or starts with '}' (Redis hashes
@@ -84,8 +84,8 @@ struct KeyScheme {
 };
 
 // The command that declares a server's data set trusted: SET
-// P"data-set-began" 0. Then the restart window never refuses it and fences
-// of resources without a fence key start at 1. Only for a server whose data
+// P"data-set-began" 0. Then the restart window never refuses it and a
+// missing fence mark starts at 0 (fences from 1). Only for a server whose data
 // set is known to be complete: a never-used server, or one whose data
 // survived (persistence). UNSAFE right after a restart that lost data:
 // leases granted before it may still be live elsewhere, and fences would
