@@ -178,7 +178,6 @@ struct Chain {
   int replied = 0;     // replies in the current phase
   int ok = 0;          // servers that granted the lock
   std::string key;
-  std::string fence_key;
   std::string channel;
   std::string token;
   int64_t start_ns = 0;
@@ -215,9 +214,9 @@ struct CycleRunner {
   std::vector<Chain> chains;
   std::string kSet = "SET", kNx = "NX", kPx = "PX", kEvalsha = "EVALSHA", kOne = "1",
               kThree = "3", kZero = "0";
-  // dlock's acquire script also reads (or creates) the data-set marker;
-  // restart window 0: never refused.
-  std::string marker = "dlock:data-set-began";
+  // dlock's acquire script also takes the data-set marker (read only with
+  // a restart window; 0 here) and the server's fence mark.
+  std::string marker = "dlock:data-set-began", hwm = "dlock:fence-hwm";
 
   int servers() const { return static_cast<int>(rig->conns.size()); }
   int quorum() const { return servers() / 2 + 1; }
@@ -229,10 +228,9 @@ struct CycleRunner {
     c->start_ns = NowNanos();
     c->NextPhase();
     if (o->dlock_scripts) {
-      // dlock's key scheme: P{R}, P{R}:fence, P{R}:released.
+      // dlock's key scheme: P{R}, P{R}:released.
       std::string r = absl::StrCat(keyprefix, started);
       c->key = absl::StrCat("{", r, "}");
-      c->fence_key = absl::StrCat(c->key, ":fence");
       c->channel = absl::StrCat(c->key, ":released");
     } else {
       c->key = absl::StrCat(keyprefix, started);
@@ -240,7 +238,7 @@ struct CycleRunner {
     for (redisAsyncContext* ac : rig->conns) {
       if (o->dlock_scripts) {
         SendArgv(ac, &CycleRunner::OnAcquire, c->NextSlot(),
-                 {&kEvalsha, &acquire_sha, &kThree, &c->key, &c->fence_key, &marker,
+                 {&kEvalsha, &acquire_sha, &kThree, &c->key, &marker, &hwm,
                   &c->token, &ttl, &kZero});
       } else {
         SendArgv(ac, &CycleRunner::OnAcquire, c->NextSlot(),

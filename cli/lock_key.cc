@@ -13,7 +13,8 @@ namespace dlock {
 namespace cli {
 namespace {
 
-// KEYS[1] lock key, KEYS[2] fence key. Returns {type, pttl, fence|false,
+// KEYS[1] lock key, KEYS[2] the server's (slot's) fence high-water mark.
+// Returns {type, pttl, fence (the mark)|false,
 // value|false, hash-owners|0, permits}: for a semaphore's sorted set,
 // permits = {token, ms left, ...} of the live permits (expiry after the
 // server's TIME), soonest expiry first; else empty. Writes nothing.
@@ -28,7 +29,7 @@ local owners = 0
 if t == 'string' then
   value = redis.call('GET', KEYS[1])
 elseif t == 'hash' then
-  owners = redis.call('HLEN', KEYS[1])
+  owners = redis.call('HLEN', KEYS[1]) - redis.call('HEXISTS', KEYS[1], '#fence')
 end
 local permits = {}
 if t == 'zset' then
@@ -48,11 +49,20 @@ return {t, pttl, fence, value, owners, permits}
 
 }  // namespace
 
+KeyScheme ServerKeys(Session& session, size_t i, const KeyScheme& keys) {
+  KeyScheme k = keys;
+  Transport* t = session.transport(i);
+  k.per_slot_data_set = t != nullptr && t->cluster();
+  return k;
+}
+
 absl::StatusOr<KeySnapshot> ReadLockKey(Session& session, size_t i,
                                         const KeyScheme& keys,
                                         const std::string& resource) {
   absl::StatusOr<Reply> reply = session.RunScript(
-      i, SnapshotScript(), {keys.LockKey(resource), keys.FenceKey(resource)}, {});
+      i, SnapshotScript(),
+      {keys.LockKey(resource), ServerKeys(session, i, keys).FenceHwmKey(resource)},
+      {});
   if (!reply.ok()) return reply.status();
   if (reply->is_error()) return absl::UnavailableError(reply->str);
   if (!reply->is_array() || reply->elements.size() != 6 || !reply->elements[5].is_array()) {

@@ -24,7 +24,9 @@ struct KeySnapshot {
   // (foreign data: not written by dlock).
   std::string type;
   int64_t pttl = -2;          // PTTL: -1 no expiry, -2 no key
-  std::string fence = "none";  // the fencing counter, "none" if unset
+  // The last fence issued for the resource's server (slot): its fence
+  // high-water mark; "none" if unset. The next holder's fence is above it.
+  std::string fence = "none";
   std::string token;           // type "string": the value
   int64_t owners = 0;          // type "hash": number of owners
   // type "zset" (a Semaphore): the live permits, {token, ms left}, soonest
@@ -37,6 +39,10 @@ struct KeySnapshot {
   // A key dlock's scripts can have written (string or reentrant hash).
   bool is_lock() const { return type == "string" || type == "hash"; }
 };
+
+// `keys` for server `i` of `session`: one data-set marker and fence mark
+// per slot when it is a Redis Cluster (keys.h).
+KeyScheme ServerKeys(Session& session, size_t i, const KeyScheme& keys);
 
 // Reads the snapshot from server `i` of `session`. An error reply or an
 // unreachable server is a non-OK status.

@@ -40,14 +40,18 @@
 #include "dlock/cli/session.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/read_write_scripts.h"
+#include "dlock/lock/script_prelude.h"
 #include "dlock/transport/script.h"
 
 namespace dlock {
 namespace cli {
 namespace {
 
-// KEYS[1] lock key, KEYS[2] fence key, KEYS[3] readers hash, KEYS[4]
-// writer-intent marker, KEYS[5] fair queue; ARGV[1] release channel, ARGV[2]
+// KEYS[1] lock key, KEYS[2] readers hash, KEYS[3] writer-intent marker,
+// KEYS[4] fair queue, KEYS[5] the data-set marker, KEYS[6] the fence
+// high-water mark (the fence is
+// bumped as an acquire issues one: lock/script_prelude.h, FENCES); ARGV[1]
+// release channel, ARGV[2]
 // the fair waiters' channel prefix. Returns {lock type, pttl, value|false,
 // hash owners, new fence|false, publish error|false, permits, readers,
 // intent pttl (-2: none), fair waiters, {foreign side keys}}. Nothing is
@@ -67,42 +71,43 @@ local value, owners, permits = false, 0, 0
 if t == 'string' then
   value = redis.call('GET', KEYS[1])
 elseif t == 'hash' then
-  owners = redis.call('HLEN', KEYS[1])
+  owners = redis.call('HLEN', KEYS[1]) - redis.call('HEXISTS', KEYS[1], '#fence')
 elseif t == 'zset' then
   permits = redis.call('ZCARD', KEYS[1])
 elseif t ~= 'none' then
   return {t, pttl, false, 0, false, false, 0, 0, -2, 0, {}}
 end
 local foreign = {}
-local rt, readers = kind(KEYS[3]), 0
+local rt, readers = kind(KEYS[2]), 0
 if rt == 'hash' then
-  readers = redis.call('HLEN', KEYS[3])
+  readers = redis.call('HLEN', KEYS[2])
 elseif rt ~= 'none' then
-  foreign[#foreign + 1] = KEYS[3] .. ' holds a ' .. rt
+  foreign[#foreign + 1] = KEYS[2] .. ' holds a ' .. rt
 end
-local it, intent = kind(KEYS[4]), -2
+local it, intent = kind(KEYS[3]), -2
 if it == 'string' then
-  intent = redis.call('PTTL', KEYS[4])
+  intent = redis.call('PTTL', KEYS[3])
 elseif it ~= 'none' then
-  foreign[#foreign + 1] = KEYS[4] .. ' holds a ' .. it
+  foreign[#foreign + 1] = KEYS[3] .. ' holds a ' .. it
 end
-local qt, waiters = kind(KEYS[5]), {}
+local qt, waiters = kind(KEYS[4]), {}
 if qt == 'hash' then
-  local q = redis.call('HGETALL', KEYS[5])
+  local q = redis.call('HGETALL', KEYS[4])
   for i = 1, #q, 2 do
     if q[i] ~= '#next' then waiters[#waiters + 1] = q[i] end
   end
 elseif qt ~= 'none' then
-  foreign[#foreign + 1] = KEYS[5] .. ' holds a ' .. qt
+  foreign[#foreign + 1] = KEYS[4] .. ' holds a ' .. qt
 end
-local fence = false
-if t ~= 'none' or readers > 0 then
-  fence = redis.call('INCR', KEYS[2])
+)lua" "local bumped = false\n"
+    "if t ~= 'none' or readers > 0 then\n"
+    DLOCK_FENCE_NEXT(6, 5) DLOCK_FENCE_COMMIT(6) R"lua(
+  bumped = fence
 end
 if t ~= 'none' then redis.call('DEL', KEYS[1]) end
-if rt == 'hash' then redis.call('DEL', KEYS[3]) end
-if it == 'string' then redis.call('DEL', KEYS[4]) end
-if qt == 'hash' then redis.call('DEL', KEYS[5]) end
+if rt == 'hash' then redis.call('DEL', KEYS[2]) end
+if it == 'string' then redis.call('DEL', KEYS[3]) end
+if qt == 'hash' then redis.call('DEL', KEYS[4]) end
 local perr = false
 local function publish(channel, message)
   local p = redis.pcall('PUBLISH', channel, message)
@@ -112,7 +117,7 @@ if t ~= 'none' or readers > 0 or intent ~= -2 then publish(ARGV[1], 'released') 
 for _, w in ipairs(waiters) do
   publish(ARGV[2] .. string.match(w, '^[^:]*'), w)
 end
-return {t, pttl, value, owners, fence, perr, permits, readers, intent, #waiters, foreign}
+return {t, pttl, value, owners, bumped, perr, permits, readers, intent, #waiters, foreign}
 )lua");
   return *kScript;
 }
@@ -178,8 +183,10 @@ int UnlockCommand(const CommonOptions& common, const std::string& resource, bool
     }
     absl::StatusOr<Reply> reply = s.RunScript(
         i, ForceUnlockScript(),
-        {keys.LockKey(resource), keys.FenceKey(resource), ReadersKey(keys, resource),
-         WriterIntentKey(keys, resource), FairQueueKey(keys, resource)},
+        {keys.LockKey(resource), ReadersKey(keys, resource),
+         WriterIntentKey(keys, resource), FairQueueKey(keys, resource),
+         ServerKeys(s, i, keys).DataSetKey(resource),
+         ServerKeys(s, i, keys).FenceHwmKey(resource)},
         {keys.ChannelKey(resource), FairWaiterChannelPrefix(keys)});
     if (!reply.ok() || reply->is_error()) {
       std::printf("  %s: FAILED: %s\n", where.c_str(),

@@ -51,7 +51,10 @@ struct FairReply {
     if (reply.ok()) {
       if (std::optional<FairAcquireReply> q = QueuedReply(*reply)) return *q;
     }
-    absl::StatusOr<int64_t> fence = FenceReply{}(std::move(reply), keys);
+    // KEYS: lock, data-set, queue, fence mark.
+    absl::StatusOr<int64_t> fence =
+        FenceReply{1, "lock is held by another owner", AcquireKeySlots{0, 3, 1}}(
+            std::move(reply), keys);
     if (!fence.ok()) return fence.status();
     FairAcquireReply r;
     r.fence = *fence;
@@ -72,8 +75,8 @@ absl::Status FairCommands::Acquire(
   if (queue_ttl < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError("queue ttl must be >= 1 ms");
   }
-  const std::string keys[] = {keys_.LockKey(resource), keys_.FenceKey(resource),
-                              keys_.DataSetKey(resource), QueueKey(resource)};
+  const std::string keys[] = {keys_.LockKey(resource), keys_.DataSetKey(resource),
+                              QueueKey(resource), keys_.FenceHwmKey(resource)};
   const std::string args[] = {std::string(token), absl::StrCat(TtlMillis(ttl)),
                               absl::StrCat(absl::ToInt64Milliseconds(restart_window)),
                               std::string(waiter),

@@ -45,19 +45,19 @@ namespace {
   "  if type(p) == 'table' then perr = tostring(p.err) end\n" \
   "end\n"
 
-constexpr char kFairAcquire[] = DLOCK_DATA_SET_PRELUDE(3, 3)
-    DLOCK_FAIR_QUEUE_SCAN(4, "ARGV[4]") DLOCK_FAIR_NOTIFY_HEAD("ARGV[6]") R"lua(
+constexpr char kFairAcquire[] = DLOCK_DATA_SET_PRELUDE(2, 3)
+    DLOCK_FAIR_QUEUE_SCAN(3, "ARGV[4]") DLOCK_FAIR_NOTIFY_HEAD("ARGV[6]") R"lua(
 local member = ARGV[4]
 )lua" DLOCK_LOCK_KEY_CHECK R"lua(end
 if kind == 'none' and (head == false or head == member) then
-)lua" DLOCK_FENCE_BASE R"lua(
-  local fence = redis.call('incr', KEYS[2])
+)lua" DLOCK_FENCE_NEXT(4, 2) R"lua(
   redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+)lua" DLOCK_FENCE_COMMIT(4) R"lua(
   if mine then
     if live == 1 then
-      redis.call('del', KEYS[4])
+      redis.call('del', KEYS[3])
     else
-      redis.call('hdel', KEYS[4], member)
+      redis.call('hdel', KEYS[3], member)
     end
   end
   return fence
@@ -66,13 +66,13 @@ local position = 0
 if member ~= '' then
   local qttl = tonumber(ARGV[5])
   if mine == false then
-    mine = redis.call('hincrby', KEYS[4], '#next', 1)
+    mine = redis.call('hincrby', KEYS[3], '#next', 1)
     live = live + 1
   end
-  redis.call('hset', KEYS[4], member,
+  redis.call('hset', KEYS[3], member,
              string.format('%.0f:%.0f', mine, now + qttl))
-  if redis.call('pttl', KEYS[4]) < qttl then
-    redis.call('pexpire', KEYS[4], qttl)
+  if redis.call('pttl', KEYS[3]) < qttl then
+    redis.call('pexpire', KEYS[3], qttl)
   end
   position = 1
   for w, t in pairs(tickets) do
@@ -117,7 +117,7 @@ return released
 // SHA-1 constants as in scripts.cc: lock:fair_lock_test checks them.
 const Script& FairAcquireScript() {
   static const Script* const s =
-      new Script(kFairAcquire, "edfd52241fb20232d548bb44a7c8aae8cb1a2b76");
+      new Script(kFairAcquire, "1b80d117f5980c135cd60aec5fbde6937c671085");
   return *s;
 }
 

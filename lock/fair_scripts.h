@@ -3,7 +3,8 @@
 //
 // Keys of resource R with prefix P (all in R's Redis Cluster slot, see
 // keys.h): P{R} the lock (the same string key SimpleLock uses, so fair and
-// plain holders exclude each other), P{R}:fence, and
+// plain holders exclude each other), the server's fence mark
+// (script_prelude.h), and
 //   P{R}:queue   a hash: waiter -> "ticket:expiry_ms" (expiry on the server's
 //                TIME), plus the field "#next" (the last ticket handed out).
 //                Waiter ids are "<lock instance id>:<wait id>". The lowest
@@ -15,8 +16,9 @@
 //
 //   script        | KEYS             | ARGV                         | reply
 //   --------------+------------------+------------------------------+------------------------
-//   FairAcquire   | lock, fence,     | token, ttl_ms, window_ms,    | fence (granted), or
-//                 | data-set, queue  | waiter ('' = do not queue),  | {'queued', position,
+//   FairAcquire   | lock, data-set,  | token, ttl_ms, window_ms,    | fence (granted), or
+//                 | queue, fence     | waiter ('' = do not queue),  | {'queued', position,
+//                 | mark             |                              |
 //                 |                  | queue_ttl_ms, channel prefix | waiters} (position 0:
 //                 |                  |                              | not queued), or a refusal
 //                 |                  |                              | as AcquireScript's

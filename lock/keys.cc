@@ -56,6 +56,19 @@ std::string KeyScheme::DataSetKey(absl::string_view resource) const {
   return SlotDataSetKey(KeySlot(LockKey(resource)));
 }
 
+std::string KeyScheme::FenceHwmKey() const {
+  return absl::StrCat(prefix, "fence-hwm");
+}
+
+std::string KeyScheme::SlotFenceHwmKey(int slot) const {
+  return absl::StrCat(prefix, "fence-hwm:{", SlotTag(slot), "}");
+}
+
+std::string KeyScheme::FenceHwmKey(absl::string_view resource) const {
+  if (!per_slot_data_set) return FenceHwmKey();
+  return SlotFenceHwmKey(KeySlot(LockKey(resource)));
+}
+
 ResourceKeys::ResourceKeys(absl::string_view prefix, absl::string_view resource) {
   if (!ClassicLayoutIsSound(prefix, resource)) {
     // The rare layout (see keys.h): built as KeyScheme builds it.

@@ -2,7 +2,9 @@
 // Every key of a resource carries one hash tag, so all of them sit in one
 // Redis Cluster slot whatever bytes R holds:
 //   P{R}           the lock: a string holding the owner's token, with PX TTL
-//   P{R}:fence     the fencing counter (no TTL; INCR by every acquire)
+//   P{R}:fence     the fencing counter of dlock <= 0.x (no TTL): no longer
+//                  read or written (a missing fence mark starts above it:
+//                  docs/fences.md, "Upgrading")
 //   P{R}:released  the pub/sub channel a release publishes on
 // That layout (the one of every earlier release) is kept whenever its hash
 // tag is non-empty, i.e. unless R is empty or starts with '}' (Redis hashes
@@ -34,6 +36,15 @@
 // see scripts.h and RedLock's RESTART SAFETY. LockCommands turns
 // per_slot_data_set on when its transport is a cluster (Transport::cluster()),
 // so standalone deployments keep their one marker unchanged.
+//
+// Fences: one high-water mark per server (per slot on a Cluster), beside
+// the marker, so what dlock leaves on a server does not grow with the
+// number of resources ever locked:
+//   standalone: P"fence-hwm"          Redis Cluster: P"fence-hwm:{T}"
+// Its value: the last fence this server (slot) issued, for any resource.
+// Every acquire issues hwm + 1 (scripts.h: the rule and what it assumes of
+// TIME). No TTL; it must not be evicted (noeviction and volatile-* policies
+// never evict a key without a TTL).
 #ifndef DLOCK_LOCK_KEYS_H_
 #define DLOCK_LOCK_KEYS_H_
 
@@ -64,11 +75,17 @@ struct KeyScheme {
   // The per-slot marker P"data-set-began:{SlotTag(slot)}", slot in
   // [0, 16384).
   std::string SlotDataSetKey(int slot) const;
+  // The fence high-water mark the acquire of `resource` reads and raises:
+  // P"fence-hwm" (standalone) or P"fence-hwm:{SlotTag(slot of R's keys)}"
+  // (per_slot_data_set: the resource's slot).
+  std::string FenceHwmKey(absl::string_view resource) const;
+  std::string FenceHwmKey() const;  // P"fence-hwm" (standalone)
+  std::string SlotFenceHwmKey(int slot) const;
 };
 
 // The command that declares a server's data set trusted: SET
-// P"data-set-began" 0. Then the restart window never refuses it and fences
-// of resources without a fence key start at 1. Only for a server whose data
+// P"data-set-began" 0. Then the restart window never refuses it and a
+// missing fence mark starts at 0 (fences from 1). Only for a server whose data
 // set is known to be complete: a never-used server, or one whose data
 // survived (persistence). UNSAFE right after a restart that lost data:
 // leases granted before it may still be live elsewhere, and fences would

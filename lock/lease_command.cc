@@ -63,9 +63,9 @@ absl::StatusOr<int64_t> AcquireReplyFence(const KeyScheme& keys, absl::string_vi
   // The keys are named only in a refusal (an array).
   if (!reply.ok() || !reply->is_array()) return parse(reply, {});
   const std::string lock = keys.LockKey(resource);
-  const std::string fence = keys.FenceKey(resource);
   const std::string data_set = keys.DataSetKey(resource);
-  const absl::string_view named[] = {lock, fence, data_set};
+  const std::string fence_mark = keys.FenceHwmKey(resource);
+  const absl::string_view named[] = {lock, data_set, fence_mark};
   return parse(reply, named);
 }
 

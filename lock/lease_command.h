@@ -96,10 +96,12 @@ LeaseCommand<Parser> MakeLeaseCommand(const Script& script,
 }
 
 // Where an acquire script's KEYS hold the keys its refusals name.
+// The defaults: the plain and the semaphore acquire ({lock, data-set, fence
+// mark}); the fence slot names the server's fence mark (keys.h).
 struct AcquireKeySlots {
   size_t lock = 0;
-  size_t fence = 1;
-  size_t data_set = 2;
+  size_t fence = 2;
+  size_t data_set = 1;
 };
 
 // The part every acquire reply shares: the transport's failure, a refusal

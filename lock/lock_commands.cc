@@ -18,6 +18,7 @@ LockCommands::LockCommands(Transport* transport, KeyScheme keys)
   // A cluster keeps one data-set marker per slot (see keys.h).
   if (transport_ != nullptr && transport_->cluster()) keys_.per_slot_data_set = true;
   data_set_key_ = keys_.DataSetKey();
+  fence_hwm_key_ = keys_.FenceHwmKey();
 }
 
 void LockCommands::PrepareLeaseArgv(absl::string_view resource, absl::string_view token,
@@ -35,12 +36,14 @@ LeaseCommand<FenceReply> LockCommands::AcquireCommand(absl::string_view resource
                                                       LeaseArgv& a) const {
   PrepareLeaseArgv(resource, token, ttl, a);
   a.keys[0] = a.resource_keys->lock();
-  a.keys[1] = a.resource_keys->fence();
   if (keys_.per_slot_data_set) {
     a.data_set_key = keys_.DataSetKey(resource);
-    a.keys[2] = a.data_set_key;
+    a.fence_hwm_key = keys_.FenceHwmKey(resource);
+    a.keys[1] = a.data_set_key;
+    a.keys[2] = a.fence_hwm_key;
   } else {
-    a.keys[2] = data_set_key_;
+    a.keys[1] = data_set_key_;
+    a.keys[2] = fence_hwm_key_;
   }
   const char* window_end = absl::numbers_internal::FastIntToBuffer(
       absl::ToInt64Milliseconds(restart_window), a.window_ms);

@@ -47,10 +47,12 @@ struct LeaseArgv {
   std::optional<ResourceKeys> resource_keys;
   char ttl_ms[absl::numbers_internal::kFastToBufferSize];
   char window_ms[absl::numbers_internal::kFastToBufferSize];
-  absl::string_view keys[3];
+  absl::string_view keys[3];  // acquire: lock, marker, fence mark
   absl::string_view args[3];
-  // The resource's slot's marker on a cluster (per_slot_data_set).
+  // The resource's slot's marker and fence mark on a cluster
+  // (per_slot_data_set).
   std::string data_set_key;
+  std::string fence_hwm_key;
 };
 
 // Every method below validates first and returns kInvalidArgument (callback
@@ -171,7 +173,8 @@ class LockCommands {
   Transport* transport_;
   KeyScheme keys_;
   ReplicaAckOptions ack_;
-  std::string data_set_key_;  // keys_.DataSetKey() (standalone), built once
+  std::string data_set_key_;   // keys_.DataSetKey() (standalone), built once
+  std::string fence_hwm_key_;  // keys_.FenceHwmKey() (standalone), built once
 };
 
 }  // namespace dlock

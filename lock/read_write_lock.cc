@@ -132,10 +132,9 @@ class ViewBase : public Lock, protected ReleaseNotifier {
   absl::Status Send(std::shared_ptr<RwAcquireOp> op) {
     const absl::string_view resource = op->resource();
     const KeyScheme& keys = core_->keys();
-    const std::string key_list[] = {keys.LockKey(resource), keys.FenceKey(resource),
-                                    ReadersKey(keys, resource),
+    const std::string key_list[] = {keys.LockKey(resource), ReadersKey(keys, resource),
                                     WriterIntentKey(keys, resource),
-                                    keys.DataSetKey(resource)};
+                                    keys.DataSetKey(resource), keys.FenceHwmKey(resource)};
     const std::string args[] = {
         op->token(), absl::StrCat(TtlMillis(op->ttl())),
         absl::StrCat(absl::ToInt64Milliseconds(core_->restart_window)),
@@ -151,7 +150,7 @@ class ViewBase : public Lock, protected ReleaseNotifier {
     parse.min_fence = write_ ? 1 : 0;
     parse.held = write_ ? "the lock is held by a writer or readers"
                         : "a writer holds or waits for the lock";
-    parse.slots.data_set = 4;
+    parse.slots = AcquireKeySlots{0, 4, 3};  // KEYS: lock, readers, intent, data-set, mark
     return MakeLeaseCommand(script, key_views,
                             absl::MakeConstSpan(arg_views, write_ ? 4 : 3), parse,
                             core_->replica_ack)

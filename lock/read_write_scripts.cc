@@ -22,47 +22,64 @@ namespace {
   "  end\n" \
   "end\n"
 
+// KEYS of both acquires: lock, readers, intent, data-set marker, fence
+// high-water mark.
+//
 // A reader gets in unless a writer holds the lock key (a string with a
 // TTL; anything else there is foreign data) or the writer-intent marker
-// exists (a writer is waiting: no writer starvation). It returns the fence
-// counter's current value (the last writer's fence; INCRBY 0 fails on a
-// counter that is not an integer).
-constexpr char kReadAcquire[] = DLOCK_DATA_SET_PRELUDE(5, 3) "\n" DLOCK_LOCK_KEY_HELD R"lua(if redis.call('exists', KEYS[4]) == 1 then
+// exists (a writer is waiting: no writer starvation). It returns the
+// server's last fence (the mark: >= the fence of every writer before it,
+// < the fence of every writer after it), storing the mark only when it was
+// missing (script_prelude.h).
+constexpr char kReadAcquire[] = DLOCK_DATA_SET_PRELUDE(4, 3) "\n" DLOCK_LOCK_KEY_HELD R"lua(if redis.call('exists', KEYS[3]) == 1 then
   return false
 end
-)lua" DLOCK_TRIM_READERS(3) DLOCK_FENCE_BASE R"lua(
+)lua" DLOCK_TRIM_READERS(2) DLOCK_FENCE_LAST(5, 4) R"lua(
 local expiry = now + tonumber(ARGV[2])
-redis.call('hset', KEYS[3], ARGV[1], string.format('%.0f', expiry))
+redis.call('hset', KEYS[2], ARGV[1], string.format('%.0f', expiry))
 if expiry > last then last = expiry end
-redis.call('pexpire', KEYS[3], string.format('%.0f', last - now))
-return redis.call('incrby', KEYS[2], 0)
+redis.call('pexpire', KEYS[2], string.format('%.0f', last - now))
+local fence = hwm
+if not stored then
+)lua" DLOCK_FENCE_COMMIT(5) R"lua(end
+return fence
 )lua";
 
 // A writer gets in when neither a writer (or plain holder) nor a live
-// reader holds. When it cannot, it (re)sets the writer-intent marker to its
-// token for intent_ms (0: not at all), which keeps new readers out while it
-// waits; a writer that stops trying lets it expire. On success it takes the
-// lock key exactly as the plain acquire does (INCR fence, SET PX) and
-// deletes the marker (each attempt has a fresh token, so the marker cannot
-// tell whose it is; another waiting writer sets it again at its next
-// attempt, which fails while this writer holds).
-constexpr char kWriteAcquire[] = DLOCK_DATA_SET_PRELUDE(5, 3) R"lua(
+// reader holds. What it touches on a free resource with no readers and the
+// window off: EXISTS readers, GET mark, SET NX PX, SET
+// mark, DEL intent -- no TYPE, no HGETALL, no TIME. Readers are trimmed
+// (HGETALL) only when their hash exists. When it cannot get in, it
+// (re)sets the writer-intent marker to its token for intent_ms (0: not at
+// all), which keeps new readers out while it waits; a writer that stops
+// trying lets it expire. On success it takes the lock key exactly as the
+// plain acquire does and deletes the marker (each attempt has a fresh
+// token, so the marker cannot tell whose it is; another waiting writer
+// sets it again at its next attempt, which fails while this writer holds).
+constexpr char kWriteAcquire[] = DLOCK_LAZY_DATA_SET_PRELUDE(4, 3) DLOCK_FENCE_NEXT(5, 4) R"lua(
 local busy = false
-)lua" DLOCK_LOCK_KEY_CHECK R"lua(  busy = true
-else
-)lua" DLOCK_TRIM_READERS(3) R"lua(
+if redis.call('exists', KEYS[2]) == 1 then
+  if not now then
+    local t = redis.call('time')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+)lua" DLOCK_TRIM_READERS(2) R"lua(
   busy = live > 0
 end
-if busy then
+if busy or not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
+  local kind = redis.call('type', KEYS[1])['ok']
+  if kind ~= 'none' then
+    local pttl = redis.call('pttl', KEYS[1])
+    if kind ~= 'string' or pttl < 0 then
+      return {'foreign', kind, pttl < 0 and -1 or 0}
+    end
+  end
   if tonumber(ARGV[4]) > 0 then
-    redis.call('set', KEYS[4], ARGV[1], 'px', ARGV[4])
+    redis.call('set', KEYS[3], ARGV[1], 'px', ARGV[4])
   end
   return false
 end
-)lua" DLOCK_FENCE_BASE R"lua(
-local fence = redis.call('incr', KEYS[2])
-redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
-redis.call('del', KEYS[4])
+)lua" DLOCK_FENCE_COMMIT(5) R"lua(redis.call('del', KEYS[3])
 return fence
 )lua";
 
@@ -96,8 +113,8 @@ return 1
 }  // namespace
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
-DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "579d95927e2ab67abe624d9c2a56ea4410a5141b")
-DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "96cecb5fe218ee58d2ee958172a846213b9d8315")
+DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "66afd7ee502971f30a239f801381f4a0acc18981")
+DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "3955cc1d32fda5ebb6a207770f98106a08850715")
 DLOCK_DEFINE_SCRIPT(ReadReleaseScript, kReadRelease, "c0471b4503aa79e3f06e695adce151d389997ae3")
 DLOCK_DEFINE_SCRIPT(ReadExtendScript, kReadExtend, "cb823b2f5a6ff50e4597c59e9ac8e985140cb2f0")
 

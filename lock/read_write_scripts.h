@@ -7,7 +7,8 @@
 //   P{R}                  the writer: a string holding its token, PX ttl --
 //                         the SAME key as the plain lock (SimpleLock), so a
 //                         writer and a plain holder exclude each other
-//   P{R}:fence            the fencing counter, shared with the plain lock
+//   P"fence-hwm"          the server's fence high-water mark, shared with
+//                         every lock (script_prelude.h)
 //   P{R}:readers          a hash {reader token -> expiry, server Unix ms},
 //                         PEXPIREd to its latest reader's expiry; entries
 //                         past their expiry are trimmed by every script
@@ -19,12 +20,12 @@
 //
 //   script                 | KEYS              | ARGV               | reply
 //   -----------------------+-------------------+--------------------+----------------------
-//   ReadAcquireScript      | lock, fence,      | token, ttl_ms,     | the current fence (>= 0),
-//                          | readers, intent,  | window_ms          | nil when a writer holds or
-//                          | data-set          |                    | waits, or a refusal
-//   WriteAcquireScript     | lock, fence,      | token, ttl_ms,     | the new fence (>= 1), nil
-//                          | readers, intent,  | window_ms,         | when a writer or a live
-//                          | data-set          | intent_ms          | reader holds, or a refusal
+//   ReadAcquireScript      | lock, readers,    | token, ttl_ms,     | the server's last fence
+//                          | intent, data-set, | window_ms          | (>= 0), nil when a writer
+//                          | mark              |                    | holds or waits, or a refusal
+//   WriteAcquireScript     | lock, readers,    | token, ttl_ms,     | the new fence (>= 1), nil
+//                          | intent, data-set, | window_ms,         | when a writer or a live
+//                          | mark              | intent_ms          | reader holds, or a refusal
 //   ReadReleaseScript      | readers           | token, channel     | 1 released (the last one
 //                          |                   |                    | publishes), 0 not owner,
 //                          |                   |                    | or the PUBLISH error (*)

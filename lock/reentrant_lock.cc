@@ -80,8 +80,8 @@ class ReentrantAcquireOp : public SingleServerAcquire {
   absl::Status Send(std::shared_ptr<ReentrantAcquireOp> self) {
     const ReentrantLock::Core& c = *core_;
     const std::string& resource = this->resource();
-    const std::string keys[] = {c.keys.LockKey(resource), c.keys.FenceKey(resource),
-                                c.MarkerKey(resource, request_), c.keys.DataSetKey(resource)};
+    const std::string keys[] = {c.keys.LockKey(resource), c.MarkerKey(resource, request_),
+                                c.keys.DataSetKey(resource), c.keys.FenceHwmKey(resource)};
     const std::string args[] = {token(), absl::StrCat(TtlMillis(ttl())),
                                 absl::StrCat(absl::ToInt64Milliseconds(c.restart_window))};
     const absl::string_view key_views[] = {keys[0], keys[1], keys[2], keys[3]};
@@ -101,7 +101,7 @@ class ReentrantAcquireOp : public SingleServerAcquire {
     Output operator()(absl::StatusOr<Reply> reply,
                       absl::Span<const absl::string_view> keys) const {
       std::optional<absl::Status> not_granted = AcquireNonGrant(
-          reply, keys, AcquireKeySlots{0, 1, 3}, "lock is held by another owner");
+          reply, keys, AcquireKeySlots{0, 3, 2}, "lock is held by another owner");  // KEYS: lock, marker, data-set, mark
       if (not_granted.has_value()) return *std::move(not_granted);
       if (reply->is_array() && reply->elements.size() == 2 &&
           reply->elements[0].is_integer() && reply->elements[0].integer >= 1 &&

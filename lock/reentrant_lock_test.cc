@@ -54,7 +54,9 @@ class ReentrantLockTest : public ::testing::Test {
     auto hash = server_.GetHash(keys_.LockKey("r"));
     if (!hash.has_value()) return "none";
     std::string out;
-    for (auto& [field, value] : *hash) out += field + "=" + value + ";";
+    for (auto& [field, value] : *hash) {
+      if (field != "#fence") out += field + "=" + value + ";";  // the holding's fence
+    }
     return out;
   }
 
@@ -110,10 +112,10 @@ TEST_F(ReentrantLockTest, DroppedReplyOnFirstAcquireLeavesNoKeyBehind) {
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
   loop_.RunUntilIdle();
   EXPECT_EQ(Count(), "none");
-  // Nothing but the fence counter (and the data-set marker) remains (no
-  // acquire marker either).
+  // Nothing but the server's fence mark (and the data-set marker) remains
+  // (no acquire marker either).
   EXPECT_EQ(server_.Keys(),
-            (std::vector<std::string>{keys_.DataSetKey(), keys_.FenceKey("r")}));
+            (std::vector<std::string>{keys_.DataSetKey(), keys_.FenceHwmKey()}));
 }
 
 TEST_F(ReentrantLockTest, CancelAfterSendUndoesTheAcquisition) {
@@ -233,8 +235,8 @@ TEST_F(ReentrantLockTest, DataSetRulesForeignDataAndExhaustedFences) {
   r = Start(lock, Task("t"));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
-  EXPECT_EQ((*r)->fence, server_.NowMs() * 1000 - 10000000 + 1)
-      << "fences start at when the data set began x 1000";
+  EXPECT_EQ((*r)->fence, server_.NowMs() * 1000 + 1)
+      << "a missing fence mark starts at the server's TIME in us";
   server_.Execute({"DEL", keys_.LockKey("r")});
 
   server_.Execute({"SET", keys_.LockKey("r"), "a-string-lock", "PX", "60000"});
@@ -249,7 +251,7 @@ TEST_F(ReentrantLockTest, DataSetRulesForeignDataAndExhaustedFences) {
   EXPECT_THAT(r->status().message(), ::testing::HasSubstr("a hash with no TTL"));
   server_.Execute({"DEL", keys_.LockKey("r")});
 
-  server_.Execute({"SET", keys_.FenceKey("r"), "9223372036854775807"});
+  server_.Execute({"SET", keys_.FenceHwmKey(), "9223372036854775807"});
   r = Start(lock, Task("t"));
   loop_.RunUntilIdle();
   EXPECT_THAT(r->status().message(), ::testing::HasSubstr("is exhausted"));

@@ -47,7 +47,7 @@ std::optional<absl::Status> AcquireRefusalStatus(const KeyScheme& keys,
                                                  absl::string_view resource,
                                                  const Reply& reply) {
   if (!reply.is_array()) return std::nullopt;
-  return AcquireRefusalStatus(keys.LockKey(resource), keys.FenceKey(resource),
+  return AcquireRefusalStatus(keys.LockKey(resource), keys.FenceHwmKey(resource),
                               keys.DataSetKey(resource), reply);
 }
 
@@ -82,9 +82,10 @@ std::optional<absl::Status> AcquireRefusalStatus(absl::string_view lock_key,
         e[2].integer < 0 ? " with no TTL" : " with a TTL",
         ", not a dlock lock of this kind; left untouched"));
   }
-  if (kind == "exhausted" && e.size() == 2) {
+  if (kind == "exhausted" && (e.size() == 2 || (e.size() == 3 && e[2].is_string()))) {
     return absl::InternalError(absl::StrCat(
-        "the fencing counter ", fence_key, " is exhausted (",
+        "the fencing counter ", e.size() == 3 ? absl::string_view(e[2].str) : fence_key,
+        " is exhausted (",
         e[1].str, "): no larger fence can be issued exactly"));
   }
   return std::nullopt;

@@ -12,41 +12,127 @@
   "local t = redis.call('time')\n" \
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 
-// The data-set marker (KEYS[M], ARGV[W] the restart window in ms), shared by
-// both acquire scripts: read it, or create it with the server's TIME on first
-// contact (Redis 7 replicates a script's effects, so TIME before a write is
-// allowed). A marker younger than the window refuses the acquire:
-// {'young', ms left, age ms}. A marker that is not a whole number of ms in
-// [0, 9e12] is foreign data. Sets `began` (ms) for the fence base.
-#define DLOCK_DATA_SET_PRELUDE(M, W) \
-  DLOCK_SERVER_NOW \
-  "local began = redis.call('get', KEYS[" #M "])\n" \
-  "if began == false then\n" \
-  "  redis.call('set', KEYS[" #M "], string.format('%.0f', now))\n" \
-  "  began = now\n" \
-  "else\n" \
-  "  local b = tonumber(began)\n" \
-  "  if b == nil or b < 0 or b > 9000000000000 or b ~= math.floor(b) then\n" \
-  "    return {'foreign', 'marker', began}\n" \
-  "  end\n" \
-  "  began = b\n" \
-  "end\n" \
+// The restart rule (KEYS[M] the data-set marker, ARGV[W] the restart
+// window in ms), for a script that has set `now` (ms). Only with a window
+// > 0 (a window of 0 costs nothing: the marker is not read): read the
+// marker, or create it with `now` on first contact (Redis 7 replicates a
+// script's effects, so TIME before a write is allowed). A marker younger
+// than the window refuses the acquire: {'young', ms left, age ms}. A marker
+// that is not a whole number of ms in [0, 9e12] is foreign data.
+#define DLOCK_RESTART_RULE(M, W) \
   "local window = tonumber(ARGV[" #W "]) or 0\n" \
-  "if window > 0 and now - began < window then\n" \
-  "  return {'young', window - (now - began), now - began}\n" \
+  "if window > 0 then\n" \
+  "  local began = redis.call('get', KEYS[" #M "])\n" \
+  "  if began == false then\n" \
+  "    redis.call('set', KEYS[" #M "], string.format('%.0f', now))\n" \
+  "    began = now\n" \
+  "  else\n" \
+  "    local b = tonumber(began)\n" \
+  "    if b == nil or b < 0 or b > 9000000000000 or b ~= math.floor(b) then\n" \
+  "      return {'foreign', 'marker', began}\n" \
+  "    end\n" \
+  "    began = b\n" \
+  "  end\n" \
+  "  if now - began < window then\n" \
+  "    return {'young', window - (now - began), now - began}\n" \
+  "  end\n" \
   "end\n"
 
-// Makes sure the fence counter KEYS[2] exists, starting it at began * 1000
-// (0 for a trusted data set), so fences after a data-loss restart start
-// above the old ones; refuses a counter with no exact successor left (Lua
-// numbers are doubles: 2^53 - 1 is the last exact one): {'exhausted', value}.
-#define DLOCK_FENCE_BASE \
-  "local f = redis.call('get', KEYS[2])\n" \
-  "if f == false then\n" \
-  "  redis.call('set', KEYS[2], string.format('%.0f', began * 1000))\n" \
-  "elseif tonumber(f) ~= nil and tonumber(f) >= 9007199254740991 then\n" \
-  "  return {'exhausted', f}\n" \
+// `now` from TIME, then the restart rule: for scripts that need the time
+// anyway (readers' and queue expiries, permits).
+#define DLOCK_DATA_SET_PRELUDE(M, W) DLOCK_SERVER_NOW DLOCK_RESTART_RULE(M, W)
+
+// The restart rule for scripts that need the time only for it: TIME is read
+// only when the window is on; `now` stays false otherwise.
+#define DLOCK_LAZY_DATA_SET_PRELUDE(M, W) \
+  "local now = false\n" \
+  "if (tonumber(ARGV[" #W "]) or 0) > 0 then\n" \
+  "  local t = redis.call('time')\n" \
+  "  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+  "end\n" \
+  DLOCK_RESTART_RULE(M, W)
+
+// FENCES (every acquire script). One high-water mark per server (per slot
+// on a Cluster), KEYS[H] = P"fence-hwm" (keys.h): the last fence issued
+// there, for any resource. An acquire issues fence = hwm + 1 and stores it
+// (hwm := fence). Fences therefore rise strictly on the server, so per
+// resource, whatever happens to the lock key (expiry, release) and however
+// the server's clock moves while the mark survives. Nothing per resource
+// outlives a release: N resources leave this one key (and the marker).
+// No acquire names a key that is usually absent (on a Cluster slot being
+// migrated, a script whose keys are partly present is answered TRYAGAIN):
+// its keys are the resource's own, the marker and the mark.
+//
+// A missing mark (first use, FLUSHALL, a restart without persistence, a
+// failover to a replica that had not received it, an upgrade from the
+// per-resource counters) starts from:
+//   - a trusted marker ("0", TrustDataSetCommand): 0 (fences from 1) -- a
+//     trusted data set is complete, so no fence was issued there before
+//     (an upgraded trusted data set runs `dlock upgrade-fences` first:
+//     docs/fences.md);
+//   - otherwise the server's TIME in microseconds, or the marker x 1000 if
+//     that is larger (a clock stepped back behind the marker); a missing
+//     marker is created with TIME in ms, as on first contact.
+// ASSUMPTION on TIME (what makes a lost mark safe): every fence this
+// server issued before the loss is <= its TIME in us when issued. True
+// for the mark, which starts at or below TIME in us and rises by 1 per
+// fence, each a script run taking well over 1 us of a server that runs one
+// script at a time; and for dlock <= 0.x's per-resource counters, which
+// started at the marker (ms, at or below TIME) x 1000 and rose by 1 per
+// acquire, so an upgrade needs no per-resource key. It also needs TIME not
+// to step back across the loss by more than the slack this leaves (TIME in
+// us minus the mark, which only grows between losses: a busy server
+// issuing 100k fences per second keeps 90% of the elapsed time as slack).
+// A backwards step while the mark survives is harmless (hwm + 1). A data
+// set declared trusted after a data loss breaks this (see keys.h).
+// RedLock raises a lagging server's mark to the lease's fence
+// (redlock/fence_sync.h: counters of different servers are compared, so
+// their clocks must agree within that slack); a server that lost data does
+// not vote for the restart window, after which its TIME is far beyond any
+// fence of its peers.
+//
+// Refusals: a mark that is not an integer fails the script with INCR's
+// error ("value is not an integer or out of range"; a hash: WRONGTYPE),
+// before any write; one at 2^53 - 1 or above (Lua numbers are doubles: the
+// last exact successor) is {'exhausted', value, its key}.
+//
+// DLOCK_FENCE_LAST(H, M) reads and sets `hwm` (the last fence: the mark or
+// its start) and `stored` (the mark as stored, false if missing); writes
+// nothing but a missing marker. DLOCK_FENCE_NEXT adds `fence` = hwm + 1.
+// DLOCK_FENCE_COMMIT(H) stores the mark. Between them the script decides
+// whether it grants.
+#define DLOCK_FENCE_LAST(H, M) \
+  "local stored = redis.call('get', KEYS[" #H "])\n" \
+  "local hwm = stored and tonumber(stored)\n" \
+  "if stored and (hwm == nil or hwm ~= math.floor(hwm)) then\n" \
+  "  return redis.error_reply('ERR value is not an integer or out of range')\n" \
+  "end\n" \
+  "if not stored then\n" \
+  "  local m = redis.call('get', KEYS[" #M "])\n" \
+  "  local b = 0\n" \
+  "  if m ~= false then\n" \
+  "    b = tonumber(m)\n" \
+  "    if b == nil or b < 0 or b > 9000000000000 or b ~= math.floor(b) then\n" \
+  "      return {'foreign', 'marker', m}\n" \
+  "    end\n" \
+  "  end\n" \
+  "  if m ~= false and b == 0 then\n" \
+  "    hwm = 0\n" \
+  "  else\n" \
+  "    local t = redis.call('time')\n" \
+  "    if m == false then\n" \
+  "      redis.call('set', KEYS[" #M "], string.format('%.0f', tonumber(t[1]) * 1000 + " \
+  "math.floor(tonumber(t[2]) / 1000)))\n" \
+  "    end\n" \
+  "    hwm = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), b * 1000)\n" \
+  "  end\n" \
+  "end\n" \
+  "if hwm >= 9007199254740991 then\n" \
+  "  return {'exhausted', stored or string.format('%.0f', hwm), KEYS[" #H "]}\n" \
   "end\n"
+#define DLOCK_FENCE_NEXT(H, M) DLOCK_FENCE_LAST(H, M) "local fence = hwm + 1\n"
+#define DLOCK_FENCE_COMMIT(H) \
+  "redis.call('set', KEYS[" #H "], string.format('%.0f', fence))\n"
 
 // The lock key KEYS[1] (a string with a PX TTL when held), as `kind` (its
 // TYPE): anything but a string with a TTL is foreign data, refused with
@@ -62,6 +148,15 @@
   "  if kind ~= 'string' or pttl < 0 then\n" \
   "    return {'foreign', kind, pttl < 0 and -1 or 0}\n" \
   "  end\n"
+// After a refused SET NX on KEYS[1]: nil (false) when a holder (a string
+// with a TTL) has it, else the foreign-data refusal.
+#define DLOCK_HELD_OR_FOREIGN \
+  "local kind = redis.call('type', KEYS[1])['ok']\n" \
+  "local pttl = redis.call('pttl', KEYS[1])\n" \
+  "if kind == 'string' and pttl >= 0 then\n" \
+  "  return false\n" \
+  "end\n" \
+  "return {'foreign', kind, pttl < 0 and -1 or 0}\n"
 #define DLOCK_LOCK_KEY_HELD \
   "local kind = redis.call('type', KEYS[1])['ok']\n" \
   "if kind ~= 'none' then\n" \

@@ -6,16 +6,19 @@
 namespace dlock {
 namespace {
 
-// SET NX PX and INCR of the fence in one script, after the data-set marker
-// check. Anything under the lock key but a string with a TTL is foreign data
-// ({'foreign', type, -1 with no TTL else 0}); a string with a TTL is another holder (nil).
-// The INCR comes before the SET, so a fence key of the wrong type fails the
-// script before the lock key was written (Redis scripts do not roll back).
-constexpr char kAcquire[] = DLOCK_DATA_SET_PRELUDE(3, 3) "\n" DLOCK_LOCK_KEY_HELD
-    DLOCK_FENCE_BASE R"lua(
-local fence = redis.call('incr', KEYS[2])
-redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
-return fence
+// SET NX PX and the next fence (script_prelude.h: FENCES) in one script,
+// after the restart rule (only when the window is on). KEYS: lock, data-set
+// marker, fence high-water mark (each present while the lock is held and
+// the mark lives: no usually-absent key). What it touches when the resource
+// is free, the window off and the mark present: GET mark (read before any
+// write, so a bad value fails the script before the lock key is written),
+// SET NX PX, SET mark -- no TYPE, no TIME. Only a refused SET NX looks at what holds the key:
+// another type, or a string with no TTL, is foreign data ({'foreign', type,
+// -1 with no TTL else 0}); a string with a TTL is another holder (nil).
+constexpr char kAcquire[] = DLOCK_LAZY_DATA_SET_PRELUDE(2, 3) DLOCK_FENCE_NEXT(3, 2) R"lua(
+if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
+)lua" DLOCK_HELD_OR_FOREIGN R"lua(end
+)lua" DLOCK_FENCE_COMMIT(3) R"lua(return fence
 )lua";
 
 // Compare-and-delete, then publish the released token (so a RetryLock that
@@ -63,23 +66,26 @@ end
 return 0
 )lua";
 
-// Owner-counted hash, after the data-set marker check (KEYS[4], ARGV[3]).
-// A fresh acquire increments the fence; a re-acquire by the same owner
-// increments its count and raises the TTL to ttl_ms if that is longer than
-// what is left (never shortens an outer holder's lease). A re-acquire
-// reports the fence of the current holding. Every counted acquire also sets
-// its marker key (KEYS[3], unique per request, PX ttl) so that an acquire
-// whose reply was lost can be undone exactly once (ReentrantUndo) without
-// ever decrementing a hold it did not add. Anything under the lock key but
-// a hash with a TTL is foreign data ({'foreign', type, -1 with no TTL else 0}).
-constexpr char kReentrantAcquire[] = DLOCK_DATA_SET_PRELUDE(4, 3) R"lua(
+// Owner-counted hash, after the restart rule (KEYS[3], ARGV[3]). KEYS:
+// lock, request marker, data-set marker, fence high-water mark. A fresh acquire issues the next fence (script_prelude.h)
+// and keeps it in the hash's field '#fence' (an owner id always holds a
+// ':', so no owner is named so); a re-acquire by the same owner increments
+// its count and raises the TTL to ttl_ms if that is longer than what is
+// left (never shortens an outer holder's lease), and reports the fence of
+// the current holding ('#fence'; a holding from before it was kept there
+// gets a new fence). Every counted acquire also sets its request marker
+// (KEYS[2], unique per request, PX ttl) so that an acquire whose reply was
+// lost can be undone exactly once (ReentrantUndo) without ever
+// decrementing a hold it did not add. Anything under the lock key but a
+// hash with a TTL is foreign data ({'foreign', type, -1 with no TTL else 0}).
+constexpr char kReentrantAcquire[] = DLOCK_LAZY_DATA_SET_PRELUDE(3, 3) R"lua(
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
-)lua" DLOCK_FENCE_BASE R"lua(
-  local fence = redis.call('incr', KEYS[2])
-  redis.call('hset', KEYS[1], ARGV[1], 1)
+)lua" DLOCK_FENCE_NEXT(4, 3) R"lua(
+  redis.call('hset', KEYS[1], ARGV[1], 1, '#fence', string.format('%.0f', fence))
   redis.call('pexpire', KEYS[1], ARGV[2])
-  redis.call('set', KEYS[3], 1, 'px', ARGV[2])
+  redis.call('set', KEYS[2], 1, 'px', ARGV[2])
+)lua" DLOCK_FENCE_COMMIT(4) R"lua(
   return {1, fence}
 end
 local pttl = redis.call('pttl', KEYS[1])
@@ -89,17 +95,18 @@ end
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return false
 end
+local held = tonumber(redis.call('hget', KEYS[1], '#fence'))
+if held == nil then
+)lua" DLOCK_FENCE_NEXT(4, 3) DLOCK_FENCE_COMMIT(4) R"lua(
+  held = fence
+  redis.call('hset', KEYS[1], '#fence', string.format('%.0f', fence))
+end
 local count = redis.call('hincrby', KEYS[1], ARGV[1], 1)
 if pttl < tonumber(ARGV[2]) then
   redis.call('pexpire', KEYS[1], ARGV[2])
 end
-redis.call('set', KEYS[3], 1, 'px', ARGV[2])
-local fence = redis.call('get', KEYS[2])
-if not fence then
-  redis.call('set', KEYS[2], string.format('%.0f', began * 1000))
-  fence = redis.call('incr', KEYS[2])
-end
-return {count, tonumber(fence)}
+redis.call('set', KEYS[2], 1, 'px', ARGV[2])
+return {count, held}
 )lua";
 
 // Undoes one ReentrantAcquire whose outcome is unknown: only if its marker
@@ -149,11 +156,11 @@ return 1
 }  // namespace
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
-DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "af6950c5ff8796b6e4df930af005c7ba0f9d4c73")
+DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "92b16a85bc04b006116af7729648e385ea4c922a")
 DLOCK_DEFINE_LATE_SAFE_SCRIPT(ReleaseScript, kRelease, "4a7024c06869cacd04e4851399793af3c417a4d6")
 DLOCK_DEFINE_SCRIPT(ExtendScript, kExtend, "71624710076548808e9a8a50d03a8bb55499c2c5")
 DLOCK_DEFINE_SCRIPT(ExtendOrReacquireScript, kExtendOrReacquire, "2e97109bf58e5111535896ecbe564d6287032eb7")
-DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "5dc631492c34859e26a6fe9262ed1b3ec0d43213")
+DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "e51c24c9744d8dfbb6f51766fc98c868089eaa6f")
 DLOCK_DEFINE_SCRIPT(ReentrantReleaseScript, kReentrantRelease, "fec45ffc43d415bb27c9e9a2710d3e5db0fcfe5a")
 DLOCK_DEFINE_SCRIPT(ReentrantExtendScript, kReentrantExtend, "40454865f65ef1e9f9a88ad2d3e210f44f8605ce")
 DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo, "daa3646e32b8cce98ef39be66be824172ff1e6ba")

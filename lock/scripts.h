@@ -7,9 +7,12 @@
 // on both the in-memory FakeRedis and a real redis-server and compare the
 // replies (`AllScripts()` lists them with the KEYS/ARGV they expect).
 //
-// Key layout (see keys.h): P{R} is the lock key, P{R}:fence the
-// fencing counter, P{R}:released the release channel (passed as an ARGV,
-// since a channel is not a key).
+// Key layout (see keys.h): P{R} is the lock key, P{R}:released the release
+// channel (passed as an ARGV, since a channel is not a key), P"fence-hwm"
+// the server's fence high-water mark (per slot on a Cluster); P{R}:fence,
+// the per-resource counter of earlier releases, is no longer read (an
+// upgrade: docs/fences.md). Fences: script_prelude.h
+// (FENCES) -- the rule, and what it assumes of the server's TIME.
 //
 // Replies (every script, by construction, raises an error only when a key
 // holds data of an unexpected type, e.g. a fence key that is not an integer,
@@ -17,15 +20,18 @@
 //
 //   script                   | KEYS          | ARGV                  | reply
 //   -------------------------+---------------+-----------------------+-------------------------
-//   AcquireScript            | lock, fence,  | token, ttl_ms,        | fence (integer >= 1), nil
-//                            | data-set      | window_ms             | when held, or a refusal
+//   AcquireScript            | lock,         | token, ttl_ms,        | fence (integer >= 1), nil
+//                            | data-set,     | window_ms             | when held, or a refusal
+//                            | fence mark    |                       |
 //   ReleaseScript            | lock          | token, channel        | 1 deleted (+PUBLISH), 0 not owner,
 //                            |               |                       | or a string (*)
 //   ExtendScript             | lock          | token, ttl_ms         | 1 PEXPIREd to ttl, 0 not owner
 //   ExtendOrReacquireScript  | lock          | token, ttl_ms         | 1 extended or re-set, 0 other
-//   ReentrantAcquireScript   | lock, fence,  | owner, ttl_ms,        | {count, fence}, nil when
+//   ReentrantAcquireScript   | lock,         | owner, ttl_ms,        | {count, fence}, nil when
 //                            | marker,       | window_ms             | another owner holds, or a
-//                            | data-set      |                       | refusal
+//                            |               |                       | refusal
+//                            | data-set,     |                       |
+//                            | fence mark    |                       |
 //   ReentrantReleaseScript   | lock          | owner, channel        | count left (0: deleted and
 //                            |               |                       | published), -1 not owner,
 //                            |               |                       | or a string (*)
@@ -45,22 +51,23 @@
 // can't publish to the channel mentioned in the command". Waiters are not
 // woken by a notification (they retry on their backoff timers).
 //
-// Both acquire scripts first read the data-set marker (P"data-set-began",
-// KeyScheme::DataSetKey: when this server's data set began, Unix ms), or
-// create it with the server's TIME (Redis >= 7: TIME before a write needs
-// script effects replication). Refusals, as arrays (AcquireRefusalStatus):
+// With a restart window > 0, both acquire scripts first read the data-set
+// marker (P"data-set-began", KeyScheme::DataSetKey: when this server's data
+// set began, Unix ms), or create it with the server's TIME (Redis >= 7: TIME
+// before a write needs script effects replication); with a window of 0 they
+// read neither TIME nor the marker (but for a missing fence mark). Refusals,
+// as arrays (AcquireRefusalStatus):
 //   {'young', ms_left, age_ms}   window_ms > 0 and the marker is younger
 //   {'foreign', type, -1|0}      the lock key holds another type, or a
 //                                lock-type key with no TTL (-1: no TTL)
 //   {'foreign', 'marker', value} the marker is not a time in ms
-//   {'exhausted', value}         the fence counter is at 2^53 - 1 or above
-//                                (the last integer a Lua reply carries exactly)
-// A missing fence key starts at marker x 1000, so fences issued after a
-// restart that lost data start above every fence of the lost data set (as
-// long as that data set issued fewer than 1000 fences per ms of its life for
-// the resource and the server clock did not go back); a trusted marker (0)
-// keeps fences starting at 1.
+//   {'exhausted', value, key}    the fence mark is at 2^53 - 1 or above (the
+//                                last integer a Lua reply carries exactly)
+// A missing fence mark starts at the server's TIME in us (or the marker x
+// 1000 if that is larger), or at 0 for a trusted marker (fences from 1):
+// script_prelude.h, FENCES.
 //
+// The reentrant hash keeps its holding's fence in the field '#fence'.
 // The reentrant marker (P{R}:acquire:<request id>, PX ttl) is set by every
 // counted ReentrantAcquire so an acquire whose reply was lost can be undone
 // at most once and only if it really ran (see reentrant_lock.h).

@@ -74,8 +74,8 @@ class SemaphoreAcquireOp : public SingleServerAcquire {
 
   absl::Status Send(std::shared_ptr<SemaphoreAcquireOp> self) {
     const Semaphore::Core& c = *core_;
-    const std::string keys[] = {c.keys.LockKey(resource()), c.keys.FenceKey(resource()),
-                                c.keys.DataSetKey(resource())};
+    const std::string keys[] = {c.keys.LockKey(resource()), c.keys.DataSetKey(resource()),
+                                c.keys.FenceHwmKey(resource())};
     const std::string args[] = {token(), absl::StrCat(TtlMillis(ttl())),
                                 absl::StrCat(absl::ToInt64Milliseconds(c.restart_window)),
                                 absl::StrCat(c.permits)};

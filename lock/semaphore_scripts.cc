@@ -22,9 +22,10 @@ namespace {
 
 // After the data-set marker check (which sets `now`): anything but a sorted
 // set under the key is foreign data; trim; full when ARGV[4] permits hold;
-// the fence comes before the ZADD, so a bad fence key fails the script
-// before the set was written.
-constexpr char kSemaphoreAcquire[] = DLOCK_DATA_SET_PRELUDE(3, 3) R"lua(
+// the fence is read before the ZADD, so a bad mark fails the script before
+// the set was written. KEYS: set, data-set marker, fence
+// high-water mark (script_prelude.h).
+constexpr char kSemaphoreAcquire[] = DLOCK_DATA_SET_PRELUDE(2, 3) R"lua(
 local kind = redis.call('type', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'zset' then
   local pttl = redis.call('pttl', KEYS[1])
@@ -33,10 +34,9 @@ end
 )lua" DLOCK_SEMAPHORE_TRIM_EXPIRED R"lua(if redis.call('zcard', KEYS[1]) >= tonumber(ARGV[4]) then
   return false
 end
-)lua" DLOCK_FENCE_BASE R"lua(
-local fence = redis.call('incr', KEYS[2])
+)lua" DLOCK_FENCE_NEXT(3, 2) R"lua(
 redis.call('zadd', KEYS[1], string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
-)lua" DLOCK_SEMAPHORE_KEY_TTL R"lua(
+)lua" DLOCK_FENCE_COMMIT(3) DLOCK_SEMAPHORE_KEY_TTL R"lua(
 return fence
 )lua";
 
@@ -79,7 +79,7 @@ return 1
 }  // namespace
 
 // Constant SHA-1s, as in scripts.cc (scripts_sha1_test checks them).
-DLOCK_DEFINE_SCRIPT(SemaphoreAcquireScript, kSemaphoreAcquire, "3c382a916b640ec6df0e4fd958570cd549fd167b")
+DLOCK_DEFINE_SCRIPT(SemaphoreAcquireScript, kSemaphoreAcquire, "7b40d62e9c92af75fdb4023ae257cf85fa540b8b")
 DLOCK_DEFINE_SCRIPT(SemaphoreReleaseScript, kSemaphoreRelease, "4544bc9156b20e8a1022c78e1abbe6b1590e2696")
 DLOCK_DEFINE_SCRIPT(SemaphoreExtendScript, kSemaphoreExtend, "bcbee1dbc027d453d0cef1795c68e3c9df1aac6a")
 

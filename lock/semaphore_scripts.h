@@ -12,8 +12,9 @@
 //
 //   script                   | KEYS          | ARGV                  | reply
 //   -------------------------+---------------+-----------------------+-------------------------
-//   SemaphoreAcquireScript   | set, fence,   | token, ttl_ms,        | fence (integer >= 1), nil
-//                            | data-set      | window_ms, permits    | when `permits` are held,
+//   SemaphoreAcquireScript   | set, data-    | token, ttl_ms,        | fence (integer >= 1), nil
+//                            | set, mark     | window_ms, permits    | when `permits` are held,
+//                            |               |                       |
 //                            |               |                       | or a refusal (scripts.h)
 //   SemaphoreReleaseScript   | set           | token, channel        | 1 removed (+PUBLISH of the
 //                            |               |                       | token), 0 not a holder, or
@@ -24,9 +25,9 @@
 // The acquire follows the rules of the other acquire scripts (scripts.h):
 // the data-set marker and restart window first ({'young', ...},
 // {'foreign', 'marker', ...}), anything under P{R} but a sorted set is
-// foreign data ({'foreign', type, -1|0}: never touched), a missing fence
-// key starts at marker x 1000, an exhausted one refuses. Each permit gets
-// its own fence (INCR P{R}:fence), so fences increase across all permit
+// foreign data ({'foreign', type, -1|0}: never touched), fences come from
+// the server's fence mark (script_prelude.h), an exhausted one refuses.
+// Each permit gets its own fence, so fences increase across all permit
 // holders of R. A mutex (SimpleLock) and a semaphore on the same resource
 // name see each other's key as foreign data.
 //

@@ -189,9 +189,11 @@ TEST_F(SemaphoreTest, RestartRuleAndFencesFollowTheOtherAcquireScripts) {
   loop_.AdvanceTime(absl::Seconds(10));
   absl::StatusOr<Lease> first = AcquireNow(sem, "r", Ttl(absl::Seconds(1)));
   ASSERT_THAT(first, IsOk());
-  // A missing fence key starts at marker x 1000.
-  EXPECT_EQ(first->fence, std::stoll(marker.str) * 1000 + 1);
-  server_.Execute({"SET", keys_.FenceKey("q"), "9007199254740991"});
+  // A missing fence mark starts at the server's TIME in us (above the
+  // marker x 1000).
+  EXPECT_GE(first->fence, (std::stoll(marker.str) + 10000) * 1000 + 1);
+  EXPECT_LE(first->fence, server_.NowMs() * 1000 + 1);
+  server_.Execute({"SET", keys_.FenceHwmKey(), "9007199254740991"});
   EXPECT_THAT(AcquireNow(sem, "q", Ttl(absl::Seconds(1))),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("exhausted")));
   EXPECT_EQ(Holders("q"), 0);

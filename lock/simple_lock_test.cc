@@ -275,17 +275,18 @@ TEST_F(SimpleLockTest, ErrorRepliesMapToUnavailableAndForeignDataToInternal) {
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable));
 
-  // A fence key holding something that is not a counter: nothing is taken.
-  server_.Execute({"HSET", keys_.FenceKey("f"), "x", "y"});
+  // A fence mark holding something that is not a counter: nothing is taken.
+  server_.Execute({"HSET", keys_.FenceHwmKey(), "x", "y"});
   r = Start(lock, "f", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
   EXPECT_FALSE(server_.Exists(keys_.LockKey("f")));
-  server_.Execute({"SET", keys_.FenceKey("g"), "not-a-number"});
+  server_.Execute({"SET", keys_.FenceHwmKey(), "not-a-number"});
   r = Start(lock, "g", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
   EXPECT_FALSE(server_.Exists(keys_.LockKey("g")));
+  server_.Execute({"DEL", keys_.FenceHwmKey()});
 
   // A reply of a shape the script never produces.
   conn_.FailNextWithReply(1, Reply::String("surprise"));
@@ -351,7 +352,7 @@ TEST_F(SimpleLockTest, KeyPrefixIsConfigurable) {
   ASSERT_THAT(*r, IsOk());
   // The data-set marker is per prefix (the fixture trusted "dlock:"'s).
   EXPECT_EQ(server_.Keys(), (std::vector<std::string>{"app:locks:data-set-began",
-                                                      "app:locks:{r}", "app:locks:{r}:fence",
+                                                      "app:locks:fence-hwm", "app:locks:{r}",
                                                       "dlock:data-set-began"}));
   EXPECT_EQ(lock.keys().prefix, "app:locks:");
 }
@@ -445,7 +446,7 @@ TEST_F(LockCommandsTest, TryAcquireIncrementsTheFenceAndAbortsWhenHeld) {
     return commands_.TryAcquire("r", "tok", absl::Seconds(10), absl::Seconds(1), std::move(cb));
   });
   EXPECT_THAT(again, StatusIs(absl::StatusCode::kAborted));
-  EXPECT_EQ(server_.GetString(keys_.FenceKey("r")), "1");
+  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), "1");  // the server's fence mark
 }
 
 TEST_F(LockCommandsTest, ExtendOrReacquireExtendsOwnReSetsMissingAndSparesOthers) {
@@ -464,7 +465,7 @@ TEST_F(LockCommandsTest, ExtendOrReacquireExtendsOwnReSetsMissingAndSparesOthers
   EXPECT_THAT(eor("theirs"), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(server_.GetString(keys_.LockKey("r")), "mine");
   // Never touches the fence.
-  EXPECT_FALSE(server_.Exists(keys_.FenceKey("r")));
+  EXPECT_FALSE(server_.Exists(keys_.FenceHwmKey()));
 }
 
 TEST_F(LockCommandsTest, ValidatesEveryArgument) {
@@ -613,16 +614,16 @@ TEST_F(SimpleLockTest, FenceAfterADataLossRestartIsAboveTheOldOne) {
 TEST_F(SimpleLockTest, AnExhaustedFenceCounterIsInternalAndTakesNothing) {
   SimpleLock lock(&loop_, &conn_);
   for (const char* value : {"9223372036854775807", "9007199254740991"}) {
-    server_.Execute({"SET", keys_.FenceKey("r"), value});
+    server_.Execute({"SET", keys_.FenceHwmKey(), value});
     auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
     loop_.RunUntilIdle();
     EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
-                             HasSubstr("fencing counter dlock:{r}:fence is exhausted")));
+                             HasSubstr("fencing counter dlock:fence-hwm is exhausted")));
     EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
-    EXPECT_EQ(server_.GetString(keys_.FenceKey("r")), value);
+    EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), value);
   }
   // One below the last exact integer still works.
-  server_.Execute({"SET", keys_.FenceKey("r"), "9007199254740989"});
+  server_.Execute({"SET", keys_.FenceHwmKey(), "9007199254740989"});
   auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, ::dlock::test_support::IsOkAndHolds(::testing::Field(&Lease::fence, 9007199254740990)));

@@ -5,32 +5,35 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/lock/script_prelude.h"
 #include "dlock/transport/reply.h"
 #include "dlock/transport/script.h"
 
 namespace dlock {
 namespace redlock_internal {
 
-// Raises the fencing counter KEYS[1] to ARGV[1] if it is lower; never lowers
-// it. Replies with the counter's value afterwards. A counter that is not an
-// integer is an error (foreign data), like INCR's. Its SHA-1 is a constant,
-// like lock/scripts.cc's (checked by redlock:fence_script_sha1_test against
+// Raises the server's (slot's) fence high-water mark KEYS[1] to ARGV[1] if
+// it is lower; never lowers it. KEYS[2] is the data-set marker: a missing
+// mark starts where an
+// acquire would start it (lock/script_prelude.h, FENCES), so a raise never
+// leaves a mark below what that server's own next acquire would have
+// issued. Replies with the mark afterwards. A mark that is not an integer
+// is an error (foreign data), like INCR's. Its SHA-1 is a constant, like
+// lock/scripts.cc's (checked by redlock:fence_script_sha1_test against
 // Sha1Hex and SCRIPT LOAD), so //redlock needs no hash code.
 const Script& RaiseFenceScript() {
-  static const Script* const s = new Script(R"lua(
+  static const Script* const s = new Script(DLOCK_FENCE_LAST(1, 2) R"lua(
 local f = tonumber(ARGV[1])
-local c = redis.call('get', KEYS[1])
-if c == false then c = 0 else c = tonumber(c) end
-if c == nil then
+if f == nil then
   return redis.error_reply('ERR value is not an integer or out of range')
 end
-if c < f then
-  redis.call('set', KEYS[1], ARGV[1])
-  return f
+if hwm < f then hwm = f end
+if not stored or tonumber(stored) ~= hwm then
+  redis.call('set', KEYS[1], string.format('%.0f', hwm))
 end
-return c
+return hwm
 )lua",
-                                            "124bc014a75f0e643516072409683ef441269aa5");
+                                            "daf21d246eb0edf7071868bc98ee5bb5b786f244");
   return *s;
 }
 
@@ -56,7 +59,8 @@ bool SendRaise(std::shared_ptr<Core> core, absl::string_view resource, absl::Dur
   Server& server = c->server(i);
   const absl::Time sent_at = c->loop()->Now();
   absl::Status sent = RaiseFenceScript().Run(
-      *server.transport, {server.commands->keys().FenceKey(resource)},
+      *server.transport,
+      {server.commands->keys().FenceHwmKey(resource), server.commands->keys().DataSetKey(resource)},
       {absl::StrCat(fence)}, c->Timeout(ttl),
       [core = std::move(core), resource = std::string(resource), fence, i, sent_at,
        then = std::move(then)](absl::StatusOr<Reply> reply) mutable {

@@ -1,9 +1,10 @@
 // Internal to //redlock (namespace redlock_internal): the fencing
 // write-back of an acquire attempt (see FENCING in redlock.h). When the
-// granting servers returned different counters, `FenceSync` raises the
-// lagging ones to the lease's fence (never lowers a counter) until a quorum
-// of granting servers holds a counter >= it. Rare: the counters usually
-// agree and no FenceSync is made.
+// granting servers returned different counters (their fence high-water
+// marks, lock/script_prelude.h), `FenceSync` raises the lagging ones to the
+// lease's fence (never lowers a mark) until a quorum of granting servers
+// holds a mark >= it. Rare: once level, the marks of servers that see the
+// same grants stay level, and no FenceSync is made.
 #ifndef DLOCK_REDLOCK_FENCE_SYNC_H_
 #define DLOCK_REDLOCK_FENCE_SYNC_H_
 

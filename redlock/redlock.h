@@ -138,26 +138,28 @@
 // what keeps their keys gone is the per-connection command order.
 // See docs/late-grants.md.
 //
-// FENCING. Each server keeps its own counter (P{R}:fence), incremented by
-// every grant there. lease.fence = the maximum of the counters returned by
+// FENCING. Each server keeps its own counter -- its fence high-water mark
+// P"fence-hwm" (per slot on a Cluster), shared by every resource, raised by
+// every grant there (lock/script_prelude.h, FENCES). lease.fence = the
+// maximum of the counters returned by
 // the servers of the granting quorum. Before the lease is handed out, that
 // maximum is written back (raised, never lowered) on granting servers until
 // a quorum of them holds a counter >= lease.fence (usually nothing to do:
-// the counters agree; lagging servers that grant late are raised in the
-// background too, so the counters converge). If no quorum confirms in time,
+// the counters agree once a write-back brought them level, since every
+// grant adds 1 on each server; lagging servers that grant late are raised
+// in the background too, so the counters converge). If no quorum confirms in time,
 // the attempt fails (kUnavailable) like any other. Guarantee: if lease L2 of a resource is granted after
 // lease L1 of it ended (L1 released, or its deadline passed), then
 // L2.fence > L1.fence -- because L1's quorum and L2's quorum share a server
 // whose counter was >= L1.fence while L1 held its key there, and L2's grant
 // there incremented it. The maximum alone, without the write-back, would
 // not guarantee this: counters drift apart when attempts land on subsets of
-// servers. A counter that is lost (restart without persistence, FLUSHALL,
-// eviction) does not go backwards: a missing fence key starts at the
-// data-set marker x 1000 (scripts.h), above every fence the lost data set
-// issued as long as it issued fewer than 1000 fences per ms of its life for
-// the resource and the server clock did not go back; a trusted marker (0)
-// starts counters at 1, which is why trusting a data set after a data loss
-// is unsafe. Counters are exact up to 2^53 - 1; beyond, acquire is
+// servers. A counter that is lost (restart without persistence, FLUSHALL)
+// does not go backwards: a missing mark starts at the server's TIME in us
+// (lock/script_prelude.h says what that assumes of TIME), and the restart
+// window keeps that server from voting until its TIME is far past any fence
+// of its peers; a trusted marker (0) starts the mark at 0, which is why
+// trusting a data set after a data loss is unsafe. Counters are exact up to 2^53 - 1; beyond, acquire is
 // kInternal "fencing counter ... exhausted" from that server. Fences of
 // different resources are unrelated. Two leases that overlap in time cannot
 // both exist (that is the lock's job), but a holder paused past its

@@ -43,9 +43,8 @@ constexpr absl::Duration kServerTimeout = absl::Milliseconds(50);
 std::string LockKey(absl::string_view resource = kResource) {
   return KeyScheme().LockKey(resource);
 }
-std::string FenceKey(absl::string_view resource = kResource) {
-  return KeyScheme().FenceKey(resource);
-}
+// The server's fence high-water mark, which the write-back raises.
+std::string HwmKey() { return KeyScheme().FenceHwmKey(); }
 
 RedLockOptions TestOptions() {
   RedLockOptions options;
@@ -775,18 +774,18 @@ TEST_F(RedLockTest, FenceIsTheQuorumMaximumAndIsWrittenBackSoItNeverRegresses) {
   MakeServers(3);
   Client& c = MakeClient();
   // Counters drifted apart (server 0 saw many grants the others missed).
-  servers_[0]->Execute({"SET", FenceKey(), "10"});
+  servers_[0]->Execute({"SET", HwmKey(), "10"});
   Outcome first = Acquire(c);
   ASSERT_THAT(first.lease, IsOk());
   EXPECT_EQ(first.lease->fence, 11);
   // Written back on a quorum of the granting servers before the lease was
   // handed out (server 0 already had 11: one write-back was enough)...
-  EXPECT_TRUE(servers_[1]->GetString(FenceKey()) == "11" ||
-              servers_[2]->GetString(FenceKey()) == "11");
+  EXPECT_TRUE(servers_[1]->GetString(HwmKey()) == "11" ||
+              servers_[2]->GetString(HwmKey()) == "11");
   // ...and on every lagging granting server soon after.
   Drain();
-  EXPECT_EQ(servers_[1]->GetString(FenceKey()), "11");
-  EXPECT_EQ(servers_[2]->GetString(FenceKey()), "11");
+  EXPECT_EQ(servers_[1]->GetString(HwmKey()), "11");
+  EXPECT_EQ(servers_[2]->GetString(HwmKey()), "11");
   ASSERT_THAT(Release(c, *first.lease), IsOk());
 
   // The next holder gets a quorum without server 0: its fence is still
@@ -814,7 +813,7 @@ TEST_F(RedLockTest, FenceWriteBackThatCannotReachAQuorumFailsTheAttempt) {
   LoadScripts();
   Client& c = MakeClient();
   for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(10));
-  servers_[0]->Execute({"SET", FenceKey(), "100"});
+  servers_[0]->Execute({"SET", HwmKey(), "100"});
   auto out = StartAcquire(c);
   // At 10 ms the grants are in and the write-backs to servers 1 and 2 (whose
   // counters say 1) have just been sent; the connections then drop.
@@ -1368,10 +1367,11 @@ TEST_F(RedLockTest, AYoungServerVotesExactlyWhenTheRestartWindowHasPassed) {
   loop_.AdvanceTo(first_contact + absl::Seconds(30));
   Outcome granted = Acquire(other);
   ASSERT_THAT(granted.lease, IsOk());
-  // Fences of a data set that began at T start at T (ms) x 1000 + 1.
+  // A missing fence mark starts at the server's TIME in us (here the data
+  // set's start T + the 30 s window), above T (ms) x 1000.
   EXPECT_EQ(granted.lease->fence,
             absl::ToUnixMillis(absl::FromUnixSeconds(1700000000) +
-                               (first_contact - ManualEventLoop::Origin())) *
+                               (first_contact + absl::Seconds(30) - ManualEventLoop::Origin())) *
                     1000 +
                 1);
 }

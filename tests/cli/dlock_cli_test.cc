@@ -323,7 +323,7 @@ TEST_F(DlockCliTest, StatusShowsFreeThenHeldWithoutTheToken) {
 
   const std::string token = "0123456789abcdef0123456789abcdef";
   ASSERT_THAT(server_->Command({"SET", "dlock:{job}", token, "PX", "60000"}), IsOk());
-  ASSERT_THAT(server_->Command({"SET", "dlock:{job}:fence", "5"}), IsOk());
+  ASSERT_THAT(server_->Command({"SET", "dlock:fence-hwm", "5"}), IsOk());  // the server's mark
   Dlock held({"status", "--redis", url_, "job"});
   ASSERT_EQ(held.Wait(), 0) << held.err();
   EXPECT_THAT(held.out(), HasSubstr("held, expires in"));
@@ -1185,7 +1185,8 @@ TEST_F(DlockCliTest, SeveralResourcesAreTakenAllOrNothing) {
   Dlock both({"run", "--redis", url_, "y", "x", "--", "sh", "-c",
               absl::StrCat("echo $DLOCK_RESOURCE $DLOCK_FENCES > ", f)});
   ASSERT_EQ(both.Wait(), 0) << both.err();
-  EXPECT_EQ(ReadFile(f), "x,y 1 1\n");
+  // One fence mark per server (issue 23): x, then y, take its next two fences.
+  EXPECT_EQ(ReadFile(f), "x,y 1 2\n");
   ASSERT_THAT(server_->Command({"SET", "dlock:{y}", "someone-else", "PX", "60000"}), IsOk());
   Dlock busy({"run", "--redis", url_, "x", "y", "--", "touch", Path("ran")});
   EXPECT_EQ(busy.Wait(), kExitBusy) << busy.err();

@@ -40,6 +40,10 @@ class ClusterRedis : public Deployment {
   // Classic subscriptions live on one node each: the sum over all nodes.
   int64_t Subscribers(const std::string& channel) override;
 
+  // The cluster and its masters' node indexes, for per-node inspection.
+  RedisCluster* cluster() const { return cluster_; }
+  const std::vector<int>& masters() const { return masters_; }
+
  private:
   RedisCluster* const cluster_;
   std::vector<int> masters_;

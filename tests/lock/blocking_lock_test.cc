@@ -7,6 +7,7 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -114,6 +115,23 @@ TEST_F(BlockingLockTest, GuardReleasesWhenItLeavesScope) {
                 StatusIs(absl::StatusCode::kAborted));
   }
   EXPECT_EQ(Server({"EXISTS", keys_.LockKey("r")}), Reply::Integer(0));
+}
+
+// Issue 23: 1,000 resources locked and released leave the server's fence
+// high-water mark and the data-set marker, nothing per resource; fences
+// rise across all of them.
+TEST_F(BlockingLockTest, AThousandResourcesLeaveTwoKeysOnARealServer) {
+  int64_t last = 0;
+  for (int i = 0; i < 1000; ++i) {
+    absl::StatusOr<LockGuard> guard =
+        simple_locks_->TryLock("order:" + std::to_string(i), absl::Seconds(10));
+    ASSERT_THAT(guard, IsOk());
+    EXPECT_GT(guard->lease().fence, last);
+    last = guard->lease().fence;
+  }
+  const Reply size = Server({"DBSIZE"});
+  EXPECT_LE(size.integer, 2) << size.DebugString();
+  EXPECT_EQ(Server({"EXISTS", keys_.FenceHwmKey(), keys_.DataSetKey()}), Reply::Integer(2));
 }
 
 TEST_F(BlockingLockTest, UnlockReportsAReleaseThatFoundTheKeyGone) {

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "dlock/lock/keys.h"
@@ -437,22 +438,26 @@ TEST_F(PeerBugsRealTest, RedlockRb3_SetThatTimedOutButSucceededIsReleased) {
   ASSERT_THAT(ReleaseNow(lock, *warm), IsOk());
 
   const std::string key = keys_.LockKey("job");
+  // The server's fence mark (one per server) after the warm-up's fence.
+  const std::string mark = keys_.FenceHwmKey();
+  ASSERT_EQ(Server(0, {"GET", mark}), Reply::String(absl::StrCat(warm->fence)));
   ASSERT_EQ(Server(0, {"CLIENT", "PAUSE", "1000", "ALL"}), Reply::Status("OK"));
   absl::StatusOr<Lease> timed_out = AcquireNow(lock, "job", absl::Seconds(60));
   EXPECT_THAT(timed_out, StatusIs(absl::StatusCode::kDeadlineExceeded));
-  // After the pause: the acquire ran (fence 1) and its key was released.
+  // After the pause: the acquire ran (the mark moved on by one fence) and
+  // its key was released.
+  const Reply ran = Reply::String(absl::StrCat(warm->fence + 1));
   EXPECT_TRUE(uv_.RunUntil(
       [&] {
-        return Server(0, {"GET", keys_.FenceKey("job")}) == Reply::String("1") &&
-               Server(0, {"EXISTS", key}) == Reply::Integer(0);
+        return Server(0, {"GET", mark}) == ran && Server(0, {"EXISTS", key}) == Reply::Integer(0);
       },
       kWaitLimit))
-      << "fence " << Server(0, {"GET", keys_.FenceKey("job")}).DebugString() << ", PTTL "
+      << "fence mark " << Server(0, {"GET", mark}).DebugString() << ", PTTL "
       << Server(0, {"PTTL", key}).DebugString();
   SimpleLock other(loop_.get(), Client());
   absl::StatusOr<Lease> next = AcquireNow(other, "job", absl::Seconds(5));
   ASSERT_THAT(next, IsOk());
-  EXPECT_EQ(next->fence, 2);
+  EXPECT_EQ(next->fence, warm->fence + 2);
 }
 
 // redlock-rb#3 over RedLock: every server holds its commands past the
@@ -472,6 +477,15 @@ TEST_F(PeerBugsRealTest, RedlockRb3_RedLockAttemptThatTimedOutEverywhereIsReleas
   ASSERT_THAT(ReleaseNow(**lock, *warm), IsOk());
 
   const std::string key = keys_.LockKey("job");
+  // Each server's fence mark before the attempt (the warm-up's fence).
+  const std::string mark = keys_.FenceHwmKey();
+  std::vector<Reply> ran;
+  for (int i = 0; i < 3; ++i) {
+    const Reply before = Server(i, {"GET", mark});
+    int64_t m = 0;
+    ASSERT_TRUE(before.is_string() && absl::SimpleAtoi(before.str, &m)) << before.DebugString();
+    ran.push_back(Reply::String(absl::StrCat(m + 1)));
+  }
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(Server(i, {"CLIENT", "PAUSE", "1000", "ALL"}), Reply::Status("OK"));
   }
@@ -481,11 +495,11 @@ TEST_F(PeerBugsRealTest, RedlockRb3_RedLockAttemptThatTimedOutEverywhereIsReleas
     SCOPED_TRACE(absl::StrCat("server ", i));
     EXPECT_TRUE(uv_.RunUntil(
         [&] {
-          return Server(i, {"GET", keys_.FenceKey("job")}) == Reply::String("1") &&
+          return Server(i, {"GET", mark}) == ran[i] &&
                  Server(i, {"EXISTS", key}) == Reply::Integer(0);
         },
         kWaitLimit))
-        << "fence " << Server(i, {"GET", keys_.FenceKey("job")}).DebugString() << ", PTTL "
+        << "fence mark " << Server(i, {"GET", mark}).DebugString() << ", PTTL "
         << Server(i, {"PTTL", key}).DebugString();
   }
   EXPECT_THAT(AcquireNow(**lock, "job", absl::Seconds(5)), IsOk());

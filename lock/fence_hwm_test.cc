@@ -1,0 +1,278 @@
+// Issue 23, goals 1 and 2, on FakeRedis in virtual time: what dlock leaves
+// on a server after N resources were locked and released (O(1): the fence
+// high-water mark and the data-set marker), fences that rise per resource
+// across the lock key's expiry, FLUSHALL, a restart without persistence, a
+// server clock stepped back, and an upgrade from the per-resource counters;
+// and what an exclusive acquire touches on the server.
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "dlock/lock/fair_lock.h"
+#include "dlock/lock/keys.h"
+#include "dlock/lock/lock.h"
+#include "dlock/lock/read_write_lock.h"
+#include "dlock/lock/reentrant_lock.h"
+#include "dlock/lock/scripts.h"
+#include "dlock/lock/semaphore.h"
+#include "dlock/lock/simple_lock.h"
+#include "dlock/testing/status_matchers.h"
+#include "dlock/transport/fake/fake_redis.h"
+#include "dlock/transport/fake/fake_transport.h"
+#include "dlock/transport/fake/manual_event_loop.h"
+
+namespace dlock {
+namespace {
+
+using ::dlock::test_support::IsOk;
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+class FenceHwmTest : public ::testing::Test {
+ protected:
+  FenceHwmTest() : server_(&loop_), conn_(&loop_, &server_) {}
+
+  // Acquires `resource` with `lock` (one attempt) and returns the lease.
+  absl::StatusOr<Lease> Acquire(Lock& lock, const std::string& resource,
+                                absl::Duration ttl = absl::Seconds(10)) {
+    auto out = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
+    AcquireOptions o;
+    o.ttl = ttl;
+    absl::StatusOr<AcquireHandle> h =
+        lock.Acquire(resource, o, [out](absl::StatusOr<Lease> r) { *out = std::move(r); });
+    if (!h.ok()) return h.status();
+    loop_.RunUntilIdle();
+    return *out;
+  }
+
+  absl::Status Release(Lock& lock, const Lease& lease) {
+    auto out = std::make_shared<absl::Status>(absl::UnknownError("pending"));
+    absl::Status s = lock.Release(lease, [out](absl::Status r) { *out = std::move(r); });
+    if (!s.ok()) return s;
+    loop_.RunUntilIdle();
+    return *out;
+  }
+
+  // Acquires and releases `resource`, returning the lease's fence.
+  int64_t Cycle(Lock& lock, const std::string& resource) {
+    absl::StatusOr<Lease> lease = Acquire(lock, resource);
+    EXPECT_THAT(lease, IsOk()) << resource;
+    if (!lease.ok()) return -1;
+    EXPECT_THAT(Release(lock, *lease), IsOk()) << resource;
+    return lease->fence;
+  }
+
+  // Cycles `n` distinct resources and checks what is left on the server.
+  void ExpectBoundedKeys(Lock& lock, int n) {
+    for (int i = 0; i < n; ++i) Cycle(lock, "order:" + std::to_string(i));
+    EXPECT_LE(server_.DbSize(), 2u);
+    EXPECT_THAT(server_.Keys(),
+                UnorderedElementsAre(keys_.DataSetKey(), keys_.FenceHwmKey()));
+  }
+
+  ManualEventLoop loop_;
+  FakeRedis server_;
+  FakeTransport conn_;
+  KeyScheme keys_;
+};
+
+TEST_F(FenceHwmTest, AThousandResourcesLockedAndReleasedLeaveTwoKeys) {
+  SimpleLock lock(&loop_, &conn_);
+  ExpectBoundedKeys(lock, 1000);
+}
+
+TEST_F(FenceHwmTest, AThousandWritersAndReadersLeaveTwoKeys) {
+  ReadWriteLock rw(&loop_, &conn_);
+  ExpectBoundedKeys(rw.writer(), 1000);
+  ExpectBoundedKeys(rw.reader(), 1000);
+}
+
+TEST_F(FenceHwmTest, AThousandSemaphoresLeaveTwoKeys) {
+  SemaphoreOptions o;
+  o.permits = 3;
+  Semaphore sem(&loop_, &conn_, o);
+  ExpectBoundedKeys(sem, 1000);
+}
+
+TEST_F(FenceHwmTest, AThousandFairLocksLeaveTwoKeys) {
+  FairLock fair(&loop_, &conn_);
+  ExpectBoundedKeys(fair, 1000);
+}
+
+// Fences rise per resource across an expired lock key and a server clock
+// stepped back an hour while the mark survives.
+TEST_F(FenceHwmTest, FencesRiseAcrossExpiryAndAClockSteppedBack) {
+  SimpleLock lock(&loop_, &conn_);
+  int64_t last = Cycle(lock, "r");
+  absl::StatusOr<Lease> expiring = Acquire(lock, "r", absl::Milliseconds(20));
+  ASSERT_THAT(expiring, IsOk());
+  EXPECT_GT(expiring->fence, last);
+  loop_.AdvanceTime(absl::Milliseconds(30));  // the key expires
+  const int64_t after_expiry = Cycle(lock, "r");
+  EXPECT_GT(after_expiry, expiring->fence);
+  last = after_expiry;
+  const int64_t before = server_.NowMs();
+  server_.JumpClock(-absl::Hours(1));
+  ASSERT_LT(server_.NowMs(), before);
+  for (int i = 0; i < 5; ++i) {
+    const int64_t fence = Cycle(lock, "r");
+    EXPECT_GT(fence, last);
+    last = fence;
+  }
+}
+
+// A FLUSHALL (or a restart without persistence) loses the mark and the
+// marker; the fences after it start at the server's TIME in us, above the
+// fences before it even within the same millisecond (the old rule started
+// them at the new marker x 1000 -- below fences issued faster than one per
+// us of the old marker's age).
+void ExpectFencesRiseAcrossADataLoss(FenceHwmTest* t, ManualEventLoop& loop, Lock& lock,
+                                     const std::function<void()>& lose,
+                                     const std::function<int64_t(const std::string&)>& cycle) {
+  int64_t last = 0;
+  for (int i = 0; i < 300; ++i) {
+    const int64_t fence = cycle("r");
+    EXPECT_GT(fence, last);
+    last = fence;
+    loop.AdvanceTime(absl::Microseconds(2));  // a script takes well over 1 us
+  }
+  lose();
+  loop.AdvanceTime(absl::Microseconds(2));
+  EXPECT_GT(cycle("r"), last);
+  EXPECT_GT(cycle("other"), last);
+}
+
+TEST_F(FenceHwmTest, FencesRiseAcrossFlushallWithinOneMillisecond) {
+  SimpleLock lock(&loop_, &conn_);
+  ExpectFencesRiseAcrossADataLoss(
+      this, loop_, lock, [&] { server_.Execute({"FLUSHALL"}); },
+      [&](const std::string& r) { return Cycle(lock, r); });
+}
+
+TEST_F(FenceHwmTest, FencesRiseAcrossARestartWithoutPersistence) {
+  SimpleLock lock(&loop_, &conn_);
+  ExpectFencesRiseAcrossADataLoss(
+      this, loop_, lock, [&] { server_.Restart(); },
+      [&](const std::string& r) { return Cycle(lock, r); });
+}
+
+TEST_F(FenceHwmTest, WritersFencesRiseAcrossFlushall) {
+  ReadWriteLock rw(&loop_, &conn_);
+  ExpectFencesRiseAcrossADataLoss(
+      this, loop_, rw.writer(), [&] { server_.Execute({"FLUSHALL"}); },
+      [&](const std::string& r) { return Cycle(rw.writer(), r); });
+}
+
+// Upgrading from dlock's per-resource counters (P{R}:fence, which started
+// at the data-set marker x 1000 and rose by one per acquire, each a script
+// run of more than 1 us): every old counter is at most the server's TIME in
+// us, so the missing mark, started at TIME, is above all of them -- without
+// any acquire reading (or naming) an old counter. The old rule for a
+// missing mark under a surviving marker (marker x 1000) went below them.
+TEST_F(FenceHwmTest, AnUpgradeIssuesFencesAboveEveryOldPerResourceCounter) {
+  const int64_t began = server_.NowMs();
+  server_.Execute({"SET", keys_.DataSetKey(), std::to_string(began)});
+  // The old data set lived 5 s: at most 5,000,000 acquires on the server;
+  // say r saw 4,999,000 of them, s 7.
+  loop_.AdvanceTime(absl::Seconds(5));
+  const int64_t old_r = began * 1000 + 4999000, old_s = began * 1000 + 7;
+  server_.Execute({"SET", keys_.FenceKey("r"), std::to_string(old_r)});
+  server_.Execute({"SET", keys_.FenceKey("s"), std::to_string(old_s)});
+  ASSERT_LE(old_r, server_.NowMs() * 1000);
+  SimpleLock lock(&loop_, &conn_);
+  server_.ClearLog();
+  const int64_t first = Cycle(lock, "r");
+  EXPECT_GT(first, old_r);
+  EXPECT_EQ(first, server_.NowMs() * 1000 + 1);
+  EXPECT_GT(Cycle(lock, "s"), first);
+  ReentrantLockOptions ro;
+  ro.client_id = "c";
+  ReentrantLock re(&loop_, &conn_, ro);
+  ReadWriteLock rw(&loop_, &conn_);
+  Semaphore sem(&loop_, &conn_);
+  FairLock fair(&loop_, &conn_);
+  int64_t last = first;
+  for (Lock* l : std::initializer_list<Lock*>{&re, &rw.writer(), &sem, &fair}) {
+    const int64_t fence = Cycle(*l, "r");
+    EXPECT_GT(fence, last);
+    last = fence;
+  }
+  // No acquire read an old counter: they stay (dlock upgrade-fences folds
+  // and deletes them, docs/fences.md).
+  for (const FakeRedis::LogEntry& e : server_.log()) {
+    for (const std::string& arg : e.argv) {
+      EXPECT_NE(arg, keys_.FenceKey("r")) << e.argv[0];
+      EXPECT_NE(arg, keys_.FenceKey("s")) << e.argv[0];
+    }
+  }
+  EXPECT_EQ(server_.GetString(keys_.FenceKey("r")), std::to_string(old_r));
+}
+
+// A lost mark restarts at TIME: a server clock stepped back across the loss
+// by less than the slack (TIME in us minus the mark, which grows by every
+// us that did not issue a fence) still issues fences above the old ones.
+TEST_F(FenceHwmTest, FencesRiseAcrossALossWithTheClockSteppedBackWithinTheSlack) {
+  SimpleLock lock(&loop_, &conn_);
+  int64_t last = 0;
+  for (int i = 0; i < 1000; ++i) {
+    last = Cycle(lock, "r");
+    loop_.AdvanceTime(absl::Microseconds(100));  // 10,000 fences a second
+  }
+  // The mark is ~1000 above where it started; TIME moved 100,000 us.
+  server_.Execute({"FLUSHALL"});
+  server_.JumpClock(-absl::Milliseconds(50));
+  EXPECT_GT(Cycle(lock, "r"), last);
+  EXPECT_GT(Cycle(lock, "other"), last);
+}
+
+TEST_F(FenceHwmTest, AReentrantLocksFenceStaysWithItsHolding) {
+  server_.Execute(TrustDataSetCommand(keys_));
+  SimpleLock plain(&loop_, &conn_);
+  ReentrantLockOptions o;
+  o.client_id = "c";
+  ReentrantLock re(&loop_, &conn_, o);
+  absl::StatusOr<Lease> outer = Acquire(re, "r");
+  ASSERT_THAT(outer, IsOk());
+  Cycle(plain, "x");  // the server's mark moves on
+  absl::StatusOr<Lease> inner = Acquire(re, "r");
+  ASSERT_THAT(inner, IsOk());
+  EXPECT_EQ(inner->fence, outer->fence);
+  EXPECT_THAT(Release(re, *inner), IsOk());
+  EXPECT_THAT(Release(re, *outer), IsOk());
+  EXPECT_GT(Cycle(re, "r"), outer->fence);
+}
+
+// Goal 2: with the restart window off and the mark present, an exclusive
+// acquire on a free resource runs GET mark, SET NX PX, SET mark -- no
+// TIME, no marker, no TYPE. The writer adds only an
+// existence check of the readers and the DEL of a writer's intent.
+std::vector<std::string> ScriptCommands(const FakeRedis& server) {
+  std::vector<std::string> out;
+  for (const FakeRedis::LogEntry& e : server.log()) {
+    if (e.from_script) out.push_back(e.argv[0]);
+  }
+  return out;
+}
+
+TEST_F(FenceHwmTest, AnExclusiveAcquireTouchesOnlyWhatItNeeds) {
+  server_.Execute(TrustDataSetCommand(keys_));
+  SimpleLock lock(&loop_, &conn_);
+  Cycle(lock, "warm");
+  server_.ClearLog();
+  ASSERT_THAT(Acquire(lock, "r"), IsOk());
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre("get", "set", "set"));
+
+  ReadWriteLock rw(&loop_, &conn_);
+  server_.ClearLog();
+  ASSERT_THAT(Acquire(rw.writer(), "w"), IsOk());
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre("get", "exists", "set", "set", "del"));
+}
+
+}  // namespace
+}  // namespace dlock
