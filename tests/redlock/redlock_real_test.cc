@@ -507,7 +507,7 @@ TEST_F(RedLockRealTest, SimpleLockFencesForeignDataAndRestartWindowOnARealServer
   EXPECT_THAT(AcquireWith(fresh), StatusIs(absl::StatusCode::kInternal, HasSubstr("a hash")));
   ASSERT_THAT(servers_[0]->Command({"DEL", "dlock:{orders/42}"}), IsOk());
   ASSERT_THAT(
-      servers_[0]->Command({"SET", "dlock:{orders/42}:fence", "9223372036854775807"}),
+      servers_[0]->Command({"SET", "dlock:fence-hwm", "9223372036854775807"}),
       IsOk());
   EXPECT_THAT(AcquireWith(fresh),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("is exhausted")));
