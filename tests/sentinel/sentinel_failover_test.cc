@@ -3,7 +3,8 @@
 // errors for a wrong master name or unreachable sentinels, and locks held
 // and acquired across `SENTINEL FAILOVER` and a kill -9 of the master. With
 // replica acknowledgement of every replica, a lease held across a failover
-// is still held on the new master (nobody else gets it) or is reported lost.
+// is still held on the new master (nobody else gets it) or is reported lost,
+// and fences keep rising across the failover.
 #include <uv.h>
 
 #include <future>
@@ -269,6 +270,47 @@ TEST_F(SentinelFailoverTest, KillMinusNineOfTheMasterIsFollowed) {
     return r.ok() && r->integer == 0;
   }));
   EXPECT_THAT(AcquireNow(one, "after"), IsOk());
+}
+
+
+// Issue 23, goal 1: fences never go backwards for a resource across a
+// failover with replica acknowledgement. Fences come from the master's one
+// fence mark (lock/keys.h), which every acknowledged grant wrote to both
+// replicas before it counted; the promoted replica issues above it. The
+// deployment's data set is trusted (marker 0), so a mark lost in the
+// failover would restart fences at 1: the test would see it.
+TEST_F(SentinelFailoverTest, FencesRiseAcrossAKillMinusNineFailoverWithReplicaAck) {
+  StartDeployment();
+  UvTransport* t = Client(deployment_->url());
+  ASSERT_THAT(ConnectNow(t), IsOk());
+  SimpleLock* lock = Lock(t, 2);
+  int64_t last = 0;
+  for (const char* resource : {"order-1", "order-2", "order-1", "order-3"}) {
+    absl::StatusOr<Lease> lease = AcquireNow(lock, resource);
+    ASSERT_THAT(lease, IsOk()) << resource;
+    EXPECT_GT(lease->fence, last) << resource;
+    last = lease->fence;
+    std::optional<absl::Status> released;
+    ASSERT_THAT(lock->Release(*lease, [&](absl::Status st) { released = st; }), IsOk());
+    ASSERT_TRUE(loop_.RunUntil([&] { return released.has_value(); }, absl::Seconds(10)));
+    ASSERT_THAT(*released, IsOk());
+  }
+  absl::StatusOr<int> old_master = deployment_->MasterIndex();
+  ASSERT_THAT(old_master, IsOk());
+  ASSERT_THAT(deployment_->data(*old_master).Kill(), IsOk());
+  absl::StatusOr<int> new_master =
+      WhileLoopRuns([&] { return deployment_->WaitForNewMaster(*old_master); });
+  ASSERT_THAT(new_master, IsOk());
+  ASSERT_TRUE(FollowsTo(t, *new_master)) << t->sentinel()->last_error();
+  // One replica is left to acknowledge. Every resource, those locked before
+  // and a new one, gets a fence above every fence issued before the crash.
+  SimpleLock* one = Lock(t, 1);
+  for (const char* resource : {"order-1", "order-3", "order-4"}) {
+    absl::StatusOr<Lease> lease = AcquireNow(one, resource);
+    ASSERT_THAT(lease, IsOk()) << resource;
+    EXPECT_GT(lease->fence, last) << resource << " after the failover";
+    last = lease->fence;
+  }
 }
 
 
