@@ -45,6 +45,7 @@ struct DlockStack {
 
   bool delayed_restart = true;
   bool info_every_command = false;
+  bool fencing = true;
   absl::Duration wake_stagger;  // RetryLockOptions::wake_stagger
   int min_replicas = 0;
   std::string prefix;  // key prefix of this run (set by Build)
@@ -63,6 +64,7 @@ struct DlockStack {
       SimpleLockOptions so;
       so.key_prefix = prefix;
       so.replica_ack.min_replicas = min_replicas;
+      so.fencing = fencing;
       simple = std::make_unique<SimpleLock>(loop, transports[0].get(), so);
       base = simple.get();
     } else {
@@ -70,6 +72,7 @@ struct DlockStack {
       ro.keys.prefix = prefix;
       ro.delayed_restart = delayed_restart;
       ro.check_run_id_every_command = info_every_command;
+      ro.fencing = fencing;
       std::vector<Transport*> ts;
       for (auto& t : transports) ts.push_back(t.get());
       auto rl = RedLock::Create(loop, ts, ro);
@@ -227,6 +230,7 @@ absl::StatusOr<BenchResult> AsyncCycles(const DlockOptions& o, const std::string
   s.delayed_restart = o.redlock_delayed_restart;
   s.info_every_command = o.redlock_info_every_command;
   s.min_replicas = o.min_replicas;
+  s.fencing = o.fencing;
   absl::Status st = OpenLocal(&l, &s, o.raw, false);
   if (!st.ok()) {
     s.Destroy();
@@ -251,6 +255,7 @@ absl::StatusOr<BenchResult> AsyncCycles(const DlockOptions& o, const std::string
   BenchResult r = Header("async", workload, static_cast<int>(o.raw.ports.size()));
   if (workload == "pipelined") r.Set("depth", static_cast<int64_t>(depth));
   if (o.min_replicas > 0) r.Set("min_replicas", static_cast<int64_t>(o.min_replicas));
+  if (!o.fencing) r.Set("fencing", false);
   if (o.raw.ports.size() > 1) {
     r.Set("delayed_restart", o.redlock_delayed_restart);
     r.Set("info_every_command", o.redlock_info_every_command);

@@ -49,6 +49,9 @@ struct DlockOptions {
   bool redlock_delayed_restart = true;
   // RedLockOptions::check_run_id_every_command (INFO with every acquire).
   bool redlock_info_every_command = false;
+  // Async seq/pipelined: SimpleLockOptions / RedLockOptions::fencing. Off:
+  // SET NX PX alone, no fence (the work node-redlock does).
+  bool fencing = true;
   // One port, async seq/pipelined: SimpleLockOptions::replica_ack.min_replicas
   // (WAIT behind every grant; the port must be a master with replicas).
   int min_replicas = 0;

@@ -63,6 +63,8 @@ ABSL_FLAG(int, ttl_ms, 30000, "lock TTL (watchdog: lease TTL)");
 ABSL_FLAG(int, min_replicas, 0,
           "dlock, one port, async seq/pipelined: replica acknowledgement "
           "(WAIT N behind every grant); the port must be a master with replicas");
+ABSL_FLAG(bool, fencing, true,
+          "dlock, async seq/pipelined: fencing tokens (off: SET NX PX alone, fence 0)");
 ABSL_FLAG(bool, redlock_delayed_restart, true,
           "dlock with several ports: RedLock's delayed-restart rule");
 ABSL_FLAG(bool, redlock_info_every_command, false,
@@ -137,6 +139,7 @@ int main(int argc, char** argv) {
     d.wake_stagger = absl::Microseconds(absl::GetFlag(FLAGS_wake_stagger_us));
     d.seconds = absl::GetFlag(FLAGS_seconds);
     d.redlock_delayed_restart = absl::GetFlag(FLAGS_redlock_delayed_restart);
+    d.fencing = absl::GetFlag(FLAGS_fencing);
     d.redlock_info_every_command = absl::GetFlag(FLAGS_redlock_info_every_command);
     d.min_replicas = absl::GetFlag(FLAGS_min_replicas);
     r = dlock::bench::RunDlock(d, workload);

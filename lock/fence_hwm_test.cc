@@ -274,5 +274,35 @@ TEST_F(FenceHwmTest, AnExclusiveAcquireTouchesOnlyWhatItNeeds) {
   EXPECT_THAT(ScriptCommands(server_), ElementsAre("get", "exists", "set", "set", "del"));
 }
 
+// Fencing off (SimpleLockOptions::fencing): the acquire is SET NX PX alone
+// -- no fence mark read or written, nothing left after the release -- and
+// every lease's fence is 0; a held lock and foreign data are refused as
+// with fencing on, and the restart rule still applies when its window is on.
+TEST_F(FenceHwmTest, WithFencingOffAnAcquireIsSetNxPxAlone) {
+  SimpleLockOptions o;
+  o.fencing = false;
+  SimpleLock lock(&loop_, &conn_, o);
+  server_.ClearLog();
+  absl::StatusOr<Lease> lease = Acquire(lock, "r");
+  ASSERT_THAT(lease, IsOk());
+  EXPECT_EQ(lease->fence, 0);
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre("set"));
+  EXPECT_THAT(server_.Keys(), ElementsAre(keys_.LockKey("r")));
+  EXPECT_THAT(Acquire(lock, "r"), test_support::StatusIs(absl::StatusCode::kAborted));
+  ASSERT_THAT(Release(lock, *lease), IsOk());
+  EXPECT_EQ(server_.DbSize(), 0u);
+
+  server_.Execute({"HSET", keys_.LockKey("h"), "f", "v"});
+  EXPECT_THAT(Acquire(lock, "h"), test_support::StatusIs(absl::StatusCode::kInternal));
+
+  SimpleLockOptions windowed = o;
+  windowed.restart_window = absl::Seconds(30);
+  SimpleLock young(&loop_, &conn_, windowed);
+  absl::StatusOr<Lease> refused = Acquire(young, "y");
+  EXPECT_THAT(refused, test_support::StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_TRUE(IsYoungDataSet(refused.status())) << refused.status();
+  EXPECT_EQ(server_.Execute({"EXISTS", keys_.FenceHwmKey()}), Reply::Integer(0));
+}
+
 }  // namespace
 }  // namespace dlock

@@ -14,8 +14,13 @@ std::optional<absl::Status> AcquireNonGrant(const absl::StatusOr<Reply>& reply,
                                             AcquireKeySlots slots, absl::string_view held) {
   if (!reply.ok()) return reply.status();
   if (reply->is_array()) {
+    // A slot the script was not given (the unfenced acquire names no mark,
+    // nor the marker with the window off) reads as an empty name.
+    auto key = [keys](size_t slot) {
+      return slot < keys.size() ? keys[slot] : absl::string_view();
+    };
     std::optional<absl::Status> refusal = AcquireRefusalStatus(
-        keys[slots.lock], keys[slots.fence], keys[slots.data_set], *reply);
+        key(slots.lock), key(slots.fence), key(slots.data_set), *reply);
     if (refusal.has_value()) return refusal;
   }
   if (reply->is_nil()) return absl::AbortedError(held);

@@ -71,9 +71,10 @@ struct Lease {
   // The value that proves ownership on the server: at least 128 random bits,
   // fresh for every acquisition (for ReentrantLock: the owner id).
   std::string token;
-  // Fencing token: a per-resource counter the acquire script increments.
-  // Strictly increases across successive holders of one resource; pass it to
-  // the protected resource so it can reject a stale holder.
+  // Fencing token: the server's fence mark + 1 (docs/fences.md). Strictly
+  // increases across successive holders of one resource; pass it to the
+  // protected resource so it can reject a stale holder. 0 when the lock's
+  // options switched fencing off.
   int64_t fence = 0;
   // The TTL the server key was last set with.
   absl::Duration ttl;

@@ -33,12 +33,12 @@ LeaseCommand<FenceReply> LockCommands::AcquireCommand(absl::string_view resource
                                                       absl::string_view token,
                                                       absl::Duration ttl,
                                                       absl::Duration restart_window,
-                                                      LeaseArgv& a) const {
+                                                      LeaseArgv& a, bool fencing) const {
   PrepareLeaseArgv(resource, token, ttl, a);
   a.keys[0] = a.resource_keys->lock();
   if (keys_.per_slot_data_set) {
     a.data_set_key = keys_.DataSetKey(resource);
-    a.fence_hwm_key = keys_.FenceHwmKey(resource);
+    if (fencing) a.fence_hwm_key = keys_.FenceHwmKey(resource);
     a.keys[1] = a.data_set_key;
     a.keys[2] = a.fence_hwm_key;
   } else {
@@ -48,6 +48,14 @@ LeaseCommand<FenceReply> LockCommands::AcquireCommand(absl::string_view resource
   const char* window_end = absl::numbers_internal::FastIntToBuffer(
       absl::ToInt64Milliseconds(restart_window), a.window_ms);
   a.args[2] = absl::string_view(a.window_ms, static_cast<size_t>(window_end - a.window_ms));
+  if (!fencing) {
+    // KEYS: lock, and the marker only when the window is on (the script
+    // reads it only then). A grant is 0.
+    const size_t num_keys = restart_window > absl::ZeroDuration() ? 2 : 1;
+    return MakeLeaseCommand(AcquireUnfencedScript(), {a.keys, num_keys}, {a.args, 3},
+                            FenceReply{0, "lock is held by another owner", AcquireKeySlots{}},
+                            ack_);
+  }
   return MakeLeaseCommand(AcquireScript(), {a.keys, 3}, {a.args, 3}, FenceReply{}, ack_);
 }
 

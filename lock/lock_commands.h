@@ -153,9 +153,12 @@ class LockCommands {
   // Extend; the public methods above). Acquire and Extend carry this
   // object's replica acknowledgement; Release and ExtendOrReacquire never
   // wait.
+  // `fencing` false: AcquireUnfencedScript (no fence mark; the grant's
+  // fence is 0).
   LeaseCommand<FenceReply> AcquireCommand(absl::string_view resource,
                                           absl::string_view token, absl::Duration ttl,
-                                          absl::Duration restart_window, LeaseArgv& a) const;
+                                          absl::Duration restart_window, LeaseArgv& a,
+                                          bool fencing = true) const;
   LeaseCommand<ReleaseNoticeReply> ReleaseCommand(absl::string_view resource,
                                                   absl::string_view token,
                                                   LeaseArgv& a) const;

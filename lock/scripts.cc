@@ -21,6 +21,19 @@ if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
 )lua" DLOCK_FENCE_COMMIT(3) R"lua(return fence
 )lua";
 
+// The acquire without a fence (SimpleLockOptions / RedLockOptions::fencing
+// off): SET NX PX after the restart rule (only when the window is on), no
+// fence mark -- the work of a Redlock without fencing tokens. KEYS: lock,
+// and the data-set marker only when the window is on (with it off the
+// script never reads KEYS[2], and the caller does not name it, so no acquire
+// names a usually-absent key). Replies 0 (granted, no fence), nil when held,
+// or a refusal as AcquireScript's.
+constexpr char kAcquireUnfenced[] = DLOCK_LAZY_DATA_SET_PRELUDE(2, 3) R"lua(
+if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
+)lua" DLOCK_HELD_OR_FOREIGN R"lua(end
+return 0
+)lua";
+
 // Compare-and-delete, then publish the released token (so a RetryLock that
 // already handed the release to a local waiter recognises its own
 // notification). pcall: a key of another type (a reentrant hash) yields an
@@ -157,6 +170,7 @@ return 1
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
 DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "92b16a85bc04b006116af7729648e385ea4c922a")
+DLOCK_DEFINE_SCRIPT(AcquireUnfencedScript, kAcquireUnfenced, "a3a3d39fc2e40b4bafe3f99c6bc3244079a6c736")
 DLOCK_DEFINE_LATE_SAFE_SCRIPT(ReleaseScript, kRelease, "4a7024c06869cacd04e4851399793af3c417a4d6")
 DLOCK_DEFINE_SCRIPT(ExtendScript, kExtend, "71624710076548808e9a8a50d03a8bb55499c2c5")
 DLOCK_DEFINE_SCRIPT(ExtendOrReacquireScript, kExtendOrReacquire, "2e97109bf58e5111535896ecbe564d6287032eb7")
@@ -169,6 +183,7 @@ DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo, "daa3646e32b8cce98ef39b
 std::vector<NamedScript> AllScripts() {
   return {
       {"acquire", &AcquireScript(), 3},
+      {"acquire_unfenced", &AcquireUnfencedScript(), 2},
       {"release", &ReleaseScript(), 1},
       {"extend", &ExtendScript(), 1},
       {"extend_or_reacquire", &ExtendOrReacquireScript(), 1},

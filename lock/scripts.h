@@ -23,6 +23,9 @@
 //   AcquireScript            | lock,         | token, ttl_ms,        | fence (integer >= 1), nil
 //                            | data-set,     | window_ms             | when held, or a refusal
 //                            | fence mark    |                       |
+//   AcquireUnfencedScript    | lock,         | token, ttl_ms,        | 0 (granted, no fence), nil
+//                            | [data-set]    | window_ms             | when held, or a refusal
+//                            | (window on)   |                       |
 //   ReleaseScript            | lock          | token, channel        | 1 deleted (+PUBLISH), 0 not owner,
 //                            |               |                       | or a string (*)
 //   ExtendScript             | lock          | token, ttl_ms         | 1 PEXPIREd to ttl, 0 not owner
@@ -86,6 +89,7 @@
 namespace dlock {
 
 const Script& AcquireScript();
+const Script& AcquireUnfencedScript();
 const Script& ReleaseScript();
 const Script& ExtendScript();
 const Script& ExtendOrReacquireScript();

@@ -12,11 +12,13 @@ namespace dlock {
 struct SimpleLock::Core : LeaseCore {
   Core(EventLoop* loop, Transport* transport, const SimpleLockOptions& options)
       : LeaseCore(loop, options, options.replica_ack),
-        commands(transport, KeyScheme{options.key_prefix}) {
+        commands(transport, KeyScheme{options.key_prefix}),
+        fencing(options.fencing) {
     commands.set_replica_ack(options.replica_ack);
   }
 
   LockCommands commands;
+  const bool fencing;  // SimpleLockOptions::fencing
 };
 
 namespace {
@@ -72,7 +74,8 @@ absl::StatusOr<AcquireHandle> SimpleLock::Acquire(absl::string_view resource,
       [this](std::shared_ptr<SimpleAcquireOp> op) {
         LeaseArgv a;
         return core_->commands
-            .AcquireCommand(op->resource(), op->token(), op->ttl(), core_->restart_window, a)
+            .AcquireCommand(op->resource(), op->token(), op->ttl(), core_->restart_window, a,
+                            core_->fencing)
             .Send(*core_->commands.transport(), core_->command_timeout,
                   [op](absl::StatusOr<int64_t> fence) { op->OnReply(std::move(fence)); });
       });

@@ -82,6 +82,13 @@ struct SimpleLockOptions : LeaseOptions {
   // callback gets kUnavailable (IsReplicaShortfall; RetryLock retries it).
   // An invalid setting makes Acquire and Extend return kInvalidArgument.
   ReplicaAckOptions replica_ack;
+  // Fencing tokens (on by default): every grant carries `Lease::fence`
+  // from the server's fence mark (docs/fences.md). Off: the acquire is SET
+  // NX PX alone (plus the restart rule, when its window is on) and every
+  // lease's fence is 0 -- the work a Redlock without fencing does
+  // (node-redlock, redsync), for a resource that cannot check a fence
+  // anyway. A fenced store refuses fence 0 as stale once it saw a fence.
+  bool fencing = true;
 };
 
 class SimpleLock : public Lock, private ReleaseNotifier {

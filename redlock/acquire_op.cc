@@ -84,7 +84,8 @@ void AcquireOp::StartAttempt(bool may_decide_now) {
     const Server& server = core_->server(i);
     absl::Status sent =
         server.commands
-            ->AcquireCommand(resource_, token, ttl_, core_->run_ids().RestartWindow(), a)
+            ->AcquireCommand(resource_, token, ttl_, core_->run_ids().RestartWindow(), a,
+                             core_->options().fencing)
             .Send(*server.transport, timeout,
                   [self, attempt, generation, i](absl::StatusOr<int64_t> fence) {
                     self->OnAcquireReply(attempt, generation, i, std::move(fence));

@@ -161,7 +161,8 @@
 // of its peers; a trusted marker (0) starts the mark at 0, which is why
 // trusting a data set after a data loss is unsafe. Counters are exact up to 2^53 - 1; beyond, acquire is
 // kInternal "fencing counter ... exhausted" from that server. Fences of
-// different resources are unrelated. Two leases that overlap in time cannot
+// different resources are unrelated. With RedLockOptions::fencing off none
+// of this runs: every lease's fence is 0. Two leases that overlap in time cannot
 // both exist (that is the lock's job), but a holder paused past its
 // deadline still holds its old fence: the protected resource must reject
 // fences smaller than the largest it has seen.
@@ -270,6 +271,11 @@ struct RedLockOptions {
 
   // The delayed-restart rule (see RESTART SAFETY). Default on.
   bool delayed_restart = true;
+  // Fencing tokens (see FENCING). Default on. Off: each server's acquire is
+  // SET NX PX alone (no fence mark read, written or synced) and every
+  // lease's fence is 0 -- the work node-redlock and redsync do, for a
+  // resource that cannot check a fence anyway.
+  bool fencing = true;
   // Send `INFO server` with every Extend instead of once per connection
   // (see RESTART SAFETY). Default off; turn it on when a proxy (twemproxy,
   // Envoy, a Sentinel-aware load balancer) stands between the client and the

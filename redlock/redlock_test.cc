@@ -340,6 +340,31 @@ TEST_F(RedLockTest, AcquireSendsToAllServersAtOnceAndCountsValidityFromTheFirstS
   }
 }
 
+// RedLockOptions::fencing off: each server runs SET NX PX alone (no fence
+// mark read or written, no write-back), the lease's fence is 0, and
+// contention and release work as with fencing on.
+TEST_F(RedLockTest, WithFencingOffEachServerRunsSetNxPxAloneAndTheFenceIsZero) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.fencing = false;
+  Client& c = MakeClient(options);
+  Client& rival = MakeClient(options);
+  Outcome out = Acquire(c);
+  ASSERT_THAT(out.lease, IsOk());
+  EXPECT_EQ(out.lease->fence, 0);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(KeyOn(i), out.lease->token) << "server " << i;
+    EXPECT_EQ(c.conn(i).CountScriptRuns(AcquireUnfencedScript().sha1()), 1) << "server " << i;
+    EXPECT_EQ(c.conn(i).CountScriptRuns(AcquireScript().sha1()), 0) << "server " << i;
+    EXPECT_EQ(servers_[i]->Execute({"EXISTS", HwmKey()}), Reply::Integer(0)) << "server " << i;
+  }
+  EXPECT_THAT(Acquire(rival).lease, StatusIs(absl::StatusCode::kAborted));
+  ASSERT_THAT(Release(c, *out.lease), IsOk());
+  Outcome next = Acquire(rival);
+  ASSERT_THAT(next.lease, IsOk());
+  EXPECT_EQ(next.lease->fence, 0);
+}
+
 TEST_F(RedLockTest, EachAttemptUsesAFreshToken) {
   MakeServers(3);
   Client& c = MakeClient();
