@@ -252,13 +252,10 @@ bool GatherDataSetFacts(Session& s, size_t i, const KeyScheme& keys, DataSetFact
 
 int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
                  bool strict, absl::Duration restart_window) {
-  absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Open(common.urls, common.tls, common.timeout);
-  if (!session.ok()) {
-    std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
-    return ExitCodeForStatus(session.status());
-  }
-  Session& s = **session;
+  int code = kExitOk;
+  std::unique_ptr<Session> session = OpenForCommand(common, &code);
+  if (session == nullptr) return code;
+  Session& s = *session;
   const bool redlock = s.size() > 1;
   int unsafe = 0, warnings = 0, unreachable = 0;
   KeyScheme keys;

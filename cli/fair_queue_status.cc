@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "dlock/lock/script_prelude.h"
 #include "dlock/transport/script.h"
 
 namespace dlock {
@@ -17,9 +18,7 @@ namespace {
 // deleted: the fair scripts trim them). Returns {foreign count, waiter1,
 // ticket1, ms-left1, ...} of the live entries, unordered.
 const Script& FairQueueScript() {
-  static const Script* const kScript = new Script(R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  static const Script* const kScript = new Script(DLOCK_SERVER_NOW R"lua(
 local out = {0}
 local q = redis.pcall('HGETALL', KEYS[1])
 if q.err ~= nil then return out end

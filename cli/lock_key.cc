@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "dlock/lock/script_prelude.h"
 #include "dlock/transport/script.h"
 
 namespace dlock {
@@ -19,22 +20,20 @@ namespace {
 // permits = {token, ms left, ...} of the live permits (expiry after the
 // server's TIME), soonest expiry first; else empty. Writes nothing.
 const Script& SnapshotScript() {
-  static const Script* const kScript = new Script(R"lua(
-local t = redis.call('TYPE', KEYS[1])
-if type(t) == 'table' then t = t.ok end
+  static const Script* const kScript = new Script(DLOCK_SERVER_NOW R"lua(
+local ty = redis.call('TYPE', KEYS[1])
+if type(ty) == 'table' then ty = ty.ok end
 local pttl = redis.call('PTTL', KEYS[1])
 local fence = redis.call('GET', KEYS[2])
 local value = false
 local owners = 0
-if t == 'string' then
+if ty == 'string' then
   value = redis.call('GET', KEYS[1])
-elseif t == 'hash' then
+elseif ty == 'hash' then
   owners = redis.call('HLEN', KEYS[1]) - redis.call('HEXISTS', KEYS[1], '#fence')
 end
 local permits = {}
-if t == 'zset' then
-  local now = redis.call('TIME')
-  now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+if ty == 'zset' then
   local z = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', now), '+inf',
                        'WITHSCORES')
   for i = 1, #z, 2 do
@@ -42,7 +41,7 @@ if t == 'zset' then
     permits[#permits + 1] = tonumber(z[i + 1]) - now
   end
 end
-return {t, pttl, fence, value, owners, permits}
+return {ty, pttl, fence, value, owners, permits}
 )lua");
   return *kScript;
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "dlock/lock/read_write_scripts.h"
+#include "dlock/lock/script_prelude.h"
 #include "dlock/transport/script.h"
 
 namespace dlock {
@@ -16,9 +17,7 @@ namespace {
 // {live readers, ms until the last expires, marker PTTL}. A readers key of
 // another type reads as no readers (status reports, it does not judge).
 const Script& ReadersScript() {
-  static const Script* const kScript = new Script(R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  static const Script* const kScript = new Script(DLOCK_SERVER_NOW R"lua(
 local live, last = 0, 0
 local rs = redis.pcall('HGETALL', KEYS[1])
 if rs.err == nil then

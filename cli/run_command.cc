@@ -269,21 +269,17 @@ class Runner {
 }  // namespace
 
 int RunCommand(const CommonOptions& common, const RunOptions& run) {
-  absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Open(common.urls, common.tls, common.timeout);
-  if (!session.ok()) {
-    std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
-    return ExitCodeForStatus(session.status());
-  }
-  int code;
+  int code = kExitOk;
+  std::unique_ptr<Session> session = OpenForCommand(common, &code);
+  if (session == nullptr) return code;
   int reraise;
   {
-    Runner runner(**session, common, run);
+    Runner runner(*session, common, run);
     code = runner.Run();
     reraise = runner.ReraiseSignal();
   }
   if (reraise != 0) {
-    session->reset();  // closes the connections and the loop
+    session.reset();  // closes the connections and the loop
     DieOfSignal(reraise);
   }
   return code;

@@ -41,10 +41,7 @@ absl::Status RunLock::Build() {
   if (s_.size() == 1 && run_.fair) {
     // Waits in its own queue (no RetryLock: its attempts would not queue).
     FairLockOptions o;
-    o.key_prefix = common_.prefix;
-    o.command_timeout = common_.timeout;
-    o.observer = observer_;
-    if (run_.restart_window_set) o.restart_window = run_.restart_window;
+    SetLeaseOptions(o);
     fair_ = std::make_unique<FairLock>(s_.loop(), s_.transport(0), o);
     lock_ = fair_.get();
     return absl::OkStatus();
@@ -63,10 +60,7 @@ absl::Status RunLock::Build() {
 absl::Status RunLock::BuildResourceLock() {
   if (s_.size() != 1) return BuildRedLock();
   ReadWriteLockOptions o;
-  o.key_prefix = common_.prefix;
-  o.command_timeout = common_.timeout;
-  o.observer = observer_;
-  if (run_.restart_window_set) o.restart_window = run_.restart_window;
+  SetLeaseOptions(o);
   o.replica_ack.min_replicas = run_.min_replicas;
   o.replica_ack.timeout = run_.min_replicas_timeout;
   rw_ = std::make_unique<ReadWriteLock>(s_.loop(), s_.transport(0), o);
@@ -108,13 +102,17 @@ absl::Status RunLock::BuildRedLock() {
 void RunLock::BuildSemaphore() {
   SemaphoreOptions o;
   o.permits = run_.permits;
+  SetLeaseOptions(o);
+  semaphore_ = std::make_unique<Semaphore>(s_.loop(), s_.transport(0), o);
+  lock_ = semaphore_.get();
+  WrapInRetry();
+}
+
+void RunLock::SetLeaseOptions(LeaseOptions& o) const {
   o.key_prefix = common_.prefix;
   o.command_timeout = common_.timeout;
   o.observer = observer_;
   if (run_.restart_window_set) o.restart_window = run_.restart_window;
-  semaphore_ = std::make_unique<Semaphore>(s_.loop(), s_.transport(0), o);
-  lock_ = semaphore_.get();
-  WrapInRetry();
 }
 
 void RunLock::WrapInRetry() {

@@ -20,6 +20,7 @@
 #include "dlock/cli/commands.h"
 #include "dlock/cli/session.h"
 #include "dlock/lock/fair_lock.h"
+#include "dlock/lock/lease_options.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/multi_lock.h"
 #include "dlock/lock/observer.h"
@@ -56,6 +57,9 @@ class RunLock {
   absl::Status BuildResourceLock();
   absl::Status BuildRedLock();
   void BuildSemaphore();
+  // The options every single-server policy of a run shares: key prefix,
+  // command timeout, observer and --restart-window.
+  void SetLeaseOptions(LeaseOptions& o) const;
   // With --wait: a RetryLock around `lock_`.
   void WrapInRetry();
 

@@ -2,6 +2,7 @@
 
 #include <uv.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -9,6 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/cli/exit_codes.h"
+#include "dlock/lock/lease_rules.h"
 #include "dlock/transport/uv/uv_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 
@@ -114,14 +117,28 @@ absl::StatusOr<Reply> Session::Call(size_t i, std::vector<std::string> argv) {
 }
 
 absl::StatusOr<Reply> Session::CallOn(Transport& t, std::vector<std::string> argv) {
+  return AwaitReply([&](ReplyCallback cb) {
+    return t.Send(std::move(argv), command_timeout_, std::move(cb));
+  });
+}
+
+absl::StatusOr<Reply> Session::RunScript(size_t i, const Script& script,
+                                         std::vector<std::string> keys,
+                                         std::vector<std::string> args) {
+  return AwaitReply([&](ReplyCallback cb) {
+    return script.Run(*transports_[i], std::move(keys), std::move(args), command_timeout_,
+                      std::move(cb));
+  });
+}
+
+absl::StatusOr<Reply> Session::AwaitReply(
+    absl::FunctionRef<absl::Status(ReplyCallback)> send) {
   bool done = false;
   absl::StatusOr<Reply> result = absl::UnknownError("no reply");
-  absl::Status sent = t.Send(
-      std::move(argv), command_timeout_,
-      [&done, &result](absl::StatusOr<Reply> r) {
-        result = std::move(r);
-        done = true;
-      });
+  absl::Status sent = send([&done, &result](absl::StatusOr<Reply> r) {
+    result = std::move(r);
+    done = true;
+  });
   if (!sent.ok()) return sent;
   if (!RunUntil([&done] { return done; })) {
     return absl::InternalError("event loop ran dry before the reply");
@@ -129,21 +146,22 @@ absl::StatusOr<Reply> Session::CallOn(Transport& t, std::vector<std::string> arg
   return result;
 }
 
-absl::StatusOr<Reply> Session::RunScript(size_t i, const Script& script,
-                                         std::vector<std::string> keys,
-                                         std::vector<std::string> args) {
-  bool done = false;
-  absl::StatusOr<Reply> result = absl::UnknownError("no reply");
-  absl::Status sent = script.Run(*transports_[i], std::move(keys), std::move(args),
-                                 command_timeout_, [&done, &result](absl::StatusOr<Reply> r) {
-                                   result = std::move(r);
-                                   done = true;
-                                 });
-  if (!sent.ok()) return sent;
-  if (!RunUntil([&done] { return done; })) {
-    return absl::InternalError("event loop ran dry before the reply");
+std::unique_ptr<Session> OpenForCommand(const CommonOptions& common, int* exit_code) {
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::Open(common.urls, common.tls, common.timeout);
+  if (!session.ok()) {
+    std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
+    *exit_code = ExitCodeForStatus(session.status());
+    return nullptr;
   }
-  return result;
+  return *std::move(session);
+}
+
+int CheckResourceArgument(absl::string_view resource) {
+  absl::Status valid = ValidateResource(resource);
+  if (valid.ok()) return kExitOk;
+  std::fprintf(stderr, "dlock: %s\n", std::string(valid.message()).c_str());
+  return kExitUsage;
 }
 
 }  // namespace cli

@@ -15,7 +15,9 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "dlock/cli/commands.h"
 #include "dlock/transport/uv/cluster_transport.h"
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/transport/uv/tls_options.h"
@@ -90,6 +92,10 @@ class Session {
   void CloseTransports();
 
  private:
+  // Sends with `send(callback)` and runs the loop until the callback ran:
+  // its outcome, or `send`'s rejection.
+  absl::StatusOr<Reply> AwaitReply(absl::FunctionRef<absl::Status(ReplyCallback)> send);
+
   Session() = default;
 
   uv_loop_s* uv_loop_ = nullptr;
@@ -101,6 +107,15 @@ class Session {
   // Set by the first DrainCommands: when draining stops, whatever is left.
   absl::Time drain_deadline_ = absl::InfiniteFuture();
 };
+
+// What every subcommand does first, one way:
+//   OpenForCommand: Session::Open with `common`'s URLs, TLS and timeout; on
+//     failure prints "dlock: <status>" on stderr, sets `*exit_code` to
+//     ExitCodeForStatus and returns null.
+//   CheckResourceArgument: ValidateResource of a RESOURCE argument; kExitOk,
+//     or kExitUsage after printing "dlock: <why>" on stderr.
+std::unique_ptr<Session> OpenForCommand(const CommonOptions& common, int* exit_code);
+int CheckResourceArgument(absl::string_view resource);
 
 }  // namespace cli
 }  // namespace dlock

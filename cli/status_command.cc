@@ -21,26 +21,19 @@ namespace dlock {
 namespace cli {
 
 int StatusCommand(const CommonOptions& common, const std::string& resource) {
-  absl::Status valid = ValidateResource(resource);
-  if (!valid.ok()) {
-    std::fprintf(stderr, "dlock: %s\n", std::string(valid.message()).c_str());
-    return kExitUsage;
-  }
-  absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Open(common.urls, common.tls, common.timeout);
-  if (!session.ok()) {
-    std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
-    return ExitCodeForStatus(session.status());
-  }
+  if (int code = CheckResourceArgument(resource); code != kExitOk) return code;
+  int code = kExitOk;
+  std::unique_ptr<Session> session = OpenForCommand(common, &code);
+  if (session == nullptr) return code;
   KeyScheme keys;
   keys.prefix = common.prefix;
   std::printf("resource \"%s\" (key %s)\n", absl::CEscape(resource).c_str(),
               absl::CEscape(keys.LockKey(resource)).c_str());
   int held = 0, reachable = 0;
   bool shared = false;
-  for (size_t i = 0; i < (*session)->size(); ++i) {
+  for (size_t i = 0; i < session->size(); ++i) {
     std::string where = common.urls[i].Display();
-    Session& s = **session;
+    Session& s = *session;
     absl::StatusOr<KeySnapshot> key = ReadLockKey(s, i, keys, resource);
     if (!key.ok()) {
       std::printf("  %s: %s: %s\n", where.c_str(),
@@ -52,7 +45,7 @@ int StatusCommand(const CommonOptions& common, const std::string& resource) {
     if (key->held()) ++held;
     std::printf("  %s: %s\n", where.c_str(), DescribeKey(*key).c_str());
     // The read-write lock's readers and waiting writer (single server).
-    if ((*session)->size() == 1) {
+    if (session->size() == 1) {
       absl::StatusOr<ReadersSnapshot> readers = ReadReaders(s, i, keys, resource);
       const std::string text = readers.ok() ? DescribeReaders(*readers) : "";
       if (!text.empty()) std::printf("  %s: %s\n", where.c_str(), text.c_str());
@@ -63,7 +56,7 @@ int StatusCommand(const CommonOptions& common, const std::string& resource) {
       if (!waiting.empty()) std::printf("  %s: %s\n", where.c_str(), waiting.c_str());
     }
   }
-  size_t n = (*session)->size();
+  size_t n = session->size();
   size_t quorum = n / 2 + 1;
   if (reachable < static_cast<int>(quorum)) {
     std::printf("state: unknown (%d of %zu servers reachable)\n", reachable, n);

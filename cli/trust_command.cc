@@ -95,13 +95,10 @@ std::string YoungDataSetAdvice(absl::Duration left, const std::vector<RedisUrl>&
 }
 
 int TrustCommand(const CommonOptions& common, absl::Duration restart_window, bool force) {
-  absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Open(common.urls, common.tls, common.timeout);
-  if (!session.ok()) {
-    std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
-    return ExitCodeForStatus(session.status());
-  }
-  Session& s = **session;
+  int code = kExitOk;
+  std::unique_ptr<Session> session = OpenForCommand(common, &code);
+  if (session == nullptr) return code;
+  Session& s = *session;
   KeyScheme keys;
   keys.prefix = common.prefix;
   const std::string marker = keys.DataSetKey();

@@ -137,18 +137,11 @@ std::string FairWaiterChannelPrefix(const KeyScheme& keys) {
 }  // namespace
 
 int UnlockCommand(const CommonOptions& common, const std::string& resource, bool force) {
-  absl::Status valid = ValidateResource(resource);
-  if (!valid.ok()) {
-    std::fprintf(stderr, "dlock: %s\n", std::string(valid.message()).c_str());
-    return kExitUsage;
-  }
-  absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Open(common.urls, common.tls, common.timeout);
-  if (!session.ok()) {
-    std::fprintf(stderr, "dlock: %s\n", session.status().ToString().c_str());
-    return ExitCodeForStatus(session.status());
-  }
-  Session& s = **session;
+  if (int code = CheckResourceArgument(resource); code != kExitOk) return code;
+  int code = kExitOk;
+  std::unique_ptr<Session> session = OpenForCommand(common, &code);
+  if (session == nullptr) return code;
+  Session& s = *session;
   KeyScheme keys;
   keys.prefix = common.prefix;
   const std::string r = absl::CEscape(resource);

@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "dlock/lock/fair_commands.h"
 #include "dlock/lock/fair_lock.h"
-#include "dlock/lock/lease_ops.h"
+#include "dlock/lock/lease_core.h"
 
 namespace dlock {
 

@@ -6,6 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "dlock/lock/fair_lock_internal.h"
+#include "dlock/lock/lease_cleanup.h"
+#include "dlock/lock/lease_reports.h"
+#include "dlock/lock/single_server_acquire.h"
 #include "dlock/lock/tokens.h"
 
 namespace dlock {

@@ -7,6 +7,10 @@
 //   - an invalid replica_ack: Acquire and Extend of every policy that takes
 //     one, the read-write views' Extend included (it used to be skipped
 //     there).
+// RetryLock checks its own options (wake_stagger) once, at creation, and
+// leaves the resource and ttl to the lock it wraps, whose Acquire answers
+// from the call; only a wait queued behind older local waiters (no attempt
+// now) has its ttl checked by RetryLock itself.
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +21,7 @@
 #include "dlock/lock/lock.h"
 #include "dlock/lock/read_write_lock.h"
 #include "dlock/lock/reentrant_lock.h"
+#include "dlock/lock/retry_lock.h"
 #include "dlock/lock/semaphore.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/testing/status_matchers.h"
@@ -186,6 +191,89 @@ TEST_F(PolicyOptionsTest, ValidOptionsStillSendAndAnInvalidAckLeavesReleaseAlone
   EXPECT_THAT(good.Acquire("r", Ttl(), [&](absl::StatusOr<Lease> l) { lease = l; }), IsOk());
   loop_.RunUntilIdle();
   EXPECT_GT(conn_.commands(), before);
+}
+
+TEST_F(PolicyOptionsTest, RetryLockRefusesAnInvalidWakeStaggerFromEveryAcquire) {
+  SimpleLock inner(&loop_, &conn_);
+  RetryLockOptions o;
+  o.wake_stagger = -absl::Milliseconds(1);
+  RetryLock lock(&loop_, &inner, o);
+  int callbacks = 0;
+  for (absl::Duration wait : {absl::ZeroDuration(), absl::Seconds(1)}) {
+    AcquireOptions a = Ttl();
+    a.wait = wait;
+    EXPECT_THAT(lock.Acquire("r", a, [&](absl::StatusOr<Lease>) { ++callbacks; }),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  loop_.RunUntilIdle();
+  loop_.AdvanceTime(absl::Seconds(5));
+  EXPECT_EQ(conn_.commands(), 0);
+  EXPECT_EQ(callbacks, 0);
+  EXPECT_EQ(lock.waiting(), 0u);
+}
+
+TEST_F(PolicyOptionsTest, RetryLockRefusesWhatItsInnerLockRefusesFromTheCall) {
+  // The inner lock's own rule, not a copy of it: with a 1 s drift constant
+  // a 500 ms lease keeps no validity, although the default rule takes it.
+  SimpleLockOptions drifty;
+  drifty.drift_constant = absl::Seconds(1);
+  SimpleLock inner(&loop_, &conn_, drifty);
+  RetryLock lock(&loop_, &inner);
+  AcquireOptions short_ttl = Ttl();
+  short_ttl.ttl = absl::Milliseconds(500);
+  AcquireOptions tiny_ttl = Ttl();
+  tiny_ttl.ttl = absl::Milliseconds(1);
+  int callbacks = 0;
+  for (absl::Duration wait : {absl::ZeroDuration(), absl::Seconds(1)}) {
+    SCOPED_TRACE(absl::FormatDuration(wait));
+    short_ttl.wait = tiny_ttl.wait = wait;
+    AcquireOptions good = Ttl();
+    good.wait = wait;
+    EXPECT_THAT(lock.Acquire("", good, [&](absl::StatusOr<Lease>) { ++callbacks; }),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(lock.Acquire("r", short_ttl, [&](absl::StatusOr<Lease>) { ++callbacks; }),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(lock.Acquire("r", tiny_ttl, [&](absl::StatusOr<Lease>) { ++callbacks; }),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  loop_.RunUntilIdle();
+  loop_.AdvanceTime(absl::Seconds(5));
+  EXPECT_EQ(conn_.commands(), 0) << "a command reached the transport";
+  EXPECT_EQ(callbacks, 0);
+  EXPECT_EQ(lock.waiting(), 0u);
+  EXPECT_EQ(lock.subscriptions(), 0u);
+}
+
+TEST_F(PolicyOptionsTest, RetryLockRefusesABadTtlOfAWaitQueuedBehindOthersFromTheCall) {
+  // A wait behind an older local waiter is queued without an attempt, so
+  // the inner lock never sees it in the call: RetryLock checks its ttl.
+  SimpleLock holder(&loop_, &conn_);
+  SimpleLock inner(&loop_, &conn_);
+  RetryLock lock(&loop_, &inner);
+  Lease held;
+  ASSERT_THAT(holder.Acquire("r", Ttl(), [&](absl::StatusOr<Lease> l) { held = *l; }), IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_FALSE(held.token.empty());
+  AcquireOptions wait = Ttl();
+  wait.wait = absl::Seconds(30);
+  absl::StatusOr<Lease> first = absl::UnknownError("pending");
+  ASSERT_THAT(lock.Acquire("r", wait, [&](absl::StatusOr<Lease> l) { first = l; }), IsOk());
+  loop_.RunUntilIdle();
+  ASSERT_EQ(lock.waiting(), 1u);
+
+  AcquireOptions bad = wait;
+  bad.ttl = absl::Milliseconds(1);
+  int callbacks = 0;
+  EXPECT_THAT(lock.Acquire("r", bad, [&](absl::StatusOr<Lease>) { ++callbacks; }),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(lock.waiting(), 1u);
+  // The older wait is untouched and still gets the lock.
+  ASSERT_THAT(holder.Release(held, [](absl::Status) {}), IsOk());
+  loop_.RunUntilIdle();
+  loop_.AdvanceTime(absl::Seconds(2));
+  EXPECT_THAT(first, IsOk());
+  EXPECT_EQ(callbacks, 0);
+  EXPECT_EQ(lock.waiting(), 0u);
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "dlock/lock/lease_ops.h"
+#include "dlock/lock/lease_cleanup.h"
+#include "dlock/lock/lease_core.h"
+#include "dlock/lock/lease_release_extend.h"
+#include "dlock/lock/single_server_acquire.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/read_write_scripts.h"
 #include "dlock/lock/replica_ack.h"

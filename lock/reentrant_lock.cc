@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "dlock/lock/lease_ops.h"
+#include "dlock/lock/lease_cleanup.h"
+#include "dlock/lock/lease_core.h"
+#include "dlock/lock/lease_release_extend.h"
+#include "dlock/lock/single_server_acquire.h"
 #include "dlock/lock/reply_status.h"
 #include "dlock/lock/scripts.h"
 

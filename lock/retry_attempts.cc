@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "dlock/lock/lease_ops.h"
+#include "dlock/lock/lease_reports.h"
 #include "dlock/lock/retry_lock_internal.h"
 
 namespace dlock {

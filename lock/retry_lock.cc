@@ -27,6 +27,10 @@ RetryLock::RetryLock(EventLoop* loop, Lock* inner, const ReleaseNotifier* notifi
     : loop_(loop),
       inner_(inner),
       options_(std::move(options)),
+      // The options' one check, here at creation (Acquire returns it).
+      options_check_(options_.wake_stagger < absl::ZeroDuration()
+                         ? absl::InvalidArgumentError("wake_stagger must not be negative")
+                         : absl::OkStatus()),
       wakeups_(std::make_unique<RetryWakeups>(loop, notifier, subscriber,
                                               KeyScheme{options_.key_prefix},
                                               options_.wake_stagger)),
@@ -50,15 +54,12 @@ size_t RetryLock::confirmed_subscriptions() const {
 absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
                                                  const AcquireOptions& options,
                                                  LeaseCallback callback) {
-  absl::Status s = ValidateResource(resource);
-  if (!s.ok()) return s;
-  s = ValidateTtl(options.ttl);
-  if (!s.ok()) return s;
+  // The resource and ttl are the inner lock's to check: its Acquire (the
+  // first attempt, First below) answers from this call. Only a wait queued
+  // behind older local waiters sends nothing now (see there).
+  if (!options_check_.ok()) return options_check_;
   if (options.wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("wait must not be negative");
-  }
-  if (options_.wake_stagger < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("wake_stagger must not be negative");
   }
   auto w = std::make_shared<RetryWaiter>();
   w->resource = std::string(resource);
@@ -71,7 +72,12 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
   attempts_->Add(w);
   // Join the resource's FIFO at once: order of Acquire calls.
   const size_t older = wakeups_->Join(w.get());
-  if (!w->single && older > 0) {
+  // A queued wait sends nothing now, so the inner lock cannot check it from
+  // this call: its resource is that of the older waiters (checked by the
+  // inner lock at their first attempt); its ttl is checked here by the rule
+  // every policy shares (ValidateTtl), and one that rule refuses goes to the
+  // inner lock at once after all, whose check refuses it from this call.
+  if (!w->single && older > 0 && ValidateTtl(options.ttl).ok()) {
     // Older local waiters wait for this resource: queue behind them without
     // an attempt, whatever the state of the release channel (an attempt
     // could only fail, or barge ahead of them: e.g. go out right behind a
@@ -85,7 +91,7 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
         w, absl::AbortedError(absl::StrCat("queued behind ", older, " local waiter(s)")));
     return AcquireHandle(std::weak_ptr<Cancellable>(w));
   }
-  s = attempts_->First(w);
+  absl::Status s = attempts_->First(w);
   if (!s.ok()) return s;
   return AcquireHandle(std::weak_ptr<Cancellable>(w));
 }

@@ -138,9 +138,13 @@ class RetryLock : public Lock {
   RetryLock(const RetryLock&) = delete;
   RetryLock& operator=(const RetryLock&) = delete;
 
-  // Waits up to `options.wait` (see above). Returns kInvalidArgument for a
-  // bad resource, bad ttl or negative wait, or the inner lock's rejection of
-  // the first attempt; the callback then never runs.
+  // Waits up to `options.wait` (see above). Returns kInvalidArgument for
+  // invalid RetryLockOptions (negative wake_stagger: checked once, at
+  // creation) or a negative wait; the inner lock's rejection of the first
+  // attempt (its own resource and ttl checks: kInvalidArgument); or, for a
+  // wait queued behind older local waiters (no attempt now),
+  // kInvalidArgument for a ttl outside the common rule (ValidateTtl). The
+  // callback then never runs.
   absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
                                         const AcquireOptions& options,
                                         LeaseCallback callback) override;
@@ -167,6 +171,8 @@ class RetryLock : public Lock {
   EventLoop* const loop_;
   Lock* const inner_;
   const RetryLockOptions options_;
+  // The verdict on options_ (wake_stagger >= 0), checked once at creation.
+  const absl::Status options_check_;
   // The wake-ups (retry_lock_internal.h) and the attempt loop, which
   // refers to them: destroyed in that order's reverse.
   std::unique_ptr<RetryWakeups> wakeups_;

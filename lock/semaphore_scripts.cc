@@ -9,11 +9,13 @@ namespace {
 #define DLOCK_SEMAPHORE_TRIM_EXPIRED \
   "redis.call('zremrangebyscore', KEYS[1], '-inf', string.format('%.0f', now))\n"
 
-// The server's time in ms (`now`), then the trim of expired permits.
-#define DLOCK_SEMAPHORE_TRIM \
-  "local t = redis.call('time')\n" \
-  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
-  DLOCK_SEMAPHORE_TRIM_EXPIRED
+// The opening of release and extend: a key of another kind holds no holder
+// (0); then the server's time in ms (`now`) and the trim of expired permits.
+#define DLOCK_SEMAPHORE_HOLDERS \
+  "\nif redis.call('type', KEYS[1])['ok'] ~= 'zset' then\n" \
+  "  return 0\n" \
+  "end\n" \
+  DLOCK_SERVER_NOW DLOCK_SEMAPHORE_TRIM_EXPIRED
 
 // The set's key TTL: until the latest expiry + 1 ms.
 #define DLOCK_SEMAPHORE_KEY_TTL \
@@ -43,11 +45,7 @@ return fence
 // Remove-if-holder, then publish the token (RetryLock tells its own
 // releases' notifications by it). A key of another kind: not a holder.
 // pcall on PUBLISH: see scripts.h (a refused PUBLISH after the ZREM).
-constexpr char kSemaphoreRelease[] = R"lua(
-if redis.call('type', KEYS[1])['ok'] ~= 'zset' then
-  return 0
-end
-)lua" DLOCK_SEMAPHORE_TRIM R"lua(
+constexpr char kSemaphoreRelease[] = DLOCK_SEMAPHORE_HOLDERS R"lua(
 if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
@@ -59,11 +57,7 @@ return 1
 )lua";
 
 // A live holder's expiry becomes now + ttl (not a sum; may shorten it).
-constexpr char kSemaphoreExtend[] = R"lua(
-if redis.call('type', KEYS[1])['ok'] ~= 'zset' then
-  return 0
-end
-)lua" DLOCK_SEMAPHORE_TRIM R"lua(
+constexpr char kSemaphoreExtend[] = DLOCK_SEMAPHORE_HOLDERS R"lua(
 if redis.call('zscore', KEYS[1], ARGV[1]) == false then
   return 0
 end
@@ -73,7 +67,7 @@ return 1
 )lua";
 
 #undef DLOCK_SEMAPHORE_KEY_TTL
-#undef DLOCK_SEMAPHORE_TRIM
+#undef DLOCK_SEMAPHORE_HOLDERS
 #undef DLOCK_SEMAPHORE_TRIM_EXPIRED
 
 }  // namespace

@@ -19,6 +19,29 @@ uint64_t FakeCommandQueue::Add(absl::Duration timeout, ReplyCallback callback,
   return id;
 }
 
+bool FakeCommandQueue::Dispatch(uint64_t id, std::vector<std::string> argv,
+                                std::string load_body) {
+  if (faults_->partitioned()) {
+    Answer(id, absl::UnavailableError("FakeTransport: partitioned"), absl::ZeroDuration());
+    return false;
+  }
+  switch (faults_->TakeNext()) {
+    case FakeFaultPlan::Fate::kFail:
+      Answer(id, faults_->fail_outcome(),
+             faults_->request_latency() + faults_->reply_latency());
+      return false;
+    case FakeFaultPlan::Fate::kDropRequest:
+      return false;  // only the timeout will answer
+    case FakeFaultPlan::Fate::kDropReply:
+      Apply(id, std::move(argv), /*drop_reply=*/true, std::move(load_body));
+      return true;
+    case FakeFaultPlan::Fate::kApply:
+      Apply(id, std::move(argv), /*drop_reply=*/false, std::move(load_body));
+      return true;
+  }
+  return false;
+}
+
 void FakeCommandQueue::Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply,
                              std::string load_body) {
   const absl::Time now = tasks_->loop()->Now();

@@ -5,8 +5,9 @@
 // connection; its outcome reaches the callback after the reply latency, in
 // send order; with no outcome by its deadline, the callback gets
 // kDeadlineExceeded (the command may still be applied later). Which
-// commands are applied, dropped or failed is the caller's decision (the
-// fault plan's); the latencies are read from the plan when used.
+// commands are applied, dropped or failed is the fault plan's decision,
+// carried out by Dispatch() for every command of the connection (plain and
+// script alike); the latencies are read from the plan when used.
 //
 // Every callback runs exactly once, on the loop (never inside a call of
 // this class), or is handed back by TakeAll(). A callback may destroy the
@@ -37,7 +38,7 @@ class FakeCommandQueue {
  public:
   // `tasks`, `faults` and `session` must outlive the queue, or at least
   // every task it scheduled (TrackedTasks::CancelAll ends those).
-  FakeCommandQueue(TrackedTasks* tasks, const FakeFaultPlan* faults,
+  FakeCommandQueue(TrackedTasks* tasks, FakeFaultPlan* faults,
                    FakeRedis::Session* session)
       : tasks_(tasks), faults_(faults), session_(session) {}
   FakeCommandQueue(const FakeCommandQueue&) = delete;
@@ -55,6 +56,15 @@ class FakeCommandQueue {
   // `on_late_reply` gets it when it would have been delivered.
   uint64_t Add(absl::Duration timeout, ReplyCallback callback,
                LateReplyHook on_late_reply = nullptr);
+  // Gives command `id` (from Add) its fate under the fault plan -- THE
+  // fault switch of the connection, for FakeTransport::Send and the script
+  // sender alike: partitioned -> kUnavailable "FakeTransport: partitioned"
+  // at once (no fault used up); otherwise FakeFaultPlan::TakeNext():
+  // kFail -> fail_outcome() after the round trip; kDropRequest -> nothing
+  // (only the deadline answers); kDropReply / kApply -> Apply(id, argv,
+  // drop_reply, load_body). Returns whether the command reaches the server
+  // (kDropReply or kApply): a script load in `load_body` then took effect.
+  bool Dispatch(uint64_t id, std::vector<std::string> argv, std::string load_body = {});
   // Applies `argv` on the server after the request latency (in order);
   // the reply is delivered after the reply latency unless `drop_reply`.
   // With a `load_body`, `SCRIPT LOAD load_body` is applied right before
@@ -89,7 +99,7 @@ class FakeCommandQueue {
   void Complete(uint64_t id, absl::StatusOr<Reply> outcome, bool timed_out = false);
 
   TrackedTasks* const tasks_;
-  const FakeFaultPlan* const faults_;
+  FakeFaultPlan* const faults_;
   FakeRedis::Session* const session_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, Pending> requests_;

@@ -49,28 +49,9 @@ void FakeScriptSender::IssueScript(ScriptSend send) {
       [this, epoch = epoch_](const Reply& late) {
         if (late.IsErrorWithPrefix("NOSCRIPT") && epoch == epoch_) loaded_.clear();
       });
-  if (faults_.partitioned()) {
-    commands_.Answer(id, absl::UnavailableError("FakeTransport: partitioned"),
-                     absl::ZeroDuration());
-    return;
-  }
-  // The load and its EVALSHA take one fate together.
-  switch (faults_.TakeNext()) {
-    case FakeFaultPlan::Fate::kFail:
-      commands_.Answer(id, faults_.fail_outcome(),
-                       faults_.request_latency() + faults_.reply_latency());
-      break;
-    case FakeFaultPlan::Fate::kDropRequest:
-      break;  // only the timeout will answer
-    case FakeFaultPlan::Fate::kDropReply:
-      if (load) loaded_.insert(sha);
-      commands_.Apply(id, std::move(argv), /*drop_reply=*/true, std::move(body));
-      break;
-    case FakeFaultPlan::Fate::kApply:
-      if (load) loaded_.insert(sha);
-      commands_.Apply(id, std::move(argv), /*drop_reply=*/false, std::move(body));
-      break;
-  }
+  // The load and its EVALSHA take one fate together: the script is known
+  // loaded once they reach the server.
+  if (commands_.Dispatch(id, std::move(argv), std::move(body)) && load) loaded_.insert(sha);
 }
 
 void FakeScriptSender::OnNoScript(ScriptSend send) {

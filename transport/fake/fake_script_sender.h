@@ -41,7 +41,7 @@ class FakeScriptSender {
   struct Connection {
     EventLoop* loop;
     FakeCommandQueue* commands;
-    FakeFaultPlan* faults;
+    const FakeFaultPlan* faults;
     FakeSentLog* sent;
     const uint64_t* epoch;
     const bool* closed;
@@ -82,7 +82,7 @@ class FakeScriptSender {
 
   EventLoop* const loop_;
   FakeCommandQueue& commands_;
-  FakeFaultPlan& faults_;
+  const FakeFaultPlan& faults_;
   FakeSentLog& sent_;
   const uint64_t& epoch_;
   const bool& closed_;

@@ -41,25 +41,7 @@ absl::Status FakeTransport::Send(std::vector<std::string> argv, absl::Duration t
   Log(argv);
   ++sent_serial_;
   const uint64_t id = commands_.Add(timeout, std::move(callback));
-  if (faults_.partitioned()) {
-    commands_.Answer(id, absl::UnavailableError("FakeTransport: partitioned"),
-                     absl::ZeroDuration());
-    return absl::OkStatus();
-  }
-  switch (faults_.TakeNext()) {
-    case FakeFaultPlan::Fate::kFail:
-      commands_.Answer(id, faults_.fail_outcome(),
-                       faults_.request_latency() + faults_.reply_latency());
-      break;
-    case FakeFaultPlan::Fate::kDropRequest:
-      break;  // only the timeout will answer
-    case FakeFaultPlan::Fate::kDropReply:
-      commands_.Apply(id, std::move(argv), /*drop_reply=*/true);
-      break;
-    case FakeFaultPlan::Fate::kApply:
-      commands_.Apply(id, std::move(argv), /*drop_reply=*/false);
-      break;
-  }
+  commands_.Dispatch(id, std::move(argv));
   return absl::OkStatus();
 }
 

@@ -41,30 +41,19 @@ void PollUpdate(UvPoll* p) {
   }
 }
 
-void PollAddRead(void* data) {
+// hiredis's addRead/delRead/addWrite/delWrite: `flag` on or off, the
+// poll handle restarted only when the set of events changes.
+void PollSetEvent(void* data, int flag, bool on) {
   UvPoll* p = static_cast<UvPoll*>(data);
-  if (p->events & UV_READABLE) return;
-  p->events |= UV_READABLE;
+  const int events = on ? (p->events | flag) : (p->events & ~flag);
+  if (events == p->events) return;
+  p->events = events;
   PollUpdate(p);
 }
-void PollDelRead(void* data) {
-  UvPoll* p = static_cast<UvPoll*>(data);
-  if (!(p->events & UV_READABLE)) return;
-  p->events &= ~UV_READABLE;
-  PollUpdate(p);
-}
-void PollAddWrite(void* data) {
-  UvPoll* p = static_cast<UvPoll*>(data);
-  if (p->events & UV_WRITABLE) return;
-  p->events |= UV_WRITABLE;
-  PollUpdate(p);
-}
-void PollDelWrite(void* data) {
-  UvPoll* p = static_cast<UvPoll*>(data);
-  if (!(p->events & UV_WRITABLE)) return;
-  p->events &= ~UV_WRITABLE;
-  PollUpdate(p);
-}
+void PollAddRead(void* data) { PollSetEvent(data, UV_READABLE, true); }
+void PollDelRead(void* data) { PollSetEvent(data, UV_READABLE, false); }
+void PollAddWrite(void* data) { PollSetEvent(data, UV_WRITABLE, true); }
+void PollDelWrite(void* data) { PollSetEvent(data, UV_WRITABLE, false); }
 void PollCleanup(void* data) {
   UvPoll* p = static_cast<UvPoll*>(data);
   p->context = nullptr;
