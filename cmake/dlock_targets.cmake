@@ -268,6 +268,11 @@ dlock_library(status_matchers TESTONLY
   HDRS testing/status_matchers.h
   PUBLIC_DEPS PkgConfig::dlock_absl GTest::gmock)
 
+dlock_library(acquire_result TESTONLY
+  BAZEL //testing:acquire_result
+  HDRS testing/acquire_result.h
+  PUBLIC_DEPS dlock::lock dlock::status_matchers GTest::gmock)
+
 dlock_library(uv_test_loop TESTONLY
   BAZEL //transport/uv:uv_test_loop
   HDRS transport/uv/uv_test_loop.h
@@ -359,13 +364,13 @@ dlock_test(observer_test BAZEL //lock:observer_test
 dlock_test(lock_behavior_fake_test BAZEL //lock:lock_behavior_fake_test
   SRCS lock/lock_behavior_fake_test.cc DEPS dlock::lock_behavior_suite dlock::fake)
 dlock_test(simple_lock_test BAZEL //lock:simple_lock_test
-  SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+  SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::acquire_result dlock::status_matchers)
 dlock_test(replica_ack_test BAZEL //lock:replica_ack_test
   SRCS lock/replica_ack_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(policy_options_test BAZEL //lock:policy_options_test
   SRCS lock/policy_options_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
-  SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+  SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::acquire_result dlock::status_matchers)
 dlock_test(fair_lock_test BAZEL //lock:fair_lock_test
   SRCS lock/fair_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fair_lock_torture_test BAZEL //lock:fair_lock_torture_test
@@ -382,7 +387,7 @@ dlock_test(error_reply_test BAZEL //lock:error_reply_test
   SRCS lock/error_reply_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(semaphore_test BAZEL //lock:semaphore_test
   SRCS lock/semaphore_test.cc
-  DEPS dlock::lock dlock::watchdog dlock::fake dlock::status_matchers)
+  DEPS dlock::lock dlock::watchdog dlock::fake dlock::acquire_result dlock::status_matchers)
 dlock_test(release_publish_test BAZEL //lock:release_publish_test
   SRCS lock/release_publish_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(read_write_lock_test BAZEL //lock:read_write_lock_test
@@ -392,7 +397,7 @@ dlock_test(multi_lock_test BAZEL //lock:multi_lock_test
   SRCS lock/multi_lock_test.cc
   DEPS dlock::lock dlock::watchdog dlock::fake dlock::status_matchers)
 dlock_test(late_grant_test BAZEL //lock:late_grant_test
-  SRCS lock/late_grant_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+  SRCS lock/late_grant_test.cc DEPS dlock::lock dlock::fake dlock::acquire_result dlock::status_matchers)
 dlock_test(read_write_multi_torture_test BAZEL //lock:read_write_multi_torture_test
   SRCS lock/read_write_multi_torture_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
