@@ -63,27 +63,11 @@ class AclRealTest : public ::testing::Test {
     AcquireOptions o;
     o.ttl = absl::Seconds(30);
     o.wait = wait;
-    bool done = false;
-    absl::StatusOr<Lease> out = absl::UnknownError("pending");
-    absl::StatusOr<AcquireHandle> h = lock.Acquire("r", o, [&](absl::StatusOr<Lease> l) {
-      out = std::move(l);
-      done = true;
-    });
-    if (!h.ok()) return h.status();
-    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, wait + absl::Seconds(30)));
-    return out;
+    return uv_.Acquire(lock, "r", o, wait + absl::Seconds(30));
   }
 
   absl::Status ReleaseNow(Lock& lock, const Lease& lease) {
-    bool done = false;
-    absl::Status out = absl::UnknownError("pending");
-    absl::Status s = lock.Release(lease, [&](absl::Status st) {
-      out = st;
-      done = true;
-    });
-    if (!s.ok()) return s;
-    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(30)));
-    return out;
+    return uv_.Release(lock, lease, absl::Seconds(30));
   }
 
   bool Exists(const std::string& key) {

@@ -57,31 +57,13 @@ class ReadWriteMultiRealTest : public ::testing::Test {
   }
 
   absl::StatusOr<Lease> Take(Lock& lock, absl::string_view resource, AcquireOptions o) {
-    bool done = false;
-    absl::StatusOr<Lease> out = absl::UnknownError("pending");
-    absl::StatusOr<AcquireHandle> h = lock.Acquire(resource, o, [&](absl::StatusOr<Lease> l) {
-      out = std::move(l);
-      done = true;
-    });
-    if (!h.ok()) return h.status();
-    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, o.wait + absl::Seconds(10)));
-    return out;
+    return uv_.Acquire(lock, resource, o, o.wait + absl::Seconds(10));
   }
   absl::StatusOr<Lease> Take(Lock& lock, absl::string_view resource) {
     return Take(lock, resource, Opts(absl::Seconds(30)));
   }
 
-  absl::Status Release(Lock& lock, const Lease& lease) {
-    bool done = false;
-    absl::Status out = absl::UnknownError("pending");
-    absl::Status s = lock.Release(lease, [&](absl::Status st) {
-      out = st;
-      done = true;
-    });
-    if (!s.ok()) return s;
-    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(10)));
-    return out;
-  }
+  absl::Status Release(Lock& lock, const Lease& lease) { return uv_.Release(lock, lease); }
 
   bool Exists(const std::string& key) {
     absl::StatusOr<Reply> r = server_->Command({"EXISTS", key});

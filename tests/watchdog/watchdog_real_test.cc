@@ -52,16 +52,7 @@ class WatchdogRealTest : public ::testing::Test {
                                    absl::Duration ttl) {
     AcquireOptions options;
     options.ttl = ttl;
-    bool done = false;
-    absl::StatusOr<Lease> result = absl::UnknownError("not run");
-    absl::StatusOr<AcquireHandle> h =
-        lock.Acquire(resource, options, [&](absl::StatusOr<Lease> r) {
-          result = std::move(r);
-          done = true;
-        });
-    if (!h.ok()) return h.status();
-    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(10)));
-    return result;
+    return uv_.Acquire(lock, resource, options);
   }
 
   Reply Server(std::vector<std::string> argv) {
