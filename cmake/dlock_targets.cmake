@@ -273,6 +273,11 @@ dlock_library(acquire_result TESTONLY
   HDRS testing/acquire_result.h
   PUBLIC_DEPS dlock::lock dlock::status_matchers GTest::gmock)
 
+dlock_library(fake_server_test_base TESTONLY
+  BAZEL //blocking:fake_server_test_base
+  HDRS blocking/fake_server_test_base.h
+  PUBLIC_DEPS dlock::blocking_client dlock::fake dlock::status_matchers GTest::gmock)
+
 dlock_library(uv_test_loop TESTONLY
   BAZEL //transport/uv:uv_test_loop
   HDRS transport/uv/uv_test_loop.h
@@ -345,17 +350,17 @@ dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
   SRCS blocking/post_and_wait_test.cc DEPS dlock::blocking dlock::uv)
 dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test
   SRCS blocking/blocking_client_fake_test.cc
-  DEPS dlock::blocking_client dlock::fake dlock::uv dlock::status_matchers)
+  DEPS dlock::blocking_client dlock::fake dlock::uv dlock::fake_server_test_base dlock::status_matchers)
 dlock_test(blocking_client_release_drain_fake_test
   BAZEL //blocking:blocking_client_release_drain_fake_test
   SRCS blocking/blocking_client_release_drain_fake_test.cc
   DEPS dlock::blocking_client dlock::lock dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(fair_client_fake_test BAZEL //blocking:fair_client_fake_test
   SRCS blocking/fair_client_fake_test.cc
-  DEPS dlock::blocking_client dlock::fake dlock::uv dlock::status_matchers)
+  DEPS dlock::blocking_client dlock::fake dlock::uv dlock::fake_server_test_base dlock::status_matchers)
 dlock_test(rw_multi_client_fake_test BAZEL //blocking:rw_multi_client_fake_test
   SRCS blocking/rw_multi_client_fake_test.cc
-  DEPS dlock::blocking_client dlock::fake dlock::status_matchers)
+  DEPS dlock::blocking_client dlock::fake dlock::fake_server_test_base dlock::status_matchers)
 dlock_test(blocking_lock_fake_test BAZEL //blocking:blocking_lock_fake_test
   SRCS blocking/blocking_lock_fake_test.cc
   DEPS dlock::blocking dlock::lock dlock::fake dlock::uv dlock::status_matchers)
