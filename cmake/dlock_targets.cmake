@@ -473,6 +473,7 @@ dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
 dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
 dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:redis_process
+  //testing:server_child
   //testing:redis_cluster //testing:redis_cluster_test //lock:keys_cluster_test
   //transport/uv:cluster_transport_test //tests/cluster/...
   //transport/uv:hiredis_transport_test //blocking:blocking_client_test

@@ -44,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dlock/testing/server_child.h"
 
 namespace dlock {
 namespace test_support {
@@ -73,9 +74,9 @@ class PgProcess {
   // The directory holding the unix socket (`host=` of a socket conninfo).
   const std::string& socket_dir() const { return socket_dir_; }
   const std::string& dir() const { return dir_; }
-  bool running() const { return pid_ > 0; }
+  bool running() const { return child_.running(); }
   // The postmaster's pid, or -1 when it is not running.
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
 
   // SIGSTOP / SIGCONT to the whole server (postmaster and backends): it
   // keeps its sockets but answers nothing. kFailedPrecondition when not
@@ -111,8 +112,8 @@ class PgProcess {
   std::string socket_dir_;
   bool owns_socket_dir_ = false;
   int port_ = 0;
-  pid_t pid_ = -1;
-  bool paused_ = false;
+  // The postmaster; its signals reach every server process (pg_process.cc).
+  ServerChild child_;
 };
 
 }  // namespace test_support

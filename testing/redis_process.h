@@ -20,6 +20,7 @@
 #ifndef DLOCK_TESTING_REDIS_PROCESS_H_
 #define DLOCK_TESTING_REDIS_PROCESS_H_
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <memory>
@@ -29,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dlock/testing/server_child.h"
 
 namespace dlock {
 namespace test_support {
@@ -82,10 +84,10 @@ class RedisProcess {
   std::string unix_socket() const;
   // The server's working directory (holds redis.log and any data files).
   const std::string& dir() const { return dir_; }
-  bool running() const { return pid_ > 0; }
-  bool paused() const { return paused_; }
+  bool running() const { return child_.running(); }
+  bool paused() const { return child_.paused(); }
   // The pid of the running server, or -1 when it is not running.
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
 
   // SIGSTOP / SIGCONT: the server keeps its socket but answers nothing.
   // FailedPrecondition when not running.
@@ -113,8 +115,7 @@ class RedisProcess {
   int port_ = 0;
   std::string dir_;
   bool owns_dir_ = false;
-  pid_t pid_ = -1;
-  bool paused_ = false;
+  ServerChild child_{"redis-server", [](pid_t pid, int sig) { return kill(pid, sig) == 0; }};
 };
 
 }  // namespace test_support
