@@ -799,6 +799,37 @@ class FakeBesideReal {
   int64_t now_ = 0;
 };
 
+// The last 8 steps of a run ("#i argv -> fake's reply"), for a failure's
+// message.
+class RecentSteps {
+ public:
+  void Add(int64_t i, const Argv& argv, const Reply& mine) {
+    steps_.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
+    if (steps_.size() > 8) steps_.pop_front();
+  }
+  std::string Joined() const { return absl::StrJoin(steps_, "\n    "); }
+
+ private:
+  std::deque<std::string> steps_;
+};
+
+// Step `i` of a random walk: `argv` on both sides (FakeBesideReal::Run),
+// the fake's reply in `*mine`. A failure (no reply, or replies that do not
+// Agree) names the step, both replies and the `recent` steps before it.
+::testing::AssertionResult RunAgreeing(FakeBesideReal& pair, int64_t i, const Argv& argv,
+                                       const RecentSteps& recent, Reply* mine) {
+  absl::StatusOr<FakeBesideReal::Replies> replies = pair.Run(argv);
+  if (!replies.ok()) {
+    return ::testing::AssertionFailure() << Render(argv) << ": " << replies.status();
+  }
+  *mine = replies->fake;
+  if (Agree(argv, replies->fake, replies->real)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "#" << i << " " << Render(argv) << "\n  fake: " << replies->fake.DebugString()
+         << "\n  real: " << replies->real.DebugString() << "\n  previous:\n    "
+         << recent.Joined();
+}
+
 struct RunResult {
   int64_t commands = 0;
   bool ok = true;
@@ -814,7 +845,7 @@ RunResult RunSeed(uint64_t seed, int64_t count) {
     return result;
   }
   Generator gen(seed);
-  std::deque<std::string> recent;
+  RecentSteps recent;
   auto set_markers = [&]() -> bool { return pair.SetMarkers().ok(); };
   if (!set_markers()) {
     ADD_FAILURE() << "cannot set the data-set markers";
@@ -841,7 +872,7 @@ RunResult RunSeed(uint64_t seed, int64_t count) {
                     << Render(argv) << "\n"
                     << "  fake: " << mine.DebugString() << "\n"
                     << "  real: " << real->DebugString() << "\n"
-                    << "  previous commands:\n    " << absl::StrJoin(recent, "\n    ") << "\n"
+                    << "  previous commands:\n    " << recent.Joined() << "\n"
                     << "  replay: DLOCK_DIFFERENTIAL_SEED=" << seed
                     << " DLOCK_DIFFERENTIAL_COMMANDS=" << (i + 1);
       result.ok = false;
@@ -852,8 +883,7 @@ RunResult RunSeed(uint64_t seed, int64_t count) {
       result.ok = false;
       return result;
     }
-    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
-    if (recent.size() > 8) recent.pop_front();
+    recent.Add(i, argv, mine);
   }
   return result;
 }
@@ -1091,7 +1121,7 @@ TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
   int64_t step_ttl = 0;
   auto ttl = [&]() { return absl::StrCat(1000000 + 100 * (++step_ttl)); };
   int granted = 0, full = 0, trimmed = 0;
-  std::deque<std::string> recent;
+  RecentSteps recent;
   for (int i = 0; i < EnvInt("DLOCK_DIFFERENTIAL_COMMANDS", 3000); ++i) {
     const std::string key = pick(keys);
     Argv argv;
@@ -1132,18 +1162,11 @@ TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
       default:
         argv = {"HSET", key, "f", "1"};
     }
-    absl::StatusOr<FakeBesideReal::Replies> replies = pair.Run(argv);
-    ASSERT_TRUE(replies.ok()) << Render(argv) << ": " << replies.status();
-    const Reply& mine = replies->fake;
-    const Reply* real = &replies->real;
-    ASSERT_TRUE(Agree(argv, mine, *real))
-        << "#" << i << " " << Render(argv) << "\n  fake: " << mine.DebugString()
-        << "\n  real: " << real->DebugString() << "\n  previous:\n    "
-        << absl::StrJoin(recent, "\n    ");
+    Reply mine;
+    ASSERT_TRUE(RunAgreeing(pair, i, argv, recent, &mine));
     if (argv[1] == acquire && mine.is_integer()) ++granted;
     if (argv[1] == acquire && mine.is_nil()) ++full;
-    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
-    if (recent.size() > 8) recent.pop_front();
+    recent.Add(i, argv, mine);
   }
   // The run met both outcomes of an acquire many times.
   EXPECT_GT(granted, 50);
@@ -1156,14 +1179,10 @@ TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
 // operations of every verb, floors, TTLs far away) with foreign data in the
 // data keys and the fence records, and inspection of both.
 TEST(DifferentialTest, FencedWriteScriptMatchesARealServer) {
-  auto server = test_support::RedisServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
-  ManualEventLoop loop;
-  FakeRedis fake(&loop);
+  FakeBesideReal pair;
+  ASSERT_THAT(pair.Start(/*untouched=*/false), IsOk());
   const Script& script = fenced::FencedRedisWriteScript();
-  const Argv load = {"SCRIPT", "LOAD", script.source()};
-  fake.Execute(load);
-  ASSERT_TRUE((*server)->Command(load).ok());
+  ASSERT_THAT(pair.Both({"SCRIPT", "LOAD", script.source()}), IsOk());
   std::mt19937_64 rng(EnvInt("DLOCK_DIFFERENTIAL_SEED", 1));
   auto pick = [&](std::vector<std::string> v) {
     return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
@@ -1172,7 +1191,7 @@ TEST(DifferentialTest, FencedWriteScriptMatchesARealServer) {
     return absl::StrCat(std::uniform_int_distribution<int>(lo, hi)(rng));
   };
   int applied = 0, stale = 0, refused = 0;
-  std::deque<std::string> recent;
+  RecentSteps recent;
   for (int i = 0; i < EnvInt("DLOCK_DIFFERENTIAL_COMMANDS", 3000); ++i) {
     const std::string r = pick({"{a}", "{b}"});
     const std::string record = "f:" + r;
@@ -1220,19 +1239,13 @@ TEST(DifferentialTest, FencedWriteScriptMatchesARealServer) {
       default:
         argv = {"HGETALL", r + pick({"x", "y", "z"})};
     }
-    absl::StatusOr<Reply> real = (*server)->Command(argv);
-    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
-    const Reply mine = fake.Execute(argv);
-    ASSERT_TRUE(Agree(argv, mine, *real))
-        << "#" << i << " " << Render(argv) << "\n  fake: " << mine.DebugString()
-        << "\n  real: " << real->DebugString() << "\n  previous:\n    "
-        << absl::StrJoin(recent, "\n    ");
+    Reply mine;
+    ASSERT_TRUE(RunAgreeing(pair, i, argv, recent, &mine));
     if (argv[0] == "EVALSHA" && mine.is_array() && !mine.elements.empty()) {
       const std::string& tag = mine.elements[0].str;
       (tag == "applied" ? applied : tag == "stale" ? stale : refused)++;
     }
-    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
-    if (recent.size() > 8) recent.pop_front();
+    recent.Add(i, argv, mine);
   }
   // The run met every kind of outcome many times.
   EXPECT_GT(applied, 100);
@@ -1360,7 +1373,7 @@ TEST(DifferentialTest, FairScriptsMatchARealServer) {
     return head;
   };
   int head_grants = 0, queued = 0, refreshed = 0, timed_out = 0, released = 0, notified = 0;
-  std::deque<std::string> recent;
+  RecentSteps recent;
   for (int i = 0; i < EnvInt("DLOCK_DIFFERENTIAL_COMMANDS", 3000); ++i) {
     Argv argv;
     std::string head = fake_head();
@@ -1414,17 +1427,11 @@ TEST(DifferentialTest, FairScriptsMatchARealServer) {
     } else {
       argv = {"GET", fence};
     }
-    absl::StatusOr<FakeBesideReal::Replies> replies = pair.Run(argv);
-    ASSERT_TRUE(replies.ok()) << Render(argv) << ": " << replies.status();
-    const Reply& mine = replies->fake;
-    const Reply* real = &replies->real;
-    ASSERT_TRUE(Agree(argv, mine, *real))
-        << "#" << i << " " << Render(argv) << "\n  fake: " << mine.DebugString()
-        << "\n  real: " << real->DebugString() << "\n  previous:\n    "
-        << absl::StrJoin(recent, "\n    ");
+    Reply mine;
+    ASSERT_TRUE(RunAgreeing(pair, i, argv, recent, &mine));
     const std::string diff = FairKeyspaceDiff(fake, pair.server(), {lock, fence, queue});
     ASSERT_EQ(diff, "") << "after #" << i << " " << Render(argv) << " -> " << mine.DebugString()
-                        << "\n  previous:\n    " << absl::StrJoin(recent, "\n    ");
+                        << "\n  previous:\n    " << recent.Joined();
     if (argv[0] == "EVALSHA" && argv[1] == acquire && argv[10] != "") {
       if (mine.is_integer() && was_queued) ++head_grants;
       if (mine.is_array() && !mine.elements.empty() &&
@@ -1436,8 +1443,7 @@ TEST(DifferentialTest, FairScriptsMatchARealServer) {
       ++released;
       if (!fake_head().empty()) ++notified;
     }
-    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
-    if (recent.size() > 8) recent.pop_front();
+    recent.Add(i, argv, mine);
   }
   std::printf("fair differential: %d grants at the head, %d enqueued, %d refreshed, "
               "%d timeouts, %d releases (%d with a live head)\n",
