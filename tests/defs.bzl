@@ -9,6 +9,19 @@ differs (deps, size, data, visibility).
 
 load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library", "cc_test")
 
+# What a test of a lock through UvTransport on a private Sentinel deployment
+# (//testing:sentinel_deployment) links besides its own deps.
+SENTINEL_CLIENT_TEST_DEPS = [
+    "//lock:simple_lock",
+    "//testing:sentinel_deployment",
+    "//testing:status_matchers",
+    "//transport/uv:redis_url",
+    "//transport/uv:uv_event_loop",
+    "//transport/uv:uv_test_loop",
+    "//transport/uv:uv_transport",
+    "@com_google_absl//absl/strings",
+]
+
 def dlock_test(name, deps, size = "medium", srcs = None, **kwargs):
     """A cc_test built from NAME.cc (unless srcs is given) with gtest_main."""
     cc_test(
