@@ -19,6 +19,7 @@
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/tests/env/uv_clients.h"
+#include "dlock/tests/env/uv_server_test.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 
 namespace dlock {
@@ -34,21 +35,14 @@ struct Recorder : LockObserver {
   std::vector<std::string> warnings;
 };
 
-class AclRealTest : public ::testing::Test {
+class AclRealTest : public test_support::UvServerTest {
  protected:
-  void SetUp() override {
+  test_support::RedisServerOptions ServerOptions() override {
     test_support::RedisServerOptions options;
     options.extra_args = {"--user", "nochan", "on", ">pw", "~*", "resetchannels", "+@all",
                           "--user", "noeval", "on", ">pw", "~*", "&*", "+@all", "-eval",
                           "-evalsha"};
-    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
-        test_support::RedisServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-  }
-
-  void TearDown() override {
-    uv_.Close();  // expects nothing leaked on the loop
+    return options;
   }
 
   Transport* Client(const std::string& user) {
@@ -75,8 +69,6 @@ class AclRealTest : public ::testing::Test {
     return r.ok() && *r == Reply::Integer(1);
   }
 
-  test_support::UvClients uv_;
-  std::unique_ptr<test_support::RedisServer> server_;
   KeyScheme keys_;
   Recorder recorder_;
 };

@@ -19,6 +19,7 @@
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/tests/env/uv_clients.h"
+#include "dlock/tests/env/uv_server_test.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 
 namespace dlock {
@@ -34,18 +35,11 @@ AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration
   return o;
 }
 
-class ReadWriteMultiRealTest : public ::testing::Test {
+class ReadWriteMultiRealTest : public test_support::UvServerTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
-        test_support::RedisServer::Start({});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-  }
-
   void TearDown() override {
     locks_.clear();
-    uv_.Close();  // expects nothing leaked on the loop
+    UvServerTest::TearDown();
   }
 
   Transport* Client() { return uv_.Hiredis(server_->port()); }
@@ -70,8 +64,6 @@ class ReadWriteMultiRealTest : public ::testing::Test {
     return r.ok() && *r == Reply::Integer(1);
   }
 
-  test_support::UvClients uv_;
-  std::unique_ptr<test_support::RedisServer> server_;
   std::vector<std::unique_ptr<ReadWriteLock>> locks_;
   KeyScheme keys_;
 };
