@@ -36,20 +36,6 @@ namespace {
 constexpr int kNamespaceUid = 65534;
 constexpr int kNamespaceGid = 65534;
 
-absl::Status ErrnoStatus(absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
-std::string ReadTail(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string all = ss.str();
-  if (all.size() > max_bytes) all = all.substr(all.size() - max_bytes);
-  return all;
-}
-
 // The newest /usr/lib/postgresql/<N>/bin holding initdb and postgres, else
 // the directory of `initdb` on PATH when `postgres` sits beside it.
 absl::StatusOr<std::string> FindBinDir() {
@@ -130,10 +116,12 @@ bool WriteFile(const char* path, const char* data) {
 }  // namespace
 
 PgProcess::PgProcess(PgProcessOptions options)
-    : options_(std::move(options)), child_("postgres", [](pid_t postmaster, int sig) {
-        SignalServer(postmaster, sig);
-        return true;
-      }) {}
+    : ServerChild("postgres",
+                  [](pid_t postmaster, int sig) {
+                    SignalServer(postmaster, sig);
+                    return true;
+                  }),
+      options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<PgProcess>> PgProcess::Start(PgProcessOptions options) {
   std::unique_ptr<PgProcess> p(new PgProcess(std::move(options)));
@@ -305,27 +293,23 @@ absl::Status PgProcess::Spawn() {
   absl::StatusOr<pid_t> pid = RunChild(std::move(args), dir_ + "/postgres.log",
                                        /*own_process_group=*/true);
   if (!pid.ok()) return pid.status();
-  child_.Started(*pid);
+  Started(*pid);
   return absl::OkStatus();
 }
 
 absl::Status PgProcess::WaitReady() {
   const std::string info = conninfo();
-  return child_.WaitReady(
+  return ServerChild::WaitReady(
       [&info] { return PQping(info.c_str()) == PQPING_OK; }, options_.start_timeout,
       absl::Milliseconds(20),
       absl::StrCat("on 127.0.0.1:", port_, " did not accept connections"),
       [this] { return LogTail(); }, [this] { return LogTail(); });
 }
 
-absl::Status PgProcess::Pause() { return child_.Pause(); }
-absl::Status PgProcess::Resume() { return child_.Resume(); }
-absl::Status PgProcess::Kill() { return child_.Kill(); }
-
 // Fast shutdown (SIGINT to the postmaster: open transactions are rolled
 // back), SIGKILL after 20 s.
 absl::Status PgProcess::Stop() {
-  return child_.Stop(SIGINT, absl::Seconds(20), absl::Milliseconds(5));
+  return StopWith(SIGINT, absl::Seconds(20), absl::Milliseconds(5));
 }
 
 absl::Status PgProcess::Restart() {

@@ -31,10 +31,6 @@ namespace dlock {
 namespace test_support {
 namespace {
 
-absl::Status ErrnoStatus(absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
 absl::StatusOr<std::string> FindOnPath(const std::string& name) {
   const char* path = std::getenv("PATH");
   if (path == nullptr || *path == '\0') path = "/usr/local/bin:/usr/bin:/bin";
@@ -47,16 +43,6 @@ absl::StatusOr<std::string> FindOnPath(const std::string& name) {
   if (access("/usr/bin/redis-server", X_OK) == 0) return std::string("/usr/bin/redis-server");
   return absl::NotFoundError(absl::StrCat(name, " not found on PATH (", path,
                                           "); install redis-server (tools/setup)"));
-}
-
-std::string ReadTail(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string all = ss.str();
-  if (all.size() > max_bytes) all = all.substr(all.size() - max_bytes);
-  return all;
 }
 
 // Sends `argv` (after AUTH when `password` is set) over a fresh TCP
@@ -133,7 +119,8 @@ absl::StatusOr<int> PickFreeLoopbackPort() {
 }
 
 RedisProcess::RedisProcess(RedisProcessOptions options)
-    : options_(std::move(options)) {}
+    : ServerChild("redis-server", [](pid_t pid, int sig) { return kill(pid, sig) == 0; }),
+      options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(
     RedisProcessOptions options) {
@@ -239,25 +226,21 @@ absl::Status RedisProcess::Spawn() {
     execv(argv[0], argv.data());
     _exit(127);
   }
-  child_.Started(pid);
+  Started(pid);
   return absl::OkStatus();
 }
 
 absl::Status RedisProcess::WaitReady() {
-  return child_.WaitReady(
+  return ServerChild::WaitReady(
       [this] { return Ping(port_, options_.password); }, options_.start_timeout,
       absl::Milliseconds(5), absl::StrCat("on 127.0.0.1:", port_, " did not answer PING"),
       [this] { return LogTail(); },
       [this] { return LogTail() + ReadTail(dir_ + "/stdout.log", 1000); });
 }
 
-absl::Status RedisProcess::Pause() { return child_.Pause(); }
-absl::Status RedisProcess::Resume() { return child_.Resume(); }
-absl::Status RedisProcess::Kill() { return child_.Kill(); }
-
 // SIGTERM, then SIGKILL after 10 s.
 absl::Status RedisProcess::Stop() {
-  return child_.Stop(SIGTERM, absl::Seconds(10), absl::Milliseconds(2));
+  return StopWith(SIGTERM, absl::Seconds(10), absl::Milliseconds(2));
 }
 
 absl::Status RedisProcess::TrustDataSet() {

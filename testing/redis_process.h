@@ -20,7 +20,6 @@
 #ifndef DLOCK_TESTING_REDIS_PROCESS_H_
 #define DLOCK_TESTING_REDIS_PROCESS_H_
 
-#include <signal.h>
 #include <sys/types.h>
 
 #include <memory>
@@ -66,7 +65,9 @@ struct RedisProcessOptions {
 // take it before it is used: callers retry).
 absl::StatusOr<int> PickFreeLoopbackPort();
 
-class RedisProcess {
+// Pause/Resume/Kill, running/paused/pid: see ServerChild (Kill loses all
+// data without appendonly).
+class RedisProcess : public ServerChild {
  public:
   // kNotFound when redis-server is not on PATH (install redis-server);
   // kUnavailable when it does not answer PING in time (log tail included).
@@ -84,18 +85,6 @@ class RedisProcess {
   std::string unix_socket() const;
   // The server's working directory (holds redis.log and any data files).
   const std::string& dir() const { return dir_; }
-  bool running() const { return child_.running(); }
-  bool paused() const { return child_.paused(); }
-  // The pid of the running server, or -1 when it is not running.
-  pid_t pid() const { return child_.pid(); }
-
-  // SIGSTOP / SIGCONT: the server keeps its socket but answers nothing.
-  // FailedPrecondition when not running.
-  absl::Status Pause();
-  absl::Status Resume();
-  // SIGKILL and reap (all data lost without appendonly). OK when already
-  // stopped.
-  absl::Status Kill();
   // SIGTERM, then SIGKILL after 10 s; reap. OK when already stopped.
   absl::Status Stop();
   // Stops it if running, then starts it again on the same port, directory
@@ -115,7 +104,6 @@ class RedisProcess {
   int port_ = 0;
   std::string dir_;
   bool owns_dir_ = false;
-  ServerChild child_{"redis-server", [](pid_t pid, int sig) { return kill(pid, sig) == 0; }};
 };
 
 }  // namespace test_support

@@ -5,12 +5,29 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace dlock {
 namespace test_support {
+
+std::string ReadTail(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string all = ss.str();
+  if (all.size() > max_bytes) all = all.substr(all.size() - max_bytes);
+  return all;
+}
+
+absl::Status ErrnoStatus(absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
 
 absl::Status ServerChild::WaitReady(absl::FunctionRef<bool()> ready, absl::Duration timeout,
                                     absl::Duration poll, const std::string& not_ready,
@@ -36,7 +53,7 @@ absl::Status ServerChild::WaitReady(absl::FunctionRef<bool()> ready, absl::Durat
 absl::Status ServerChild::Pause() {
   if (!running()) return absl::FailedPreconditionError(absl::StrCat(name_, " not running"));
   if (!signal_(pid_, SIGSTOP)) {
-    return absl::InternalError(absl::StrCat("kill(SIGSTOP): ", std::strerror(errno)));
+    return ErrnoStatus("kill(SIGSTOP)");
   }
   // Wait until the stop has taken effect, so the caller's next step really
   // meets a stopped server.
@@ -51,7 +68,7 @@ absl::Status ServerChild::Pause() {
 absl::Status ServerChild::Resume() {
   if (!running()) return absl::FailedPreconditionError(absl::StrCat(name_, " not running"));
   if (!signal_(pid_, SIGCONT)) {
-    return absl::InternalError(absl::StrCat("kill(SIGCONT): ", std::strerror(errno)));
+    return ErrnoStatus("kill(SIGCONT)");
   }
   paused_ = false;
   return absl::OkStatus();
@@ -68,7 +85,7 @@ absl::Status ServerChild::Kill() {
   return absl::OkStatus();
 }
 
-absl::Status ServerChild::Stop(int stop_signal, absl::Duration grace, absl::Duration poll) {
+absl::Status ServerChild::StopWith(int stop_signal, absl::Duration grace, absl::Duration poll) {
   if (!running()) return absl::OkStatus();
   if (paused_) signal_(pid_, SIGCONT);
   kill(pid_, stop_signal);
