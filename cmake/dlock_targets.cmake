@@ -482,6 +482,7 @@ dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:re
   //transport/uv:script_order_check //transport/uv:transport_contract_suite //tests/env/...
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
   //tests/differential/... //watchdog:renewal_check //tests/probes:peer_bugs_real_test
+  //tests/probes:renewal_probe
   REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")
 dlock_bazel_only(//testing:sentinel_deployment //tests/sentinel:sentinel_failover_test
   //tests/sentinel:lock_behavior_sentinel_test //tests/sentinel:sentinel_readonly_test
