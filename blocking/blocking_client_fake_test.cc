@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/fake_server_test_base.h"
 #include "dlock/blocking/post_and_wait.h"
 #include "dlock/lock/observer.h"
 #include "dlock/testing/status_matchers.h"
@@ -30,59 +31,9 @@ namespace {
 using ::dlock::test_support::IsOk;
 using ::dlock::test_support::StatusIs;
 
-class BlockingClientFakeTest : public ::testing::Test {
+class BlockingClientFakeTest : public test_support::FakeServerTest<UvLoopThread> {
  protected:
-  void SetUp() override {
-    ASSERT_THAT(OnLoop([this] { server_ = std::make_unique<FakeRedis>(thread_.loop()); }),
-                IsOk());
-  }
-  void TearDown() override {
-    // The server's timers live on the loop: destroy it there.
-    EXPECT_THAT(OnLoop([this] { server_.reset(); }), IsOk());
-  }
-
-  // Runs `fn` on the loop thread and waits.
-  template <typename Fn>
-  absl::Status OnLoop(Fn fn) {
-    return PostAndWait<absl::Status>(&thread_, [&fn](Completion<absl::Status> done) {
-      fn();
-      done(absl::OkStatus());
-    });
-  }
-
-  // A factory making `n` connections to the server; `partitioned` of them
-  // start partitioned (their Connect fails).
-  BlockingClient::TransportFactory Connections(int n = 1, int partitioned = 0) {
-    return [this, n, partitioned](EventLoop* loop)
-               -> absl::StatusOr<std::vector<std::unique_ptr<Transport>>> {
-      EXPECT_TRUE(thread_.InLoopThread());
-      std::vector<std::unique_ptr<Transport>> ts;
-      for (int i = 0; i < n; ++i) {
-        auto t = std::make_unique<FakeTransport>(loop, server_.get());
-        if (i < partitioned) t->Partition();
-        ts.push_back(std::move(t));
-      }
-      return ts;
-    };
-  }
-
-  std::unique_ptr<BlockingClient> MustCreate(BlockingClientOptions options = {}) {
-    absl::StatusOr<std::unique_ptr<BlockingClient>> c =
-        BlockingClient::Create(&thread_, Connections(), std::move(options));
-    EXPECT_THAT(c.status(), IsOk());
-    return c.ok() ? *std::move(c) : nullptr;
-  }
-
-  bool KeyExists(const std::string& key) {
-    bool exists = false;
-    EXPECT_THAT(OnLoop([&] { exists = server_->Exists(key); }), IsOk());
-    return exists;
-  }
-
   void HammerWhileDestroying(BlockingClientOptions options);
-
-  UvLoopThread thread_;
-  std::unique_ptr<FakeRedis> server_;  // loop thread only
 };
 
 TEST_F(BlockingClientFakeTest, LocksExcludesAndReleasesOverTheFake) {

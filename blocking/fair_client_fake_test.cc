@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/fake_server_test_base.h"
 #include "dlock/blocking/post_and_wait.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
@@ -27,35 +28,10 @@ namespace {
 using ::dlock::test_support::IsOk;
 using ::dlock::test_support::StatusIs;
 
-class FairClientFakeTest : public ::testing::Test {
+class FairClientFakeTest : public test_support::FakeServerTest<UvLoopThread> {
  protected:
-  void SetUp() override {
-    ASSERT_THAT(OnLoop([this] { server_ = std::make_unique<FakeRedis>(thread_.loop()); }),
-                IsOk());
-  }
-  void TearDown() override {
-    EXPECT_THAT(OnLoop([this] { server_.reset(); }), IsOk());
-  }
-
-  template <typename Fn>
-  absl::Status OnLoop(Fn fn) {
-    return PostAndWait<absl::Status>(&thread_, [&fn](Completion<absl::Status> done) {
-      fn();
-      done(absl::OkStatus());
-    });
-  }
-
   absl::StatusOr<std::unique_ptr<BlockingClient>> Create(BlockingClientOptions o, int n = 1) {
-    return BlockingClient::Create(
-        &thread_,
-        [this, n](EventLoop* loop) -> absl::StatusOr<std::vector<std::unique_ptr<Transport>>> {
-          std::vector<std::unique_ptr<Transport>> ts;
-          for (int i = 0; i < n; ++i) {
-            ts.push_back(std::make_unique<FakeTransport>(loop, server_.get()));
-          }
-          return ts;
-        },
-        std::move(o));
+    return BlockingClient::Create(&thread_, Connections(n), std::move(o));
   }
 
   // Live waiters in the resource's queue (the hash minus its "#next").
@@ -67,9 +43,6 @@ class FairClientFakeTest : public ::testing::Test {
     }), IsOk());
     return n;
   }
-
-  UvLoopThread thread_;
-  std::unique_ptr<FakeRedis> server_;  // loop thread only
 };
 
 BlockingClientOptions Fair() {

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "dlock/blocking/blocking_client.h"
+#include "dlock/blocking/fake_server_test_base.h"
 #include "dlock/blocking/post_and_wait.h"
 #include "dlock/lock/keys.h"
 #include "dlock/testing/status_matchers.h"
@@ -29,46 +30,8 @@ using ::dlock::test_support::StatusIs;
 constexpr absl::Duration kTtl = absl::Seconds(10);
 constexpr absl::Duration kNoWait = absl::ZeroDuration();
 
-class RwMultiClientFakeTest : public ::testing::Test {
+class RwMultiClientFakeTest : public test_support::FakeServerTest<StdLoopThread> {
  protected:
-  void SetUp() override {
-    ASSERT_THAT(OnLoop([this] { server_ = std::make_unique<FakeRedis>(thread_.loop()); }),
-                IsOk());
-  }
-  void TearDown() override { EXPECT_THAT(OnLoop([this] { server_.reset(); }), IsOk()); }
-
-  template <typename Fn>
-  absl::Status OnLoop(Fn fn) {
-    return PostAndWait<absl::Status>(&thread_, [&fn](Completion<absl::Status> done) {
-      fn();
-      done(absl::OkStatus());
-    });
-  }
-
-  std::unique_ptr<BlockingClient> MustCreate(int servers = 1) {
-    absl::StatusOr<std::unique_ptr<BlockingClient>> c = BlockingClient::Create(
-        &thread_,
-        [this, servers](EventLoop* loop)
-            -> absl::StatusOr<std::vector<std::unique_ptr<Transport>>> {
-          std::vector<std::unique_ptr<Transport>> ts;
-          for (int i = 0; i < servers; ++i) {
-            ts.push_back(std::make_unique<FakeTransport>(loop, server_.get()));
-          }
-          return ts;
-        },
-        {});
-    EXPECT_THAT(c.status(), IsOk());
-    return c.ok() ? *std::move(c) : nullptr;
-  }
-
-  bool KeyExists(const std::string& key) {
-    bool exists = false;
-    EXPECT_THAT(OnLoop([&] { exists = server_->Exists(key); }), IsOk());
-    return exists;
-  }
-
-  StdLoopThread thread_;
-  std::unique_ptr<FakeRedis> server_;  // loop thread only
   KeyScheme keys_;
 };
 
@@ -120,7 +83,7 @@ TEST_F(RwMultiClientFakeTest, AMultiLockIsAllOrNothing) {
 TEST_F(RwMultiClientFakeTest, ReadWriteLocksNeedASingleServer) {
   // (RedLock then refuses the servers -- one fake instance thrice -- when
   // it is used; the client refuses read-write locks before that.)
-  auto red = MustCreate(/*servers=*/3);
+  auto red = MustCreate({}, /*n=*/3);
   EXPECT_THAT(red->ReadLock("cfg", kTtl, kNoWait), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(red->WriteLock("cfg", kTtl, kNoWait), StatusIs(absl::StatusCode::kInvalidArgument));
 }

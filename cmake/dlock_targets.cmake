@@ -272,6 +272,16 @@ dlock_library(status_matchers TESTONLY
   HDRS testing/status_matchers.h
   PUBLIC_DEPS PkgConfig::dlock_absl GTest::gmock)
 
+dlock_library(acquire_result TESTONLY
+  BAZEL //testing:acquire_result
+  HDRS testing/acquire_result.h
+  PUBLIC_DEPS dlock::lock dlock::status_matchers GTest::gmock)
+
+dlock_library(fake_server_test_base TESTONLY
+  BAZEL //blocking:fake_server_test_base
+  HDRS blocking/fake_server_test_base.h
+  PUBLIC_DEPS dlock::blocking_client dlock::fake dlock::status_matchers GTest::gmock)
+
 dlock_library(uv_test_loop TESTONLY
   BAZEL //transport/uv:uv_test_loop
   HDRS transport/uv/uv_test_loop.h
@@ -344,17 +354,17 @@ dlock_test(post_and_wait_test BAZEL //blocking:post_and_wait_test
   SRCS blocking/post_and_wait_test.cc DEPS dlock::blocking dlock::uv)
 dlock_test(blocking_client_fake_test BAZEL //blocking:blocking_client_fake_test
   SRCS blocking/blocking_client_fake_test.cc
-  DEPS dlock::blocking_client dlock::fake dlock::uv dlock::status_matchers)
+  DEPS dlock::blocking_client dlock::fake dlock::uv dlock::fake_server_test_base dlock::status_matchers)
 dlock_test(blocking_client_release_drain_fake_test
   BAZEL //blocking:blocking_client_release_drain_fake_test
   SRCS blocking/blocking_client_release_drain_fake_test.cc
   DEPS dlock::blocking_client dlock::lock dlock::fake dlock::uv dlock::status_matchers)
 dlock_test(fair_client_fake_test BAZEL //blocking:fair_client_fake_test
   SRCS blocking/fair_client_fake_test.cc
-  DEPS dlock::blocking_client dlock::fake dlock::uv dlock::status_matchers)
+  DEPS dlock::blocking_client dlock::fake dlock::uv dlock::fake_server_test_base dlock::status_matchers)
 dlock_test(rw_multi_client_fake_test BAZEL //blocking:rw_multi_client_fake_test
   SRCS blocking/rw_multi_client_fake_test.cc
-  DEPS dlock::blocking_client dlock::fake dlock::status_matchers)
+  DEPS dlock::blocking_client dlock::fake dlock::fake_server_test_base dlock::status_matchers)
 dlock_test(blocking_lock_fake_test BAZEL //blocking:blocking_lock_fake_test
   SRCS blocking/blocking_lock_fake_test.cc
   DEPS dlock::blocking dlock::lock dlock::fake dlock::uv dlock::status_matchers)
@@ -363,13 +373,13 @@ dlock_test(observer_test BAZEL //lock:observer_test
 dlock_test(lock_behavior_fake_test BAZEL //lock:lock_behavior_fake_test
   SRCS lock/lock_behavior_fake_test.cc DEPS dlock::lock_behavior_suite dlock::fake)
 dlock_test(simple_lock_test BAZEL //lock:simple_lock_test
-  SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+  SRCS lock/simple_lock_test.cc DEPS dlock::lock dlock::fake dlock::acquire_result dlock::status_matchers)
 dlock_test(replica_ack_test BAZEL //lock:replica_ack_test
   SRCS lock/replica_ack_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(policy_options_test BAZEL //lock:policy_options_test
   SRCS lock/policy_options_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
-  SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+  SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::acquire_result dlock::status_matchers)
 dlock_test(fair_lock_test BAZEL //lock:fair_lock_test
   SRCS lock/fair_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fence_hwm_test BAZEL //lock:fence_hwm_test
@@ -388,7 +398,7 @@ dlock_test(error_reply_test BAZEL //lock:error_reply_test
   SRCS lock/error_reply_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(semaphore_test BAZEL //lock:semaphore_test
   SRCS lock/semaphore_test.cc
-  DEPS dlock::lock dlock::watchdog dlock::fake dlock::status_matchers)
+  DEPS dlock::lock dlock::watchdog dlock::fake dlock::acquire_result dlock::status_matchers)
 dlock_test(release_publish_test BAZEL //lock:release_publish_test
   SRCS lock/release_publish_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(read_write_lock_test BAZEL //lock:read_write_lock_test
@@ -398,7 +408,7 @@ dlock_test(multi_lock_test BAZEL //lock:multi_lock_test
   SRCS lock/multi_lock_test.cc
   DEPS dlock::lock dlock::watchdog dlock::fake dlock::status_matchers)
 dlock_test(late_grant_test BAZEL //lock:late_grant_test
-  SRCS lock/late_grant_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+  SRCS lock/late_grant_test.cc DEPS dlock::lock dlock::fake dlock::acquire_result dlock::status_matchers)
 dlock_test(read_write_multi_torture_test BAZEL //lock:read_write_multi_torture_test
   SRCS lock/read_write_multi_torture_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(redlock_ttl_test BAZEL //redlock:redlock_ttl_test
@@ -469,6 +479,7 @@ dlock_bazel_only(//watchdog:watchdog_bench REASON "benchmark binary")
 dlock_bazel_only(//client:quickstart_blocking //client:quickstart_async
   REASON "README quick-starts, run under Bazel against a private redis-server")
 dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:redis_process
+  //testing:server_child
   //testing:redis_cluster //testing:redis_cluster_test //lock:keys_cluster_test
   //transport/uv:cluster_transport_test //tests/cluster/...
   //transport/uv:hiredis_transport_test //blocking:blocking_client_test
@@ -477,6 +488,7 @@ dlock_bazel_only(//testing:redis_server //testing:redis_server_test //testing:re
   //transport/uv:script_order_check //transport/uv:transport_contract_suite //tests/env/...
   //tests/lock/... //tests/redlock/... //tests/watchdog/... //tests/cli/...
   //tests/differential/... //watchdog:renewal_check //tests/probes:peer_bugs_real_test
+  //tests/probes:renewal_probe
   REASON "need a redis-server (tools/test runs them under Bazel, the CMake consumer covers the installed real path)")
 dlock_bazel_only(//testing:sentinel_deployment //tests/sentinel:sentinel_failover_test
   //tests/sentinel:lock_behavior_sentinel_test //tests/sentinel:sentinel_readonly_test

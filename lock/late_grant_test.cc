@@ -29,6 +29,7 @@
 #include "dlock/lock/semaphore.h"
 #include "dlock/lock/semaphore_scripts.h"
 #include "dlock/lock/simple_lock.h"
+#include "dlock/testing/acquire_result.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
@@ -38,6 +39,7 @@ namespace dlock {
 namespace {
 
 using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StartAcquire;
 using ::dlock::test_support::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -82,17 +84,6 @@ class LateGrantTest : public ::testing::Test {
     return o;
   }
 
-  std::shared_ptr<absl::StatusOr<Lease>> Start(Lock& lock, absl::string_view resource,
-                                               AcquireOptions options,
-                                               AcquireHandle* handle = nullptr) {
-    auto out = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
-    absl::StatusOr<AcquireHandle> h =
-        lock.Acquire(resource, options, [out](absl::StatusOr<Lease> r) { *out = std::move(r); });
-    EXPECT_THAT(h, IsOk());
-    if (handle != nullptr && h.ok()) *handle = *h;
-    return out;
-  }
-
   bool Exists(const std::string& key) {
     return server_.Execute({"EXISTS", key}) == Reply::Integer(1);
   }
@@ -114,7 +105,7 @@ TEST_F(LateGrantTest, SimpleLocksCancelledAcquireGrantedLaterIsReleasedAndReport
   SimpleLock lock(&loop_, &conn_, Observed<SimpleLockOptions>());
   SlowReplies();
   AcquireHandle h;
-  auto out = Start(lock, "r", Ttl(absl::Seconds(30)), &h);
+  auto out = StartAcquire(lock, "r", Ttl(absl::Seconds(30)), &h);
   loop_.AdvanceTime(absl::Milliseconds(10));
   EXPECT_TRUE(Exists(keys_.LockKey("r")));  // granted; the reply is on its way
   EXPECT_TRUE(h.Cancel());
@@ -129,7 +120,7 @@ TEST_F(LateGrantTest, SimpleLocksGrantAfterTheLeaseDeadlineIsReleasedAndReported
   // Applied 90 ms after the send (the key lives until 190 ms), answered at
   // 150 ms: past the 100 ms lease's local deadline (97 ms).
   conn_.SetLatency(absl::Milliseconds(90), absl::Milliseconds(60));
-  auto out = Start(lock, "r", Ttl(absl::Milliseconds(100)));
+  auto out = StartAcquire(lock, "r", Ttl(absl::Milliseconds(100)));
   loop_.AdvanceTime(absl::Milliseconds(100));
   conn_.SetLatency(absl::ZeroDuration());  // the release goes straight through
   EXPECT_TRUE(Exists(keys_.LockKey("r")));
@@ -149,7 +140,7 @@ TEST_F(LateGrantTest, SemaphorePermitGrantedAfterTheWaitRanOutIsGivenBackAndRepo
   Semaphore sem(&loop_, &conn_, so);
   RetryLock waiting(&loop_, &sem);
   SlowReplies();
-  auto out = Start(waiting, "pool", Ttl(absl::Seconds(30), absl::Milliseconds(15)));
+  auto out = StartAcquire(waiting, "pool", Ttl(absl::Seconds(30), absl::Milliseconds(15)));
   loop_.AdvanceTime(absl::Milliseconds(15));
   EXPECT_THAT(*out, StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("abandoned")));
   EXPECT_EQ(Permits("pool"), 1);  // taken at 5 ms; its reply comes at 25 ms
@@ -162,8 +153,8 @@ TEST_F(LateGrantTest, ReadersAndWritersCancelledGrantsAreReleasedAndReported) {
   ReadWriteLock rw(&loop_, &conn_, Observed<ReadWriteLockOptions>());
   SlowReplies();
   AcquireHandle reader, writer;
-  Start(rw.reader(), "doc", Ttl(absl::Seconds(30)), &reader);
-  Start(rw.writer(), "other", Ttl(absl::Seconds(30)), &writer);
+  StartAcquire(rw.reader(), "doc", Ttl(absl::Seconds(30)), &reader);
+  StartAcquire(rw.writer(), "other", Ttl(absl::Seconds(30)), &writer);
   loop_.AdvanceTime(absl::Milliseconds(10));
   EXPECT_EQ(Readers("doc"), 1);
   EXPECT_TRUE(Exists(keys_.LockKey("other")));
@@ -180,7 +171,7 @@ TEST_F(LateGrantTest, FairLocksCancelledTryGrantedLaterIsReleasedAndReported) {
   FairLock fair(&loop_, &conn_, Observed<FairLockOptions>());
   SlowReplies();
   AcquireHandle h;
-  Start(fair, "q", Ttl(absl::Seconds(30)), &h);
+  StartAcquire(fair, "q", Ttl(absl::Seconds(30)), &h);
   loop_.AdvanceTime(absl::Milliseconds(10));
   EXPECT_TRUE(Exists(keys_.LockKey("q")));
   EXPECT_TRUE(h.Cancel());
@@ -196,7 +187,7 @@ TEST_F(LateGrantTest, FairLocksCancelledTryGrantedLaterIsReleasedAndReported) {
 TEST_F(LateGrantTest, FairWaitGrantedAfterItsDeadlineIsReleasedAndReported) {
   FairLock fair(&loop_, &conn_, Observed<FairLockOptions>());
   SlowReplies();
-  auto out = Start(fair, "q", Ttl(absl::Seconds(30), absl::Milliseconds(15)));
+  auto out = StartAcquire(fair, "q", Ttl(absl::Seconds(30), absl::Milliseconds(15)));
   loop_.AdvanceTime(absl::Milliseconds(14));
   conn_.FailNextWithReply(1, Reply::Error("ERR injected"));  // the Leave at 15 ms
   loop_.AdvanceTime(absl::Milliseconds(1));
@@ -211,7 +202,7 @@ TEST_F(LateGrantTest, FairWaitGrantedAfterItsDeadlineIsReleasedAndReported) {
 TEST_F(LateGrantTest, FairWaitsGrantAfterTheLeaseDeadlineIsReleasedAndTheWaitGoesOn) {
   FairLock fair(&loop_, &conn_, Observed<FairLockOptions>());
   conn_.SetLatency(absl::Milliseconds(5), absl::Milliseconds(145));
-  auto out = Start(fair, "q", Ttl(absl::Milliseconds(100), absl::Seconds(5)));
+  auto out = StartAcquire(fair, "q", Ttl(absl::Milliseconds(100), absl::Seconds(5)));
   loop_.AdvanceTime(absl::Milliseconds(140));
   conn_.SetLatency(absl::Milliseconds(1));  // the next attempt is fast
   loop_.AdvanceTime(absl::Milliseconds(20));

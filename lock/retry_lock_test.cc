@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/simple_lock.h"
+#include "dlock/testing/acquire_result.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
@@ -23,6 +24,8 @@ namespace dlock {
 namespace {
 
 using ::dlock::test_support::IsOk;
+using ::dlock::test_support::Pending;
+using ::dlock::test_support::StartAcquire;
 using ::dlock::test_support::StatusIs;
 
 AcquireOptions Wait(absl::Duration ttl, absl::Duration wait) {
@@ -55,21 +58,6 @@ class RetryLockTest : public ::testing::Test {
     return out.ok() ? *out : Lease();
   }
 
-  std::shared_ptr<absl::StatusOr<Lease>> Start(RetryLock& lock, absl::string_view resource,
-                                               AcquireOptions options,
-                                               AcquireHandle* handle = nullptr) {
-    auto out = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
-    absl::StatusOr<AcquireHandle> h =
-        lock.Acquire(resource, options, [out](absl::StatusOr<Lease> r) { *out = std::move(r); });
-    EXPECT_THAT(h, IsOk());
-    if (handle != nullptr && h.ok()) *handle = *h;
-    return out;
-  }
-
-  static bool Pending(const std::shared_ptr<absl::StatusOr<Lease>>& r) {
-    return absl::IsUnknown(r->status());
-  }
-
   ManualEventLoop loop_;
   FakeRedis server_;
   FakeTransport holder_conn_;
@@ -91,7 +79,7 @@ TEST_F(RetryLockTest, BackoffGrowsExponentiallyToTheCapAndTheWaitEndsAtTheDeadli
   RetryLock lock(&loop_, &inner_, /*subscriber=*/nullptr, o);
   Hold("r");
   const absl::Time start = loop_.Now();
-  auto r = Start(lock, "r", Wait(absl::Seconds(1), absl::Milliseconds(500)));
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(1), absl::Milliseconds(500)));
   loop_.AdvanceTime(absl::Milliseconds(499));
   EXPECT_TRUE(Pending(r));
   loop_.AdvanceTime(absl::Milliseconds(1));
@@ -188,7 +176,7 @@ TEST_F(RetryLockTest, DefaultJitterIsUniformWithinTheCap) {
   o.observer = &rec;
   RetryLock lock(&loop_, &inner_, nullptr, o);
   Hold("r");
-  auto r = Start(lock, "r", Wait(absl::Seconds(1), absl::Seconds(60)));
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(1), absl::Seconds(60)));
   loop_.AdvanceTime(absl::Seconds(5));
   ASSERT_GE(rec.delays.size(), 20u);  // mean 50 ms
   absl::Duration lo = absl::InfiniteDuration(), hi = absl::ZeroDuration();
@@ -211,7 +199,7 @@ TEST_F(RetryLockTest, ReleaseBeforeTheSubscriptionIsConfirmedIsNotMissed) {
   sub_conn.SetLatency(absl::Milliseconds(100));  // slow SUBSCRIBE
   RetryLock lock(&loop_, &inner_, &sub_conn, o);
   Lease held = Hold("r");
-  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_EQ(lock.attempts(), 1);
   // Released while SUBSCRIBE is still on its way: no message reaches us.
@@ -258,7 +246,7 @@ TEST_F(RetryLockTest, UnavailableAttemptsAreRetried) {
   o.initial_backoff = absl::Milliseconds(10);
   RetryLock lock(&loop_, &inner_, &conn_, o);
   conn_.FailNext(2, absl::UnavailableError("connection reset"));
-  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
   loop_.AdvanceTime(absl::Seconds(1));
   EXPECT_THAT(*r, IsOk());
   // Attempt 1 failed; SimpleLock's cleanup release of its token (unknown
@@ -273,7 +261,7 @@ TEST_F(RetryLockTest, NonRetryableErrorEndsTheWaitAtOnce) {
   RetryLock lock(&loop_, &inner_, &conn_);
   conn_.FailNextWithReply(
       1, Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value"));
-  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
   EXPECT_EQ(lock.attempts(), 1);
@@ -315,7 +303,7 @@ TEST_F(RetryLockTest, OnlyBusyAndTransientErrorsAreRetried) {
     SCOPED_TRACE(absl::StatusCodeToString(code));
     FailingLock failing(&loop_, absl::Status(code, "permanent"));
     RetryLock lock(&loop_, &failing, nullptr, o);
-    auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+    auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
     loop_.AdvanceTime(absl::Seconds(1));
     EXPECT_THAT(*r, StatusIs(code));
     EXPECT_EQ(lock.attempts(), 1);
@@ -325,7 +313,7 @@ TEST_F(RetryLockTest, OnlyBusyAndTransientErrorsAreRetried) {
     SCOPED_TRACE(absl::StatusCodeToString(code));
     FailingLock failing(&loop_, absl::Status(code, "transient"));
     RetryLock lock(&loop_, &failing, nullptr, o);
-    auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(1)));
+    auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(1)));
     loop_.AdvanceTime(absl::Milliseconds(500));
     EXPECT_TRUE(Pending(r));
     EXPECT_GT(lock.attempts(), 3);
@@ -338,7 +326,7 @@ TEST_F(RetryLockTest, CancelWhileAnAttemptIsInFlightReleasesWhatItTook) {
   conn_.SetLatency(absl::Milliseconds(10));
   RetryLock lock(&loop_, &inner_, &conn_);
   AcquireHandle handle;
-  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)), &handle);
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)), &handle);
   loop_.AdvanceTime(absl::Milliseconds(6));
   EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));  // the attempt won
   EXPECT_TRUE(handle.Cancel());
@@ -351,8 +339,8 @@ TEST_F(RetryLockTest, CancelWhileAnAttemptIsInFlightReleasesWhatItTook) {
 TEST_F(RetryLockTest, DestroyingTheLockCancelsPendingWaits) {
   auto lock = std::make_unique<RetryLock>(&loop_, &inner_, &conn_);
   Lease held = Hold("r");
-  auto r1 = Start(*lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
-  auto r2 = Start(*lock, "other", Wait(absl::Seconds(5), absl::Seconds(30)));
+  auto r1 = StartAcquire(*lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  auto r2 = StartAcquire(*lock, "other", Wait(absl::Seconds(5), absl::Seconds(30)));
   loop_.AdvanceTime(absl::Milliseconds(1));
   EXPECT_THAT(*r2, IsOk());
   EXPECT_EQ(server_.SubscriberCount(keys_.ChannelKey("r")), 1u);
@@ -375,10 +363,10 @@ TEST_F(RetryLockTest, ReleaseHandsOffToTheOldestLocalWaiterInTheSameWrite) {
   o.max_backoff = absl::Seconds(5);
   o.jitter = [](absl::Duration cap) { return cap; };
   RetryLock lock(&loop_, &inner_, &conn_, o);
-  auto a = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto a = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.AdvanceTime(rtt);
   ASSERT_THAT(*a, IsOk());
-  auto b = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto b = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.AdvanceTime(3 * rtt);  // contention, subscription, re-attempt
   ASSERT_TRUE(Pending(b));
   ASSERT_EQ(lock.subscriptions(), 1u);
@@ -411,12 +399,12 @@ TEST_F(RetryLockTest, NewWaitersQueueBehindLocalWaitersInArrivalOrderWithoutAtte
   o.jitter = [](absl::Duration cap) { return cap; };
   RetryLock lock(&loop_, &inner_, &conn_, o);
   Lease held = Hold("r");
-  auto first = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto first = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.AdvanceTime(3 * rtt);
   ASSERT_EQ(lock.subscriptions(), 1u);
   const int64_t before = lock.attempts();
-  auto second = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
-  auto third = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto second = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto third = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.AdvanceTime(3 * rtt);
   EXPECT_EQ(lock.attempts(), before) << "queued behind the first, no attempt";
   EXPECT_EQ(lock.waiting(), 3u);
@@ -454,15 +442,15 @@ TEST_F(RetryLockTest, ANewWaiterNeverOvertakesAnOlderOneWhileTheSubscriptionIsPe
   o.max_backoff = absl::Seconds(100);
   o.jitter = [](absl::Duration cap) { return cap; };
   RetryLock lock(&loop_, &inner_, &conn_, o);
-  auto a = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto a = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.AdvanceTime(rtt);
   ASSERT_THAT(*a, IsOk());
   // In one turn: B asks (its attempt goes out), A releases (B's attempt is
   // in flight, so the hand-off cannot start another), C asks.
-  auto b = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto b = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   ASSERT_THAT(lock.Release(**a, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
   const int64_t before = lock.attempts();
-  auto c = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto c = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   EXPECT_EQ(lock.attempts(), before) << "C queues behind B without an attempt";
   loop_.AdvanceTime(3 * rtt);
   ASSERT_THAT(*b, IsOk()) << "B asked first";
@@ -553,9 +541,9 @@ TEST_F(RetryLockTest, AQueuedWaiterStillHasItsBackoffTimer) {
   o.jitter = [](absl::Duration cap) { return cap; };
   RetryLock lock(&loop_, &inner_, &conn_, o);
   Hold("r", absl::Seconds(1));
-  auto first = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto first = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.RunUntilIdle();
-  auto second = Start(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+  auto second = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.RunUntilIdle();
   // The holder's key expires (no notification): the first waiter's timer
   // finds the lock free.
@@ -576,7 +564,7 @@ TEST_F(RetryLockTest, ObserverSeesWaitsAndOneOutcomePerAcquire) {
   o.observer = &rec;
   RetryLock lock(&loop_, &inner_, &conn_, o);
   Lease held = Hold("r", absl::Milliseconds(100));
-  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
   loop_.AdvanceTime(absl::Seconds(1));
   EXPECT_THAT(*r, IsOk());
   EXPECT_FALSE(rec.delays.empty());
@@ -605,7 +593,7 @@ TEST_F(RetryLockTest, LearnsTheReleaseChannelFromTheWrappedLock) {
               IsOk());
   loop_.RunUntilIdle();
   ASSERT_THAT(held, IsOk());
-  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
   loop_.AdvanceTime(absl::Milliseconds(10));
   EXPECT_TRUE(Pending(r));
   EXPECT_EQ(lock.subscriptions(), 1u);
@@ -643,7 +631,7 @@ TEST_F(RetryLockTest, WithoutAReleaseNotifierItPollsWithBackoff) {
   o.jitter = [](absl::Duration cap) { return cap; };
   RetryLock lock(&loop_, &opaque, o);
   Lease held = Hold("r");
-  auto r = Start(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
   loop_.AdvanceTime(absl::Milliseconds(10));
   EXPECT_EQ(lock.subscriptions(), 0u);
   ASSERT_THAT(holder_.Release(held, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
@@ -663,7 +651,7 @@ TEST_F(RetryLockTest, WakeStaggerDelaysTheWakeUpAndANewReleaseDrawsItAgain) {
   o.jitter = [](absl::Duration cap) { return cap; };
   RetryLock lock(&loop_, &inner_, o);
   Lease held = Hold("r");
-  auto r = Start(lock, "r", Wait(absl::Seconds(1), absl::Seconds(10)));
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(1), absl::Seconds(10)));
   loop_.RunUntilIdle();  // failed, subscribed, failed again: backoff 100 ms
   const int64_t before = lock.attempts();
   ASSERT_THAT(holder_.Release(held, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());

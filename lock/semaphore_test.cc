@@ -16,6 +16,7 @@
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/semaphore_scripts.h"
 #include "dlock/lock/simple_lock.h"
+#include "dlock/testing/acquire_result.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
@@ -26,6 +27,7 @@ namespace dlock {
 namespace {
 
 using ::dlock::test_support::IsOk;
+using ::dlock::test_support::StartAcquire;
 using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 
@@ -57,20 +59,9 @@ class SemaphoreTest : public ::testing::Test {
     return clients_.back().get();
   }
 
-  std::shared_ptr<absl::StatusOr<Lease>> Start(Lock& lock, absl::string_view resource,
-                                               AcquireOptions options,
-                                               AcquireHandle* handle = nullptr) {
-    auto out = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
-    absl::StatusOr<AcquireHandle> h =
-        lock.Acquire(resource, options, [out](absl::StatusOr<Lease> r) { *out = std::move(r); });
-    EXPECT_THAT(h, IsOk());
-    if (handle != nullptr && h.ok()) *handle = *h;
-    return out;
-  }
-
   absl::StatusOr<Lease> AcquireNow(Lock& lock, absl::string_view resource,
                                    AcquireOptions options) {
-    auto out = Start(lock, resource, options);
+    auto out = StartAcquire(lock, resource, options);
     loop_.AdvanceTime(absl::Milliseconds(2));
     return *out;
   }
@@ -154,7 +145,7 @@ TEST_F(SemaphoreTest, WatchdogReportsAnExpiredPermitAsLost) {
 TEST_F(SemaphoreTest, CancelledAcquireThatWonGivesThePermitBack) {
   Semaphore sem(&loop_, NewClient(), Permits(1));
   AcquireHandle h;
-  auto out = Start(sem, "r", Ttl(absl::Seconds(30)), &h);
+  auto out = StartAcquire(sem, "r", Ttl(absl::Seconds(30)), &h);
   EXPECT_TRUE(h.Cancel());
   loop_.AdvanceTime(absl::Milliseconds(10));
   EXPECT_THAT(*out, StatusIs(absl::StatusCode::kUnknown));  // never ran
@@ -168,7 +159,7 @@ TEST_F(SemaphoreTest, LostReplyLeavesNoPermitBehind) {
   o.command_timeout = absl::Milliseconds(50);
   Semaphore sem(&loop_, conn, o);
   conn->DropNextReplies(1);
-  auto out = Start(sem, "r", Ttl(absl::Seconds(30)));
+  auto out = StartAcquire(sem, "r", Ttl(absl::Seconds(30)));
   loop_.AdvanceTime(absl::Milliseconds(49));
   EXPECT_EQ(Holders("r"), 1);  // the script ran; its reply is lost
   loop_.AdvanceTime(absl::Milliseconds(10));

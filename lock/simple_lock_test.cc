@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/scripts.h"
+#include "dlock/testing/acquire_result.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/fake_transport.h"
@@ -26,6 +27,8 @@ namespace dlock {
 namespace {
 
 using ::dlock::test_support::IsOk;
+using ::dlock::test_support::Pending;
+using ::dlock::test_support::StartAcquire;
 using ::dlock::test_support::StatusIs;
 using ::testing::HasSubstr;
 
@@ -48,22 +51,6 @@ class SimpleLockTest : public ::testing::Test {
     server_.Execute(TrustDataSetCommand(KeyScheme{}));
   }
 
-  // Starts an acquire and returns a pointer to where its result lands.
-  std::shared_ptr<absl::StatusOr<Lease>> Start(SimpleLock& lock, absl::string_view resource,
-                                               AcquireOptions options,
-                                               AcquireHandle* handle = nullptr) {
-    auto out = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
-    absl::StatusOr<AcquireHandle> h =
-        lock.Acquire(resource, options, [out](absl::StatusOr<Lease> r) { *out = std::move(r); });
-    EXPECT_THAT(h, IsOk());
-    if (handle != nullptr && h.ok()) *handle = *h;
-    return out;
-  }
-
-  static bool Pending(const std::shared_ptr<absl::StatusOr<Lease>>& r) {
-    return absl::IsUnknown(r->status());
-  }
-
   ManualEventLoop loop_;
   FakeRedis server_;
   FakeTransport conn_;
@@ -75,7 +62,7 @@ TEST_F(SimpleLockTest, DeadlineIsSendTimePlusTtlMinusDriftNotReplyTime) {
   conn_.SetLatency(absl::Milliseconds(40));
   SimpleLock lock(&loop_, &conn_);
   const absl::Time sent = loop_.Now();
-  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(10)));
   loop_.AdvanceTime(absl::Milliseconds(40));
   ASSERT_THAT(*r, IsOk());
   // 10 s - (10 s * 0.01 + 2 ms), from the send time.
@@ -89,7 +76,7 @@ TEST_F(SimpleLockTest, DriftOptionsAreHonoured) {
   options.drift_constant = absl::Milliseconds(5);
   SimpleLock lock(&loop_, &conn_, options);
   const absl::Time sent = loop_.Now();
-  auto r = Start(lock, "r", Ttl(absl::Seconds(1)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(1)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   EXPECT_EQ((*r)->deadline, sent + absl::Seconds(1) - absl::Milliseconds(105));
@@ -100,7 +87,7 @@ TEST_F(SimpleLockTest, DriftOptionsAreHonoured) {
 
 TEST_F(SimpleLockTest, SubMillisecondTtlIsTruncatedToWholeMilliseconds) {
   SimpleLock lock(&loop_, &conn_);
-  auto r = Start(lock, "r", Ttl(absl::Microseconds(10500)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Microseconds(10500)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   EXPECT_EQ((*r)->ttl, absl::Milliseconds(10));
@@ -110,7 +97,7 @@ TEST_F(SimpleLockTest, SubMillisecondTtlIsTruncatedToWholeMilliseconds) {
 TEST_F(SimpleLockTest, ExtendDeadlineCountsFromWhenTheExtendWasSent) {
   conn_.SetLatency(absl::Milliseconds(20));
   SimpleLock lock(&loop_, &conn_);
-  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(10)));
   loop_.AdvanceTime(absl::Seconds(3));
   ASSERT_THAT(*r, IsOk());
   const absl::Time sent = loop_.Now();
@@ -129,7 +116,7 @@ TEST_F(SimpleLockTest, DroppedAcquireReplyTimesOutAndLeavesNoKeyBehind) {
   options.command_timeout = absl::Milliseconds(500);
   SimpleLock lock(&loop_, &conn_, options);
   conn_.DropNextReplies(1);
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   // The SET ran on the server; the client never heard.
   EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));
@@ -145,7 +132,7 @@ TEST_F(SimpleLockTest, DroppedAcquireRequestTimesOutAndTouchesNothing) {
   options.command_timeout = absl::Milliseconds(500);
   SimpleLock lock(&loop_, &conn_, options);
   conn_.DropNextRequests(1);
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.AdvanceTime(absl::Milliseconds(500));
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kDeadlineExceeded));
   loop_.AdvanceTime(absl::Seconds(1));
@@ -155,13 +142,13 @@ TEST_F(SimpleLockTest, DroppedAcquireRequestTimesOutAndTouchesNothing) {
 TEST_F(SimpleLockTest, ReplyArrivingAfterTheLeaseDeadlineIsRefusedAndReleased) {
   conn_.SetLatency(absl::Milliseconds(1), absl::Milliseconds(150));
   SimpleLock lock(&loop_, &conn_);
-  auto r = Start(lock, "r", Ttl(absl::Milliseconds(300)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Milliseconds(300)));
   loop_.AdvanceTime(absl::Milliseconds(151));
   EXPECT_THAT(*r, IsOk());  // deadline is 300 - 5 ms: still usable at 151 ms
 
   SimpleLock late(&loop_, &other_);
   other_.SetLatency(absl::Milliseconds(1), absl::Milliseconds(400));
-  auto r2 = Start(late, "r2", Ttl(absl::Milliseconds(300)));
+  auto r2 = StartAcquire(late, "r2", Ttl(absl::Milliseconds(300)));
   loop_.AdvanceTime(absl::Milliseconds(401));
   EXPECT_THAT(*r2, StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_EQ(other_.CountScriptRuns(ReleaseScript().sha1()), 1);
@@ -171,7 +158,7 @@ TEST_F(SimpleLockTest, CancelAfterSendReleasesTheKeyItTookAndNeverCallsBack) {
   conn_.SetLatency(absl::Milliseconds(10));
   SimpleLock lock(&loop_, &conn_);
   AcquireHandle handle;
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)), &handle);
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)), &handle);
   loop_.AdvanceTime(absl::Milliseconds(5));
   EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));  // applied
   EXPECT_TRUE(handle.Cancel());
@@ -184,7 +171,7 @@ TEST_F(SimpleLockTest, CancelAfterSendReleasesTheKeyItTookAndNeverCallsBack) {
 TEST_F(SimpleLockTest, CancelAfterTheCallbackRanReturnsFalse) {
   SimpleLock lock(&loop_, &conn_);
   AcquireHandle handle;
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)), &handle);
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)), &handle);
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   EXPECT_FALSE(handle.Cancel());
@@ -197,7 +184,7 @@ TEST_F(SimpleLockTest, CleanupIsRetriedWhileTheServerIsUnreachable) {
   options.command_timeout = absl::Milliseconds(50);
   SimpleLock lock(&loop_, &conn_, options);
   conn_.DropNextReplies(1);
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_TRUE(server_.Exists(keys_.LockKey("r")));
   // The connection drops with the reply outstanding: unknown outcome.
@@ -222,18 +209,18 @@ TEST_F(SimpleLockTest, AReleaseThatTimedOutAndNeverRanIsSentAgain) {
   options.command_timeout = absl::Milliseconds(200);
   SimpleLock lock(&loop_, &conn_, options);
   // Both scripts known loaded on the connection (a release ran on it).
-  auto warm = Start(lock, "warm", Ttl(absl::Seconds(30)));
+  auto warm = StartAcquire(lock, "warm", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*warm, IsOk());
   ASSERT_THAT(lock.Release(**warm, [](absl::Status) {}), IsOk());
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   server_.Execute({"SCRIPT", "FLUSH"});
   conn_.SetLatency(absl::Milliseconds(300));  // beyond the command timeout
   absl::Status released = absl::UnknownError("pending");
   ASSERT_THAT(lock.Release(**r, [&](absl::Status s) { released = s; }), IsOk());
-  auto behind = Start(lock, "other", Ttl(absl::Seconds(30)));
+  auto behind = StartAcquire(lock, "other", Ttl(absl::Seconds(30)));
   loop_.AdvanceTime(absl::Milliseconds(250));
   EXPECT_THAT(released, StatusIs(absl::StatusCode::kDeadlineExceeded));
   loop_.AdvanceTime(absl::Seconds(3));
@@ -246,7 +233,7 @@ TEST_F(SimpleLockTest, DestroyingTheLockStopsCleanupRetriesSoTheTransportMayGo) 
   auto transport = std::make_unique<FakeTransport>(&loop_, &server_);
   auto lock = std::make_unique<SimpleLock>(&loop_, transport.get());
   transport->DropNextReplies(1);
-  auto r = Start(*lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(*lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   transport->Partition();
   loop_.RunUntilIdle();  // acquire fails, first cleanup fails: retry pending
@@ -262,7 +249,7 @@ TEST_F(SimpleLockTest, DestroyingTheLockStopsCleanupRetriesSoTheTransportMayGo) 
 TEST_F(SimpleLockTest, ConnectionDownIsUnavailable) {
   SimpleLock lock(&loop_, &conn_);
   conn_.Partition();
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ(server_.Keys(), std::vector<std::string>{keys_.DataSetKey()});
@@ -271,18 +258,18 @@ TEST_F(SimpleLockTest, ConnectionDownIsUnavailable) {
 TEST_F(SimpleLockTest, ErrorRepliesMapToUnavailableAndForeignDataToInternal) {
   SimpleLock lock(&loop_, &conn_);
   conn_.FailNextWithReply(1, Reply::Error("OOM command not allowed when used memory > 'maxmemory'"));
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable));
 
   // A fence mark holding something that is not a counter: nothing is taken.
   server_.Execute({"HSET", keys_.FenceHwmKey(), "x", "y"});
-  r = Start(lock, "f", Ttl(absl::Seconds(30)));
+  r = StartAcquire(lock, "f", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
   EXPECT_FALSE(server_.Exists(keys_.LockKey("f")));
   server_.Execute({"SET", keys_.FenceHwmKey(), "not-a-number"});
-  r = Start(lock, "g", Ttl(absl::Seconds(30)));
+  r = StartAcquire(lock, "g", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
   EXPECT_FALSE(server_.Exists(keys_.LockKey("g")));
@@ -290,7 +277,7 @@ TEST_F(SimpleLockTest, ErrorRepliesMapToUnavailableAndForeignDataToInternal) {
 
   // A reply of a shape the script never produces.
   conn_.FailNextWithReply(1, Reply::String("surprise"));
-  r = Start(lock, "h", Ttl(absl::Seconds(30)));
+  r = StartAcquire(lock, "h", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal));
 }
@@ -301,13 +288,13 @@ TEST_F(SimpleLockTest, ErrorRepliesMapToUnavailableAndForeignDataToInternal) {
 TEST_F(SimpleLockTest, ForeignDataUnderTheLockKeyIsInternalAndLeftAlone) {
   SimpleLock lock(&loop_, &conn_);
   server_.Execute({"SET", keys_.LockKey("r"), "not-ours", "PX", "60000"});
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kAborted));
   EXPECT_EQ(server_.GetString(keys_.LockKey("r")), "not-ours");
 
   server_.Execute({"SET", keys_.LockKey("r"), "not-ours"});
-  r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
                            HasSubstr("foreign data under the lock key dlock:{r}: a string "
@@ -318,7 +305,7 @@ TEST_F(SimpleLockTest, ForeignDataUnderTheLockKeyIsInternalAndLeftAlone) {
   server_.Execute({"DEL", keys_.LockKey("r")});
   server_.Execute({"HSET", keys_.LockKey("r"), "f", "v"});
   server_.Execute({"PEXPIRE", keys_.LockKey("r"), "60000"});
-  r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
                            HasSubstr("foreign data under the lock key dlock:{r}: a hash")));
@@ -327,13 +314,13 @@ TEST_F(SimpleLockTest, ForeignDataUnderTheLockKeyIsInternalAndLeftAlone) {
 
 TEST_F(SimpleLockTest, WorksAfterAServerRestartEmptiedTheScriptCache) {
   SimpleLock lock(&loop_, &conn_);
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   server_.Restart();
   ASSERT_TRUE(server_.CachedScripts().empty());
   conn_.ClearSent();
-  r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   EXPECT_EQ(conn_.CountSent("EVALSHA"), 1);
@@ -347,7 +334,7 @@ TEST_F(SimpleLockTest, KeyPrefixIsConfigurable) {
   SimpleLockOptions options;
   options.key_prefix = "app:locks:";
   SimpleLock lock(&loop_, &conn_, options);
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   // The data-set marker is per prefix (the fixture trusted "dlock:"'s).
@@ -360,7 +347,7 @@ TEST_F(SimpleLockTest, KeyPrefixIsConfigurable) {
 TEST_F(SimpleLockTest, OperationsInFlightCompleteAfterTheLockIsDestroyed) {
   conn_.SetLatency(absl::Milliseconds(10));
   auto lock = std::make_unique<SimpleLock>(&loop_, &conn_);
-  auto r = Start(*lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(*lock, "r", Ttl(absl::Seconds(30)));
   lock.reset();
   loop_.AdvanceTime(absl::Milliseconds(10));
   EXPECT_THAT(*r, IsOk());
@@ -374,7 +361,7 @@ TEST_F(SimpleLockTest, ReleasePublishesTheReleasedTokenOnTheResourceChannel) {
       [&](absl::string_view, absl::string_view m) { messages.emplace_back(m); },
       [](absl::Status) {});
   ASSERT_THAT(sub, IsOk());
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   absl::Status released = absl::UnknownError("pending");
@@ -408,8 +395,8 @@ TEST_F(SimpleLockTest, ObserverSeesEveryOutcome) {
   SimpleLockOptions options;
   options.observer = &observer;
   SimpleLock lock(&loop_, &conn_, options);
-  auto r = Start(lock, "r", Ttl(absl::Seconds(30)));
-  auto busy = Start(lock, "r", Ttl(absl::Seconds(30)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
+  auto busy = StartAcquire(lock, "r", Ttl(absl::Seconds(30)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   ASSERT_THAT(lock.Extend(**r, absl::Seconds(5), [](absl::StatusOr<Lease>) {}), IsOk());
@@ -569,7 +556,7 @@ TEST_F(SimpleLockTest, RestartWindowRefusesAYoungServerUntilItEnds) {
   SimpleLock plain(&loop_, &other_);
   server_.Execute({"FLUSHALL"});  // data lost: the marker is gone
   const absl::Time first_contact = loop_.Now();
-  auto r = Start(guarded, "r", Ttl(absl::Seconds(10)));
+  auto r = StartAcquire(guarded, "r", Ttl(absl::Seconds(10)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable,
                            HasSubstr("data set began 0 ms ago")));
@@ -577,18 +564,18 @@ TEST_F(SimpleLockTest, RestartWindowRefusesAYoungServerUntilItEnds) {
   EXPECT_EQ(YoungDataSetTimeLeft(r->status()), absl::Seconds(30));
   EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
   loop_.AdvanceTo(first_contact + absl::Seconds(30) - absl::Milliseconds(1));
-  r = Start(guarded, "r", Ttl(absl::Seconds(10)));
+  r = StartAcquire(guarded, "r", Ttl(absl::Seconds(10)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("young, 1 ms left")));
   loop_.AdvanceTo(first_contact + absl::Seconds(30));
-  r = Start(guarded, "r", Ttl(absl::Seconds(10)));
+  r = StartAcquire(guarded, "r", Ttl(absl::Seconds(10)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   server_.Execute({"DEL", keys_.LockKey("r")});
 
   // Off by default: a young server grants at once.
   server_.Execute({"FLUSHALL"});
-  r = Start(plain, "r", Ttl(absl::Seconds(10)));
+  r = StartAcquire(plain, "r", Ttl(absl::Seconds(10)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, IsOk());
 }
@@ -597,14 +584,14 @@ TEST_F(SimpleLockTest, RestartWindowRefusesAYoungServerUntilItEnds) {
 // key starts at (when the new data set began, ms) x 1000.
 TEST_F(SimpleLockTest, FenceAfterADataLossRestartIsAboveTheOldOne) {
   SimpleLock lock(&loop_, &conn_);
-  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(10)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   EXPECT_EQ((*r)->fence, 1);
   const int64_t old_fence = (*r)->fence;
   server_.Restart();
   loop_.AdvanceTime(absl::Milliseconds(5));
-  r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  r = StartAcquire(lock, "r", Ttl(absl::Seconds(10)));
   loop_.RunUntilIdle();
   ASSERT_THAT(*r, IsOk());
   EXPECT_GT((*r)->fence, old_fence);
@@ -615,7 +602,7 @@ TEST_F(SimpleLockTest, AnExhaustedFenceCounterIsInternalAndTakesNothing) {
   SimpleLock lock(&loop_, &conn_);
   for (const char* value : {"9223372036854775807", "9007199254740991"}) {
     server_.Execute({"SET", keys_.FenceHwmKey(), value});
-    auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+    auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(10)));
     loop_.RunUntilIdle();
     EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
                              HasSubstr("fencing counter dlock:fence-hwm is exhausted")));
@@ -624,7 +611,7 @@ TEST_F(SimpleLockTest, AnExhaustedFenceCounterIsInternalAndTakesNothing) {
   }
   // One below the last exact integer still works.
   server_.Execute({"SET", keys_.FenceHwmKey(), "9007199254740989"});
-  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(10)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, ::dlock::test_support::IsOkAndHolds(::testing::Field(&Lease::fence, 9007199254740990)));
 }
@@ -632,7 +619,7 @@ TEST_F(SimpleLockTest, AnExhaustedFenceCounterIsInternalAndTakesNothing) {
 TEST_F(SimpleLockTest, AMarkerThatIsNotATimeIsForeignData) {
   SimpleLock lock(&loop_, &conn_);
   server_.Execute({"SET", keys_.DataSetKey(), "yesterday"});
-  auto r = Start(lock, "r", Ttl(absl::Seconds(10)));
+  auto r = StartAcquire(lock, "r", Ttl(absl::Seconds(10)));
   loop_.RunUntilIdle();
   EXPECT_THAT(*r, StatusIs(absl::StatusCode::kInternal,
                            HasSubstr("foreign data under the data-set marker key")));

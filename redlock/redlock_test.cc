@@ -105,6 +105,42 @@ class RedLockTest : public ::testing::Test {
 
   // With `fixed_epoch`, the RedLock talks through ProxiedTransports that
   // report that connection_epoch() whatever happens.
+  // A client with TestOptions() whose RedLock reports to `observer`.
+  Client& MakeObservedClient(LockObserver* observer) {
+    RedLockOptions options = TestOptions();
+    options.observer = observer;
+    return MakeClient(options);
+  }
+
+  // Servers 0 and 1 answer in 2 ms, server 2 in 6 ms: the quorum decides
+  // before server 2's reply comes.
+  static void ThirdServerSlow(Client& c) {
+    c.conn(0).SetLatency(absl::Milliseconds(2));
+    c.conn(1).SetLatency(absl::Milliseconds(2));
+    c.conn(2).SetLatency(absl::Milliseconds(6));
+  }
+
+  // Once the run settles: no lock key left on any server, one late grant
+  // of `operation` on the slow server 2 reported released (a
+  // LateGrantObserver), and the resource free again there: servers 1 and 2
+  // alone grant it.
+  template <typename Observer>
+  void ExpectSlowServersLateGrantReleased(Client& c, const Observer& observer,
+                                          absl::string_view operation) {
+    Drain();
+    EXPECT_EQ(KeysHeld(), 0);
+    EXPECT_EQ(observer.LateOf(operation, kLateGrantReleased, 2), 1);
+    c.conn(0).Partition();
+    EXPECT_THAT(Acquire(c).lease, IsOk());
+  }
+
+  // Server i's script cache holds the release script only: an acquire or
+  // extend there goes through the NOSCRIPT fallback.
+  void OnlyReleaseScriptCachedOn(size_t i) {
+    servers_[i]->Execute({"SCRIPT", "FLUSH"});
+    servers_[i]->Execute({"SCRIPT", "LOAD", ReleaseScript().source()});
+  }
+
   Client& MakeClient(RedLockOptions options = TestOptions(),
                      std::optional<uint64_t> fixed_epoch = std::nullopt) {
     auto client = std::make_unique<Client>();
@@ -764,9 +800,7 @@ TEST_F(RedLockTest, NoObserverEventAfterTheRedLockIsDestroyed) {
     int events = 0;
   } observer;
   MakeServers(3);
-  RedLockOptions options = TestOptions();
-  options.observer = &observer;
-  Client& c = MakeClient(options);
+  Client& c = MakeObservedClient(&observer);
   for (auto& conn : c.conns) conn->SetLatency(absl::Milliseconds(10));
   ASSERT_THAT(c.lock->Acquire(kResource, {kTtl}, [](absl::StatusOr<Lease>) {}), IsOk());
   loop_.AdvanceTime(absl::Milliseconds(7));
@@ -1551,9 +1585,7 @@ TEST_F(RedLockTest, AcquireAndReleaseCallBackAtQuorumNotAfterTheSlowestServer) {
   MakeServers(3);
   LoadScripts();
   TimedObserver observer(&loop_);
-  RedLockOptions options = TestOptions();
-  options.observer = &observer;
-  Client& c = MakeClient(options);
+  Client& c = MakeObservedClient(&observer);
   c.conn(0).SetLatency(absl::Milliseconds(4));
   c.conn(1).SetLatency(absl::Milliseconds(6));
   c.conn(2).SetLatency(absl::Milliseconds(40));  // within the 50 ms deadline
@@ -1622,9 +1654,7 @@ TEST_F(RedLockTest, ASlowServersLateGrantIsReleasedAfterAFailedAcquire) {
   MakeServers(3);
   LoadScripts();
   TimedObserver observer(&loop_);
-  RedLockOptions options = TestOptions();
-  options.observer = &observer;
-  Client& c = MakeClient(options);
+  Client& c = MakeObservedClient(&observer);
   HoldByOther(0);
   HoldByOther(1);
   c.conn(2).SetLatency(absl::Seconds(2));  // far past the per-server deadline
@@ -1693,9 +1723,7 @@ class StallingLoop : public EventLoop {
 TEST_F(RedLockTest, IssueReproNoKeyOfAReleasedLeaseBlocksTheNextAcquire) {
   MakeServers(3);
   Client& c = MakeClient();
-  c.conn(0).SetLatency(absl::Milliseconds(2));
-  c.conn(1).SetLatency(absl::Milliseconds(2));
-  c.conn(2).SetLatency(absl::Milliseconds(6));
+  ThirdServerSlow(c);
   Outcome first = Acquire(c);
   ASSERT_THAT(first.lease, IsOk());
   EXPECT_THAT(Release(c, *first.lease), IsOk());
@@ -1714,12 +1742,8 @@ TEST_F(RedLockTest, AWinningGrantArrivingAfterTheReleaseIsReleasedAgain) {
   MakeServers(3);
   LoadScripts();
   LateGrantObserver observer;
-  RedLockOptions options = TestOptions();
-  options.observer = &observer;
-  Client& c = MakeClient(options);
-  c.conn(0).SetLatency(absl::Milliseconds(2));
-  c.conn(1).SetLatency(absl::Milliseconds(2));
-  c.conn(2).SetLatency(absl::Milliseconds(6));
+  Client& c = MakeObservedClient(&observer);
+  ThirdServerSlow(c);
   Outcome first = Acquire(c);
   ASSERT_THAT(first.lease, IsOk());
   c.conn(2).FailNext(1, absl::UnavailableError("reset"));  // the release there fails
@@ -1727,12 +1751,8 @@ TEST_F(RedLockTest, AWinningGrantArrivingAfterTheReleaseIsReleasedAgain) {
   EXPECT_EQ(KeyOn(2), first.lease->token);  // applied; its reply is on its way
   EXPECT_TRUE(observer.late.empty());
   // The grant arrives: the lease it belongs to is released.
-  Drain();
-  EXPECT_EQ(KeysHeld(), 0);
-  EXPECT_EQ(observer.LateOf("acquire", kLateGrantReleased, 2), 1);
+  ExpectSlowServersLateGrantReleased(c, observer, "acquire");
   EXPECT_EQ(observer.late.size(), 1u);
-  c.conn(0).Partition();
-  EXPECT_THAT(Acquire(c).lease, IsOk());
 }
 
 // The issue's "release script cached but acquire not": the release of the
@@ -1741,23 +1761,14 @@ TEST_F(RedLockTest, AWinningGrantArrivingAfterTheReleaseIsReleasedAgain) {
 TEST_F(RedLockTest, AWinningGrantThatRanAfterItsReleaseThroughNoscriptIsReleasedAgain) {
   MakeServers(3);
   LoadScripts();
-  servers_[2]->Execute({"SCRIPT", "FLUSH"});
-  servers_[2]->Execute({"SCRIPT", "LOAD", ReleaseScript().source()});
+  OnlyReleaseScriptCachedOn(2);
   LateGrantObserver observer;
-  RedLockOptions options = TestOptions();
-  options.observer = &observer;
-  Client& c = MakeClient(options);
-  c.conn(0).SetLatency(absl::Milliseconds(2));
-  c.conn(1).SetLatency(absl::Milliseconds(2));
-  c.conn(2).SetLatency(absl::Milliseconds(6));
+  Client& c = MakeObservedClient(&observer);
+  ThirdServerSlow(c);
   Outcome first = Acquire(c);
   ASSERT_THAT(first.lease, IsOk());
   EXPECT_THAT(Release(c, *first.lease), IsOk());
-  Drain();
-  EXPECT_EQ(KeysHeld(), 0);
-  EXPECT_EQ(observer.LateOf("acquire", kLateGrantReleased, 2), 1);
-  c.conn(0).Partition();
-  EXPECT_THAT(Acquire(c).lease, IsOk());
+  ExpectSlowServersLateGrantReleased(c, observer, "acquire");
 }
 
 // Noticed in issue 13 and left untested: a LOST attempt's grant that went
@@ -1766,12 +1777,9 @@ TEST_F(RedLockTest, AWinningGrantThatRanAfterItsReleaseThroughNoscriptIsReleased
 TEST_F(RedLockTest, ALostAttemptsGrantThatRanAfterItsReleaseThroughNoscriptIsReleasedAgain) {
   MakeServers(3);
   LoadScripts();
-  servers_[2]->Execute({"SCRIPT", "FLUSH"});
-  servers_[2]->Execute({"SCRIPT", "LOAD", ReleaseScript().source()});
+  OnlyReleaseScriptCachedOn(2);
   LateGrantObserver observer;
-  RedLockOptions options = TestOptions();
-  options.observer = &observer;
-  Client& c = MakeClient(options);
+  Client& c = MakeObservedClient(&observer);
   HoldByOther(0);
   HoldByOther(1);
   c.conn(2).SetLatency(absl::Milliseconds(6));
@@ -1790,9 +1798,7 @@ TEST_F(RedLockTest, ACancelledAcquiresLateGrantIsReleasedAndReported) {
   MakeServers(3);
   LoadScripts();
   LateGrantObserver observer;
-  RedLockOptions options = TestOptions();
-  options.observer = &observer;
-  Client& c = MakeClient(options);
+  Client& c = MakeObservedClient(&observer);
   for (size_t i = 0; i < 3; ++i) c.conn(i).SetLatency(absl::Milliseconds(10));
   absl::StatusOr<AcquireHandle> h =
       c.lock->Acquire(kResource, {kTtl}, [](absl::StatusOr<Lease>) { ADD_FAILURE(); });
@@ -1846,14 +1852,10 @@ TEST_F(RedLockTest, AnExtendInFlightWhenTheLeaseIsReleasedFailsAndIsReleasedAgai
   MakeServers(3);
   LoadScripts();
   LateGrantObserver observer;
-  RedLockOptions options = TestOptions();
-  options.observer = &observer;
-  Client& c = MakeClient(options);
+  Client& c = MakeObservedClient(&observer);
   Outcome first = Acquire(c);
   ASSERT_THAT(first.lease, IsOk());
-  c.conn(0).SetLatency(absl::Milliseconds(2));
-  c.conn(1).SetLatency(absl::Milliseconds(2));
-  c.conn(2).SetLatency(absl::Milliseconds(6));
+  ThirdServerSlow(c);
   std::optional<absl::StatusOr<Lease>> extended;
   ASSERT_THAT(c.lock->Extend(*first.lease, kTtl,
                              [&](absl::StatusOr<Lease> l) { extended = std::move(l); }),
@@ -1865,11 +1867,7 @@ TEST_F(RedLockTest, AnExtendInFlightWhenTheLeaseIsReleasedFailsAndIsReleasedAgai
   EXPECT_THAT(*released, IsOk());
   EXPECT_THAT(*extended, StatusIs(absl::StatusCode::kFailedPrecondition,
                                   HasSubstr("released")));
-  Drain();
-  EXPECT_EQ(KeysHeld(), 0);
-  EXPECT_EQ(observer.LateOf("extend", kLateGrantReleased, 2), 1);
-  c.conn(0).Partition();
-  EXPECT_THAT(Acquire(c).lease, IsOk());
+  ExpectSlowServersLateGrantReleased(c, observer, "extend");
 }
 
 // The issue's "extend after SCRIPT FLUSH": the extend script is no longer
@@ -1881,15 +1879,10 @@ TEST_F(RedLockTest, AnExtendAfterScriptFlushDoesNotRecreateTheReleasedLeasesKeys
   MakeServers(3);
   LoadScripts();
   LateGrantObserver observer;
-  RedLockOptions options = TestOptions();
-  options.observer = &observer;
-  Client& c = MakeClient(options);
+  Client& c = MakeObservedClient(&observer);
   Outcome first = Acquire(c);
   ASSERT_THAT(first.lease, IsOk());
-  for (auto& server : servers_) {
-    server->Execute({"SCRIPT", "FLUSH"});
-    server->Execute({"SCRIPT", "LOAD", ReleaseScript().source()});
-  }
+  for (size_t i = 0; i < servers_.size(); ++i) OnlyReleaseScriptCachedOn(i);
   for (size_t i = 0; i < 3; ++i) c.conn(i).SetLatency(absl::Milliseconds(2));
   std::optional<absl::StatusOr<Lease>> extended;
   ASSERT_THAT(c.lock->Extend(*first.lease, kTtl,

@@ -36,20 +36,6 @@ namespace {
 constexpr int kNamespaceUid = 65534;
 constexpr int kNamespaceGid = 65534;
 
-absl::Status ErrnoStatus(absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
-std::string ReadTail(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string all = ss.str();
-  if (all.size() > max_bytes) all = all.substr(all.size() - max_bytes);
-  return all;
-}
-
 // The newest /usr/lib/postgresql/<N>/bin holding initdb and postgres, else
 // the directory of `initdb` on PATH when `postgres` sits beside it.
 absl::StatusOr<std::string> FindBinDir() {
@@ -129,7 +115,13 @@ bool WriteFile(const char* path, const char* data) {
 
 }  // namespace
 
-PgProcess::PgProcess(PgProcessOptions options) : options_(std::move(options)) {}
+PgProcess::PgProcess(PgProcessOptions options)
+    : ServerChild("postgres",
+                  [](pid_t postmaster, int sig) {
+                    SignalServer(postmaster, sig);
+                    return true;
+                  }),
+      options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<PgProcess>> PgProcess::Start(PgProcessOptions options) {
   std::unique_ptr<PgProcess> p(new PgProcess(std::move(options)));
@@ -301,76 +293,23 @@ absl::Status PgProcess::Spawn() {
   absl::StatusOr<pid_t> pid = RunChild(std::move(args), dir_ + "/postgres.log",
                                        /*own_process_group=*/true);
   if (!pid.ok()) return pid.status();
-  pid_ = *pid;
-  paused_ = false;
+  Started(*pid);
   return absl::OkStatus();
 }
 
 absl::Status PgProcess::WaitReady() {
   const std::string info = conninfo();
-  const absl::Time deadline = absl::Now() + options_.start_timeout;
-  while (absl::Now() < deadline) {
-    int wstatus = 0;
-    if (waitpid(pid_, &wstatus, WNOHANG) == pid_) {
-      pid_ = -1;
-      return absl::UnavailableError(absl::StrCat("postgres exited during startup (status ",
-                                                 wstatus, "). Log tail:\n", LogTail()));
-    }
-    if (PQping(info.c_str()) == PQPING_OK) return absl::OkStatus();
-    // Polling an external process for readiness, bounded by `deadline`.
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return absl::UnavailableError(absl::StrCat("postgres on 127.0.0.1:", port_,
-                                             " did not accept connections within ",
-                                             absl::FormatDuration(options_.start_timeout),
-                                             ". Log tail:\n", LogTail()));
+  return ServerChild::WaitReady(
+      [&info] { return PQping(info.c_str()) == PQPING_OK; }, options_.start_timeout,
+      absl::Milliseconds(20),
+      absl::StrCat("on 127.0.0.1:", port_, " did not accept connections"),
+      [this] { return LogTail(); }, [this] { return LogTail(); });
 }
 
-absl::Status PgProcess::Pause() {
-  if (!running()) return absl::FailedPreconditionError("postgres not running");
-  SignalServer(pid_, SIGSTOP);
-  int wstatus = 0;
-  if (waitpid(pid_, &wstatus, WUNTRACED) != pid_ || !WIFSTOPPED(wstatus)) {
-    return absl::InternalError("postgres did not stop");
-  }
-  paused_ = true;
-  return absl::OkStatus();
-}
-
-absl::Status PgProcess::Resume() {
-  if (!running()) return absl::FailedPreconditionError("postgres not running");
-  SignalServer(pid_, SIGCONT);
-  paused_ = false;
-  return absl::OkStatus();
-}
-
-absl::Status PgProcess::Kill() {
-  if (!running()) return absl::OkStatus();
-  SignalServer(pid_, SIGKILL);
-  int wstatus = 0;
-  while (waitpid(pid_, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  pid_ = -1;
-  paused_ = false;
-  return absl::OkStatus();
-}
-
+// Fast shutdown (SIGINT to the postmaster: open transactions are rolled
+// back), SIGKILL after 20 s.
 absl::Status PgProcess::Stop() {
-  if (!running()) return absl::OkStatus();
-  if (paused_) SignalServer(pid_, SIGCONT);
-  kill(pid_, SIGINT);  // fast shutdown: roll back open transactions
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < deadline) {
-    int wstatus = 0;
-    pid_t r = waitpid(pid_, &wstatus, WNOHANG);
-    if (r == pid_ || (r < 0 && errno == ECHILD)) {
-      pid_ = -1;
-      paused_ = false;
-      return absl::OkStatus();
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return Kill();
+  return StopWith(SIGINT, absl::Seconds(20), absl::Milliseconds(5));
 }
 
 absl::Status PgProcess::Restart() {

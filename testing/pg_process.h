@@ -44,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dlock/testing/server_child.h"
 
 namespace dlock {
 namespace test_support {
@@ -55,7 +56,11 @@ struct PgProcessOptions {
   absl::Duration start_timeout = absl::Seconds(60);
 };
 
-class PgProcess {
+// Pause/Resume/Kill, running/paused/pid (the postmaster's): see
+// ServerChild. Here the signals reach the whole server (postmaster and
+// backends); Kill is a crash (open transactions are lost, committed ones
+// survive).
+class PgProcess : public ServerChild {
  public:
   // kNotFound when PostgreSQL's binaries are missing (install `postgresql`,
   // tools/setup); kUnavailable when initdb fails or the server does not
@@ -73,18 +78,6 @@ class PgProcess {
   // The directory holding the unix socket (`host=` of a socket conninfo).
   const std::string& socket_dir() const { return socket_dir_; }
   const std::string& dir() const { return dir_; }
-  bool running() const { return pid_ > 0; }
-  // The postmaster's pid, or -1 when it is not running.
-  pid_t pid() const { return pid_; }
-
-  // SIGSTOP / SIGCONT to the whole server (postmaster and backends): it
-  // keeps its sockets but answers nothing. kFailedPrecondition when not
-  // running.
-  absl::Status Pause();
-  absl::Status Resume();
-  // SIGKILL to every server process (a crash: open transactions are lost,
-  // committed ones survive), then reaps the postmaster. OK when stopped.
-  absl::Status Kill();
   // Fast shutdown (SIGINT: open transactions are rolled back), SIGKILL
   // after 20 s. OK when already stopped.
   absl::Status Stop();
@@ -111,8 +104,6 @@ class PgProcess {
   std::string socket_dir_;
   bool owns_socket_dir_ = false;
   int port_ = 0;
-  pid_t pid_ = -1;
-  bool paused_ = false;
 };
 
 }  // namespace test_support

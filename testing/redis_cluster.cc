@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "dlock/lock/keys.h"
+#include "dlock/testing/server_child.h"
 #include "dlock/transport/cluster_slot.h"
 
 extern char** environ;
@@ -25,10 +26,6 @@ extern char** environ;
 namespace dlock {
 namespace test_support {
 namespace {
-
-absl::Status ErrnoStatus(absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
 
 // Runs argv (searched on PATH) to completion, stdout and stderr into `log`.
 absl::Status RunTool(const std::vector<std::string>& argv, const std::string& log) {

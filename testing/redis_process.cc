@@ -31,10 +31,6 @@ namespace dlock {
 namespace test_support {
 namespace {
 
-absl::Status ErrnoStatus(absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
 absl::StatusOr<std::string> FindOnPath(const std::string& name) {
   const char* path = std::getenv("PATH");
   if (path == nullptr || *path == '\0') path = "/usr/local/bin:/usr/bin:/bin";
@@ -49,67 +45,16 @@ absl::StatusOr<std::string> FindOnPath(const std::string& name) {
                                           "); install redis-server (tools/setup)"));
 }
 
-std::string ReadTail(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string all = ss.str();
-  if (all.size() > max_bytes) all = all.substr(all.size() - max_bytes);
-  return all;
-}
-
-// One PING (after AUTH when `password` is set) over a fresh TCP connection;
-// true when the PING is answered "+PONG".
-bool Ping(int port, const std::string& password) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  timeval tv = {0, 200000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  // RESP-encoded, so any password bytes are sent verbatim.
-  std::string request;
-  size_t replies = 1;
-  if (!password.empty()) {
-    request = absl::StrCat("*2\r\n$4\r\nAUTH\r\n$", password.size(), "\r\n",
-                           password, "\r\n");
-    replies = 2;
-  }
-  request += "*1\r\n$4\r\nPING\r\n";
-  bool ok = false;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      write(fd, request.data(), request.size()) ==
-          static_cast<ssize_t>(request.size())) {
-    // Read until one line per command arrived (each read bounded by
-    // SO_RCVTIMEO); the PING's line is the last one.
-    std::string in;
-    char buf[256];
-    while (static_cast<size_t>(std::count(in.begin(), in.end(), '\n')) < replies &&
-           in.size() < 4096) {
-      ssize_t n = read(fd, buf, sizeof(buf));
-      if (n <= 0) break;
-      in.append(buf, static_cast<size_t>(n));
-    }
-    std::vector<absl::string_view> lines =
-        absl::StrSplit(in, "\r\n", absl::SkipEmpty());
-    ok = lines.size() == replies && lines.back() == "+PONG";
-  }
-  close(fd);
-  return ok;
-}
-
 // Sends `argv` (after AUTH when `password` is set) over a fresh TCP
 // connection and returns the first line of its reply ("+OK", "$-1", "-ERR
-// ..."), or "" when nothing came back.
+// ..."), or "" when nothing came back; each send and read waits at most
+// `timeout`.
 std::string RawCommand(int port, const std::string& password,
-                       const std::vector<std::string>& argv) {
+                       const std::vector<std::string>& argv,
+                       timeval timeout = {2, 0}) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return "";
-  timeval tv = {2, 0};
+  timeval tv = timeout;
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   sockaddr_in addr{};
@@ -148,6 +93,12 @@ std::string RawCommand(int port, const std::string& password,
   return line;
 }
 
+// One PING (after AUTH when `password` is set) over a fresh TCP connection;
+// true when the PING is answered "+PONG".
+bool Ping(int port, const std::string& password) {
+  return RawCommand(port, password, {"PING"}, timeval{0, 200000}) == "+PONG";
+}
+
 }  // namespace
 
 absl::StatusOr<int> PickFreeLoopbackPort() {
@@ -168,7 +119,8 @@ absl::StatusOr<int> PickFreeLoopbackPort() {
 }
 
 RedisProcess::RedisProcess(RedisProcessOptions options)
-    : options_(std::move(options)) {}
+    : ServerChild("redis-server", [](pid_t pid, int sig) { return kill(pid, sig) == 0; }),
+      options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<RedisProcess>> RedisProcess::Start(
     RedisProcessOptions options) {
@@ -274,78 +226,21 @@ absl::Status RedisProcess::Spawn() {
     execv(argv[0], argv.data());
     _exit(127);
   }
-  pid_ = pid;
-  paused_ = false;
+  Started(pid);
   return absl::OkStatus();
 }
 
 absl::Status RedisProcess::WaitReady() {
-  const absl::Time deadline = absl::Now() + options_.start_timeout;
-  while (absl::Now() < deadline) {
-    int wstatus = 0;
-    if (waitpid(pid_, &wstatus, WNOHANG) == pid_) {
-      pid_ = -1;
-      return absl::UnavailableError(absl::StrCat(
-          "redis-server exited during startup (status ", wstatus,
-          "). Log tail:\n", LogTail(), ReadTail(dir_ + "/stdout.log", 1000)));
-    }
-    if (Ping(port_, options_.password)) return absl::OkStatus();
-    // Polling an external process for readiness, bounded by `deadline`.
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return absl::UnavailableError(absl::StrCat(
-      "redis-server on 127.0.0.1:", port_, " did not answer PING within ",
-      absl::FormatDuration(options_.start_timeout), ". Log tail:\n",
-      LogTail()));
+  return ServerChild::WaitReady(
+      [this] { return Ping(port_, options_.password); }, options_.start_timeout,
+      absl::Milliseconds(5), absl::StrCat("on 127.0.0.1:", port_, " did not answer PING"),
+      [this] { return LogTail(); },
+      [this] { return LogTail() + ReadTail(dir_ + "/stdout.log", 1000); });
 }
 
-absl::Status RedisProcess::Pause() {
-  if (!running()) return absl::FailedPreconditionError("server not running");
-  if (kill(pid_, SIGSTOP) != 0) return ErrnoStatus("kill(SIGSTOP)");
-  // Wait until the stop has taken effect, so the caller's next step really
-  // meets a stopped server.
-  int wstatus = 0;
-  if (waitpid(pid_, &wstatus, WUNTRACED) != pid_ || !WIFSTOPPED(wstatus)) {
-    return absl::InternalError("redis-server did not stop");
-  }
-  paused_ = true;
-  return absl::OkStatus();
-}
-
-absl::Status RedisProcess::Resume() {
-  if (!running()) return absl::FailedPreconditionError("server not running");
-  if (kill(pid_, SIGCONT) != 0) return ErrnoStatus("kill(SIGCONT)");
-  paused_ = false;
-  return absl::OkStatus();
-}
-
-absl::Status RedisProcess::Kill() {
-  if (!running()) return absl::OkStatus();
-  kill(pid_, SIGKILL);
-  int wstatus = 0;
-  while (waitpid(pid_, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  pid_ = -1;
-  paused_ = false;
-  return absl::OkStatus();
-}
-
+// SIGTERM, then SIGKILL after 10 s.
 absl::Status RedisProcess::Stop() {
-  if (!running()) return absl::OkStatus();
-  if (paused_) kill(pid_, SIGCONT);
-  kill(pid_, SIGTERM);
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    int wstatus = 0;
-    pid_t r = waitpid(pid_, &wstatus, WNOHANG);
-    if (r == pid_ || (r < 0 && errno == ECHILD)) {
-      pid_ = -1;
-      paused_ = false;
-      return absl::OkStatus();
-    }
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return Kill();
+  return StopWith(SIGTERM, absl::Seconds(10), absl::Milliseconds(2));
 }
 
 absl::Status RedisProcess::TrustDataSet() {

@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dlock/testing/server_child.h"
 
 namespace dlock {
 namespace test_support {
@@ -64,7 +65,9 @@ struct RedisProcessOptions {
 // take it before it is used: callers retry).
 absl::StatusOr<int> PickFreeLoopbackPort();
 
-class RedisProcess {
+// Pause/Resume/Kill, running/paused/pid: see ServerChild (Kill loses all
+// data without appendonly).
+class RedisProcess : public ServerChild {
  public:
   // kNotFound when redis-server is not on PATH (install redis-server);
   // kUnavailable when it does not answer PING in time (log tail included).
@@ -82,18 +85,6 @@ class RedisProcess {
   std::string unix_socket() const;
   // The server's working directory (holds redis.log and any data files).
   const std::string& dir() const { return dir_; }
-  bool running() const { return pid_ > 0; }
-  bool paused() const { return paused_; }
-  // The pid of the running server, or -1 when it is not running.
-  pid_t pid() const { return pid_; }
-
-  // SIGSTOP / SIGCONT: the server keeps its socket but answers nothing.
-  // FailedPrecondition when not running.
-  absl::Status Pause();
-  absl::Status Resume();
-  // SIGKILL and reap (all data lost without appendonly). OK when already
-  // stopped.
-  absl::Status Kill();
   // SIGTERM, then SIGKILL after 10 s; reap. OK when already stopped.
   absl::Status Stop();
   // Stops it if running, then starts it again on the same port, directory
@@ -113,8 +104,6 @@ class RedisProcess {
   int port_ = 0;
   std::string dir_;
   bool owns_dir_ = false;
-  pid_t pid_ = -1;
-  bool paused_ = false;
 };
 
 }  // namespace test_support

@@ -11,15 +11,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/testing/server_child.h"
 #include "dlock/transport/uv/hiredis_reply.h"
 
 namespace dlock {
 namespace test_support {
 namespace {
-
-absl::Status ErrnoStatus(absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
 
 absl::StatusOr<std::string> MakeTempDir(const std::string& parent,
                                         absl::string_view prefix) {

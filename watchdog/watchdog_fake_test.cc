@@ -41,6 +41,15 @@ struct Lost {
   int64_t server_pttl = -3;
 };
 
+// A lease on "job" kept renewed by a Watchdog of its own; `lost` records
+// the on_lost call (see WatchdogFakeTest::AcquireAndWatch).
+struct WatchedJob {
+  absl::StatusOr<Lease> lease = absl::UnknownError("not acquired");
+  std::unique_ptr<Watchdog> watchdog;
+  Lost lost;
+  absl::StatusOr<WatchHandle> watch = absl::UnknownError("not watched");
+};
+
 class WatchdogFakeTest : public ::testing::Test {
  protected:
   WatchdogFakeTest() : server_(&loop_) {}
@@ -93,6 +102,16 @@ class WatchdogFakeTest : public ::testing::Test {
     return options;
   }
 
+  // Acquires "job" with `ttl` from `holder` and watches it with a Watchdog
+  // over `holder`. A failure is fatal: call with ASSERT_NO_FATAL_FAILURE.
+  void AcquireAndWatch(SimpleLock& holder, absl::Duration ttl, WatchedJob* job) {
+    job->lease = AcquireNow(holder, "job", ttl);
+    ASSERT_THAT(job->lease, IsOk());
+    job->watchdog = std::make_unique<Watchdog>(&loop_, &holder);
+    job->watch = job->watchdog->Watch(*job->lease, Record(&job->lost, "job"));
+    ASSERT_THAT(job->watch, IsOk());
+  }
+
   std::optional<std::string> Holder(const std::string& resource) {
     return server_.GetString(keys_.LockKey(resource));
   }
@@ -121,22 +140,18 @@ TEST_F(WatchdogFakeTest, RenewalKeepsALeaseForTenTtlsAndNobodyElseGetsIt) {
   SimpleLock holder(&loop_, NewClient());
   SimpleLock rival(&loop_, NewClient());
   const absl::Duration ttl = absl::Seconds(3);
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", ttl);
-  ASSERT_THAT(lease, IsOk());
-  Watchdog watchdog(&loop_, &holder);
-  Lost lost;
-  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, Record(&lost, "job"));
-  ASSERT_THAT(watch, IsOk());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, ttl, &job));
 
   const absl::Time start = loop_.Now();
   while (loop_.Now() < start + 10 * ttl) {
     Advance(absl::Milliseconds(250));
-    ASSERT_EQ(Holder("job"), lease->token) << loop_.Now() - start;
-    ASSERT_TRUE(watch->IsValid());
+    ASSERT_EQ(Holder("job"), job.lease->token) << loop_.Now() - start;
+    ASSERT_TRUE(job.watch->IsValid());
     ASSERT_THAT(AcquireNow(rival, "job", ttl), StatusIs(absl::StatusCode::kAborted));
   }
-  EXPECT_FALSE(lost.fired) << lost.status;
-  EXPECT_GT(watch->lease().deadline, loop_.Now() + ttl / 2);
+  EXPECT_FALSE(job.lost.fired) << job.lost.status;
+  EXPECT_GT(job.watch->lease().deadline, loop_.Now() + ttl / 2);
   // Renewed through Extend only: one extend script per ttl/3, nothing else.
   const FakeTransport& conn = *clients_[0];
   const size_t extends = ScriptRuns(conn, ExtendScript()).size();
@@ -149,27 +164,23 @@ TEST_F(WatchdogFakeTest, RenewalKeepsALeaseForTenTtlsAndNobodyElseGetsIt) {
 TEST_F(WatchdogFakeTest, RefusedRenewalAfterEvictionAndTakeoverIsLostAtOnce) {
   SimpleLock holder(&loop_, NewClient());
   SimpleLock rival(&loop_, NewClient());
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", absl::Seconds(3));
-  ASSERT_THAT(lease, IsOk());
-  Watchdog watchdog(&loop_, &holder);
-  Lost lost;
-  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, Record(&lost, "job"));
-  ASSERT_THAT(watch, IsOk());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, absl::Seconds(3), &job));
   Advance(absl::Milliseconds(1500));  // renewed at least once
-  ASSERT_FALSE(lost.fired);
+  ASSERT_FALSE(job.lost.fired);
 
   ASSERT_TRUE(server_.Evict(keys_.LockKey("job")));
   absl::StatusOr<Lease> taken = AcquireNow(rival, "job", absl::Seconds(30));
   ASSERT_THAT(taken, IsOk());
   const absl::Time taken_at = loop_.Now();
   Advance(absl::Seconds(1));  // the next renewal is refused
-  ASSERT_TRUE(lost.fired);
-  EXPECT_THAT(lost.status, StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_TRUE(job.lost.fired);
+  EXPECT_THAT(job.lost.status, StatusIs(absl::StatusCode::kFailedPrecondition));
   // At once: on the reply of the first renewal after the takeover, well
   // before the local deadline.
-  EXPECT_LT(lost.at, taken_at + absl::Seconds(1) + absl::Milliseconds(2));
-  EXPECT_LT(lost.at, watch->lease().deadline);
-  EXPECT_FALSE(watch->IsValid());
+  EXPECT_LT(job.lost.at, taken_at + absl::Seconds(1) + absl::Milliseconds(2));
+  EXPECT_LT(job.lost.at, job.watch->lease().deadline);
+  EXPECT_FALSE(job.watch->IsValid());
   // The new owner is untouched, and nothing more is sent for the old lease.
   const size_t extends = ScriptRuns(*clients_[0], ExtendScript()).size();
   Advance(absl::Seconds(10));
@@ -182,22 +193,18 @@ TEST_F(WatchdogFakeTest, PartitionRightAfterAcquireIsLostBeforeTheKeyCanExpire) 
   SimpleLock holder(&loop_, conn);
   const absl::Duration ttl = absl::Seconds(3);
   const absl::Time acquire_sent = loop_.Now();
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", ttl);
-  ASSERT_THAT(lease, IsOk());
-  Watchdog watchdog(&loop_, &holder);
-  Lost lost;
-  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, Record(&lost, "job"));
-  ASSERT_THAT(watch, IsOk());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, ttl, &job));
   conn->Partition();
   Advance(absl::Seconds(10));
-  ASSERT_TRUE(lost.fired);
-  EXPECT_THAT(lost.status, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  ASSERT_TRUE(job.lost.fired);
+  EXPECT_THAT(job.lost.status, StatusIs(absl::StatusCode::kDeadlineExceeded));
   // The key was set no earlier than the acquire was sent, so it cannot
   // expire before acquire_sent + ttl; on_lost came strictly before, at the
   // local deadline, with the key still alive on the server.
-  EXPECT_LT(lost.at, acquire_sent + ttl);
-  EXPECT_EQ(lost.at, lease->deadline);
-  EXPECT_GT(lost.server_pttl, 0);
+  EXPECT_LT(job.lost.at, acquire_sent + ttl);
+  EXPECT_EQ(job.lost.at, job.lease->deadline);
+  EXPECT_GT(job.lost.server_pttl, 0);
   // It kept retrying in between (each fails fast while partitioned).
   EXPECT_GE(ScriptRuns(*conn, ExtendScript()).size(), 5u);
 }
@@ -206,24 +213,20 @@ TEST_F(WatchdogFakeTest, PartitionAfterRenewalsIsLostBeforeTheRenewedKeyCanExpir
   FakeTransport* conn = NewClient();
   SimpleLock holder(&loop_, conn);
   const absl::Duration ttl = absl::Seconds(3);
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", ttl);
-  ASSERT_THAT(lease, IsOk());
-  Watchdog watchdog(&loop_, &holder);
-  Lost lost;
-  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, Record(&lost, "job"));
-  ASSERT_THAT(watch, IsOk());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, ttl, &job));
   Advance(absl::Milliseconds(7500));
-  ASSERT_FALSE(lost.fired);
-  const Lease last = watch->lease();
+  ASSERT_FALSE(job.lost.fired);
+  const Lease last = job.watch->lease();
   conn->Partition();
   Advance(absl::Seconds(10));
-  ASSERT_TRUE(lost.fired);
-  EXPECT_THAT(lost.status, StatusIs(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_EQ(lost.at, last.deadline);
-  EXPECT_GT(lost.server_pttl, 0);
+  ASSERT_TRUE(job.lost.fired);
+  EXPECT_THAT(job.lost.status, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(job.lost.at, last.deadline);
+  EXPECT_GT(job.lost.server_pttl, 0);
   // The last successful extend was sent at deadline - ttl + drift.
   const absl::Duration drift = DriftAllowance(ttl, 0.01, absl::Milliseconds(2));
-  EXPECT_LT(lost.at, last.deadline - ttl + drift + ttl);
+  EXPECT_LT(job.lost.at, last.deadline - ttl + drift + ttl);
 }
 
 TEST_F(WatchdogFakeTest, SlowNetworkBeyondTheExtendTimeoutIsLostAtTheDeadline) {
@@ -232,21 +235,17 @@ TEST_F(WatchdogFakeTest, SlowNetworkBeyondTheExtendTimeoutIsLostAtTheDeadline) {
   options.command_timeout = absl::Seconds(10);  // longer than the ttl
   SimpleLock holder(&loop_, conn, options);
   const absl::Duration ttl = absl::Seconds(3);
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", ttl);
-  ASSERT_THAT(lease, IsOk());
-  Watchdog watchdog(&loop_, &holder);
-  Lost lost;
-  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, Record(&lost, "job"));
-  ASSERT_THAT(watch, IsOk());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, ttl, &job));
   conn->SetLatency(absl::Seconds(4), absl::Seconds(4));
   Advance(absl::Seconds(20));
-  ASSERT_TRUE(lost.fired);
+  ASSERT_TRUE(job.lost.fired);
   // The extends' own timeout (10 s) did not carry the watch past the
   // deadline.
-  EXPECT_THAT(lost.status, StatusIs(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_EQ(lost.at, lease->deadline);
-  EXPECT_GT(lost.server_pttl, 0);
-  EXPECT_FALSE(watch->IsValid());
+  EXPECT_THAT(job.lost.status, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(job.lost.at, job.lease->deadline);
+  EXPECT_GT(job.lost.server_pttl, 0);
+  EXPECT_FALSE(job.watch->IsValid());
 }
 
 TEST_F(WatchdogFakeTest, DroppedRepliesAreRetriedAndTheLeaseSurvives) {
@@ -254,94 +253,74 @@ TEST_F(WatchdogFakeTest, DroppedRepliesAreRetriedAndTheLeaseSurvives) {
   SimpleLockOptions options;
   options.command_timeout = absl::Milliseconds(200);
   SimpleLock holder(&loop_, conn, options);
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", absl::Seconds(3));
-  ASSERT_THAT(lease, IsOk());
-  Watchdog watchdog(&loop_, &holder);
-  Lost lost;
-  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, Record(&lost, "job"));
-  ASSERT_THAT(watch, IsOk());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, absl::Seconds(3), &job));
   conn->DropNextReplies(3);
   conn->DropNextRequests(2);
   Advance(absl::Seconds(30));
-  EXPECT_FALSE(lost.fired) << lost.status;
-  EXPECT_EQ(Holder("job"), lease->token);
+  EXPECT_FALSE(job.lost.fired) << job.lost.status;
+  EXPECT_EQ(Holder("job"), job.lease->token);
 }
 
 TEST_F(WatchdogFakeTest, ServerRestartLosingTheKeyIsLostWithFailedPrecondition) {
   SimpleLock holder(&loop_, NewClient());
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", absl::Seconds(3));
-  ASSERT_THAT(lease, IsOk());
-  Watchdog watchdog(&loop_, &holder);
-  Lost lost;
-  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, Record(&lost, "job"));
-  ASSERT_THAT(watch, IsOk());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, absl::Seconds(3), &job));
   Advance(absl::Seconds(2));
   server_.Restart();
   Advance(absl::Seconds(3));
-  ASSERT_TRUE(lost.fired);
-  EXPECT_THAT(lost.status, StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_TRUE(job.lost.fired);
+  EXPECT_THAT(job.lost.status, StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(WatchdogFakeTest, ServerClockJumpExpiringTheKeyIsLost) {
   SimpleLock holder(&loop_, NewClient());
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", absl::Seconds(3));
-  ASSERT_THAT(lease, IsOk());
-  Watchdog watchdog(&loop_, &holder);
-  Lost lost;
-  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, Record(&lost, "job"));
-  ASSERT_THAT(watch, IsOk());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, absl::Seconds(3), &job));
   Advance(absl::Milliseconds(500));
   server_.JumpClock(absl::Seconds(10));
   Advance(absl::Seconds(1));
-  ASSERT_TRUE(lost.fired);
-  EXPECT_THAT(lost.status, StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_TRUE(job.lost.fired);
+  EXPECT_THAT(job.lost.status, StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(WatchdogFakeTest, StalledLoopIsLostAndSendsNoLateRenewal) {
   FakeTransport* conn = NewClient();
   SimpleLock holder(&loop_, conn);
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", absl::Seconds(3));
-  ASSERT_THAT(lease, IsOk());
-  Watchdog watchdog(&loop_, &holder);
-  Lost lost;
-  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, Record(&lost, "job"));
-  ASSERT_THAT(watch, IsOk());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, absl::Seconds(3), &job));
   Advance(absl::Milliseconds(2500));  // renewed at ~1 s and ~2 s
-  ASSERT_FALSE(lost.fired);
+  ASSERT_FALSE(job.lost.fired);
   const size_t extends = ScriptRuns(*conn, ExtendScript()).size();
   ASSERT_GE(extends, 2u);
-  const absl::Time deadline = watch->lease().deadline;
+  const absl::Time deadline = job.watch->lease().deadline;
 
   // The loop blocks for 10 s: every timer fires late, past the deadline.
   loop_.Stall(absl::Seconds(10));
   Advance(absl::Milliseconds(600));
-  ASSERT_TRUE(lost.fired);
-  EXPECT_THAT(lost.status, StatusIs(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_GT(lost.at, deadline);  // noticed late, as it could only be
+  ASSERT_TRUE(job.lost.fired);
+  EXPECT_THAT(job.lost.status, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_GT(job.lost.at, deadline);  // noticed late, as it could only be
   EXPECT_EQ(ScriptRuns(*conn, ExtendScript()).size(), extends);
-  EXPECT_FALSE(watch->IsValid());
+  EXPECT_FALSE(job.watch->IsValid());
 }
 
 TEST_F(WatchdogFakeTest, ReleaseEndsRenewalAndNoExtendFollowsTheRelease) {
   FakeTransport* conn = NewClient();
   SimpleLock holder(&loop_, conn);
   SimpleLock rival(&loop_, NewClient());
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", absl::Seconds(3));
-  ASSERT_THAT(lease, IsOk());
-  Watchdog watchdog(&loop_, &holder);
-  Lost lost;
-  absl::StatusOr<WatchHandle> watch = watchdog.Watch(*lease, Record(&lost, "job"));
-  ASSERT_THAT(watch, IsOk());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, absl::Seconds(3), &job));
   conn->SetLatency(absl::Milliseconds(40));
   // Just after a renewal went out: it is in flight when we release.
   Advance(absl::Seconds(1) - absl::Milliseconds(25));
   ASSERT_EQ(ScriptRuns(*conn, ExtendScript()).size(), 1u);
   std::optional<absl::Status> released;
-  ASSERT_THAT(watch->Release([&](absl::Status s) { released = s; }), IsOk());
+  ASSERT_THAT(job.watch->Release([&](absl::Status s) { released = s; }), IsOk());
   Advance(absl::Seconds(30));
   ASSERT_TRUE(released.has_value());
   EXPECT_THAT(*released, IsOk());
-  EXPECT_FALSE(lost.fired);
+  EXPECT_FALSE(job.lost.fired);
   EXPECT_FALSE(server_.Exists(keys_.LockKey("job")));
   // In the connection's command log, nothing renews after the release.
   const std::vector<size_t> releases = ScriptRuns(*conn, ReleaseScript());

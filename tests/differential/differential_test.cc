@@ -45,12 +45,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "dlock/fenced/redis_store_script.h"
 #include "dlock/lock/fair_scripts.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/semaphore_scripts.h"
 #include "dlock/testing/redis_server.h"
+#include "dlock/testing/status_matchers.h"
 #include "dlock/transport/fake/fake_redis.h"
 #include "dlock/transport/fake/manual_event_loop.h"
 #include "dlock/transport/reply.h"
@@ -59,6 +61,7 @@
 namespace dlock {
 namespace {
 
+using ::dlock::test_support::IsOk;
 using Argv = std::vector<std::string>;
 
 std::string Render(const Argv& argv) {
@@ -733,6 +736,104 @@ bool Agree(const Argv& argv, const Reply& fake, const Reply& real) {
   return fake == real;
 }
 
+// A fresh real redis-server and a FakeRedis beside it whose clock follows
+// the server's TIME: where every comparison below starts.
+class FakeBesideReal {
+ public:
+  // Starts the server -- `untouched`: with no trusted data-set marker (the
+  // fake has none) -- and starts the fake's clock at the server's time.
+  absl::Status Start(bool untouched) {
+    test_support::RedisServerOptions server_options;
+    if (untouched) server_options.trusted_data_set_prefixes.clear();
+    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
+        test_support::RedisServer::Start(server_options);
+    if (!server.ok()) return server.status();
+    server_ = *std::move(server);
+    absl::StatusOr<int64_t> t0 = ServerTimeMicros(*server_);
+    if (!t0.ok()) return t0.status();
+    t0_ = now_ = *t0;
+    FakeRedis::Options options;
+    options.start_time = absl::FromUnixMicros(*t0);
+    fake_ = std::make_unique<FakeRedis>(&loop_, options);
+    return absl::OkStatus();
+  }
+
+  struct Replies {
+    Reply fake;
+    Reply real;
+  };
+  // Keeps the fake's clock on the server's, then runs `argv` on the real
+  // server and on the fake. An error: no TIME or no reply from the server.
+  absl::StatusOr<Replies> Run(const Argv& argv) {
+    absl::StatusOr<int64_t> now = ServerTimeMicros(*server_);
+    if (!now.ok()) return now.status();
+    now_ = *now;
+    loop_.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(now_ - t0_));
+    absl::StatusOr<Reply> real = server_->Command(argv);
+    if (!real.ok()) return real.status();
+    return Replies{fake_->Execute(argv), *std::move(real)};
+  }
+
+  // Set-up on both sides (SET, SCRIPT LOAD): the fake's reply is not
+  // compared; the server's must come.
+  absl::Status Both(const Argv& argv) {
+    fake_->Execute(argv);
+    return server_->Command(argv).status();
+  }
+  // The trusted data-set markers, on both.
+  absl::Status SetMarkers() {
+    for (const auto& [key, value] : DataSetMarkers()) {
+      absl::Status s = Both({"SET", key, value});
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  test_support::RedisServer& server() { return *server_; }
+  FakeRedis& fake() { return *fake_; }
+  // The server's time at Start and at the last Run, in microseconds.
+  int64_t start_micros() const { return t0_; }
+  int64_t now_micros() const { return now_; }
+
+ private:
+  std::unique_ptr<test_support::RedisServer> server_;
+  ManualEventLoop loop_;
+  std::unique_ptr<FakeRedis> fake_;
+  int64_t t0_ = 0;
+  int64_t now_ = 0;
+};
+
+// The last 8 steps of a run ("#i argv -> fake's reply"), for a failure's
+// message.
+class RecentSteps {
+ public:
+  void Add(int64_t i, const Argv& argv, const Reply& mine) {
+    steps_.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
+    if (steps_.size() > 8) steps_.pop_front();
+  }
+  std::string Joined() const { return absl::StrJoin(steps_, "\n    "); }
+
+ private:
+  std::deque<std::string> steps_;
+};
+
+// Step `i` of a random walk: `argv` on both sides (FakeBesideReal::Run),
+// the fake's reply in `*mine`. A failure (no reply, or replies that do not
+// Agree) names the step, both replies and the `recent` steps before it.
+::testing::AssertionResult RunAgreeing(FakeBesideReal& pair, int64_t i, const Argv& argv,
+                                       const RecentSteps& recent, Reply* mine) {
+  absl::StatusOr<FakeBesideReal::Replies> replies = pair.Run(argv);
+  if (!replies.ok()) {
+    return ::testing::AssertionFailure() << Render(argv) << ": " << replies.status();
+  }
+  *mine = replies->fake;
+  if (Agree(argv, replies->fake, replies->real)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "#" << i << " " << Render(argv) << "\n  fake: " << replies->fake.DebugString()
+         << "\n  real: " << replies->real.DebugString() << "\n  previous:\n    "
+         << recent.Joined();
+}
+
 struct RunResult {
   int64_t commands = 0;
   bool ok = true;
@@ -741,34 +842,15 @@ struct RunResult {
 RunResult RunSeed(uint64_t seed, int64_t count) {
   RunResult result;
   // An untouched server: no trusted data-set marker (the fake has none).
-  test_support::RedisServerOptions server_options;
-  server_options.trusted_data_set_prefixes.clear();
-  auto server = test_support::RedisServer::Start(server_options);
-  if (!server.ok()) {
-    ADD_FAILURE() << "cannot start redis-server: " << server.status();
+  FakeBesideReal pair;
+  if (absl::Status s = pair.Start(/*untouched=*/true); !s.ok()) {
+    ADD_FAILURE() << "cannot start redis-server: " << s;
     result.ok = false;
     return result;
   }
-  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
-  if (!t0.ok()) {
-    ADD_FAILURE() << t0.status();
-    result.ok = false;
-    return result;
-  }
-  ManualEventLoop loop;
-  FakeRedis::Options options;
-  options.start_time = absl::FromUnixMicros(*t0);
-  FakeRedis fake(&loop, options);
   Generator gen(seed);
-  std::deque<std::string> recent;
-  auto set_markers = [&]() -> bool {
-    for (const auto& [key, value] : DataSetMarkers()) {
-      fake.Execute({"SET", key, value});
-      absl::StatusOr<Reply> r = (*server)->Command({"SET", key, value});
-      if (!r.ok()) return false;
-    }
-    return true;
-  };
+  RecentSteps recent;
+  auto set_markers = [&]() -> bool { return pair.SetMarkers().ok(); };
   if (!set_markers()) {
     ADD_FAILURE() << "cannot set the data-set markers";
     result.ok = false;
@@ -777,32 +859,24 @@ RunResult RunSeed(uint64_t seed, int64_t count) {
 
   for (int64_t i = 0; i < count; ++i) {
     Argv argv = gen.Next();
-    // Keep the fake's clock on the real server's clock.
-    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
-    if (!now.ok()) {
-      ADD_FAILURE() << "seed " << seed << ", command #" << i << ": " << now.status();
-      result.ok = false;
-      return result;
-    }
-    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
-
-    absl::StatusOr<Reply> real = (*server)->Command(argv);
-    const Reply mine = fake.Execute(argv);
+    absl::StatusOr<FakeBesideReal::Replies> replies = pair.Run(argv);
     ++result.commands;
-    if (!real.ok()) {
+    if (!replies.ok()) {
       ADD_FAILURE() << "seed " << seed << ", command #" << i << " " << Render(argv)
-                    << ": the real server did not answer: " << real.status() << "\n"
-                    << (*server)->LogTail();
+                    << ": the real server did not answer: " << replies.status() << "\n"
+                    << pair.server().LogTail();
       result.ok = false;
       return result;
     }
+    const Reply& mine = replies->fake;
+    const Reply* real = &replies->real;
     if (!Agree(argv, mine, *real)) {
       ADD_FAILURE() << "FakeRedis differs from redis-server.\n"
                     << "  seed " << seed << ", first differing command #" << i << ": "
                     << Render(argv) << "\n"
                     << "  fake: " << mine.DebugString() << "\n"
                     << "  real: " << real->DebugString() << "\n"
-                    << "  previous commands:\n    " << absl::StrJoin(recent, "\n    ") << "\n"
+                    << "  previous commands:\n    " << recent.Joined() << "\n"
                     << "  replay: DLOCK_DIFFERENTIAL_SEED=" << seed
                     << " DLOCK_DIFFERENTIAL_COMMANDS=" << (i + 1);
       result.ok = false;
@@ -813,8 +887,7 @@ RunResult RunSeed(uint64_t seed, int64_t count) {
       result.ok = false;
       return result;
     }
-    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
-    if (recent.size() > 8) recent.pop_front();
+    recent.Add(i, argv, mine);
   }
   return result;
 }
@@ -888,29 +961,21 @@ std::string DlockSha(absl::string_view name) {
 // With `deny_channels`, the real server's default user (the helper's
 // connection) gets `resetchannels` and the fake FakeRedis::DenyChannels.
 void CompareFixed(const std::vector<Argv>& commands, bool deny_channels) {
-  auto server = test_support::RedisServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
+  FakeBesideReal pair;
+  ASSERT_THAT(pair.Start(/*untouched=*/false), IsOk());
   if (deny_channels) {
     absl::StatusOr<Reply> acl =
-        (*server)->Command({"ACL", "SETUSER", "default", "resetchannels"});
+        pair.server().Command({"ACL", "SETUSER", "default", "resetchannels"});
     ASSERT_TRUE(acl.ok()) << acl.status();
     ASSERT_EQ(*acl, Reply::Status("OK"));
   }
-  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
-  ASSERT_TRUE(t0.ok()) << t0.status();
-  ManualEventLoop loop;
-  FakeRedis::Options options;
-  options.start_time = absl::FromUnixMicros(*t0);
-  FakeRedis fake(&loop, options);
-  fake.DenyChannels(deny_channels);
+  pair.fake().DenyChannels(deny_channels);
   for (size_t i = 0; i < commands.size(); ++i) {
     const Argv& argv = commands[i];
-    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
-    ASSERT_TRUE(now.ok()) << now.status();
-    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
-    absl::StatusOr<Reply> real = (*server)->Command(argv);
-    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
-    const Reply mine = fake.Execute(argv);
+    absl::StatusOr<FakeBesideReal::Replies> replies = pair.Run(argv);
+    ASSERT_TRUE(replies.ok()) << Render(argv) << ": " << replies.status();
+    const Reply& mine = replies->fake;
+    const Reply* real = &replies->real;
     EXPECT_EQ(mine, *real) << "#" << i << " " << Render(argv) << "\n  fake: "
                            << mine.DebugString() << "\n  real: " << real->DebugString();
   }
@@ -1040,29 +1105,16 @@ TEST(DifferentialTest, SortedSetEdgeCasesMatchARealServer) {
 // fence). TTLs are long and distinct, so both servers order the holders
 // alike.
 TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
-  test_support::RedisServerOptions server_options;
-  server_options.trusted_data_set_prefixes.clear();
-  auto server = test_support::RedisServer::Start(server_options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
-  ASSERT_TRUE(t0.ok()) << t0.status();
-  ManualEventLoop loop;
-  FakeRedis::Options options;
-  options.start_time = absl::FromUnixMicros(*t0);
-  FakeRedis fake(&loop, options);
-  for (const auto& [key, value] : DataSetMarkers()) {
-    fake.Execute({"SET", key, value});
-    ASSERT_TRUE((*server)->Command({"SET", key, value}).ok());
-  }
+  FakeBesideReal pair;
+  ASSERT_THAT(pair.Start(/*untouched=*/true), IsOk());
+  ASSERT_THAT(pair.SetMarkers(), IsOk());
   std::string acquire, release, extend;
   for (const NamedScript& s : SemaphoreScripts()) {
     const std::string name = s.name;
     if (name == "semaphore_acquire") acquire = s.script->sha1();
     if (name == "semaphore_release") release = s.script->sha1();
     if (name == "semaphore_extend") extend = s.script->sha1();
-    const Argv load = {"SCRIPT", "LOAD", s.script->source()};
-    fake.Execute(load);
-    ASSERT_TRUE((*server)->Command(load).ok());
+    ASSERT_THAT(pair.Both({"SCRIPT", "LOAD", s.script->source()}), IsOk());
   }
   std::mt19937_64 rng(EnvInt("DLOCK_DIFFERENTIAL_SEED", 1));
   auto pick = [&](std::vector<std::string> v) {
@@ -1073,7 +1125,7 @@ TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
   int64_t step_ttl = 0;
   auto ttl = [&]() { return absl::StrCat(1000000 + 100 * (++step_ttl)); };
   int granted = 0, full = 0, trimmed = 0;
-  std::deque<std::string> recent;
+  RecentSteps recent;
   for (int i = 0; i < EnvInt("DLOCK_DIFFERENTIAL_COMMANDS", 3000); ++i) {
     const std::string key = pick(keys);
     Argv argv;
@@ -1114,20 +1166,11 @@ TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
       default:
         argv = {"HSET", key, "f", "1"};
     }
-    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
-    ASSERT_TRUE(now.ok());
-    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
-    absl::StatusOr<Reply> real = (*server)->Command(argv);
-    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
-    const Reply mine = fake.Execute(argv);
-    ASSERT_TRUE(Agree(argv, mine, *real))
-        << "#" << i << " " << Render(argv) << "\n  fake: " << mine.DebugString()
-        << "\n  real: " << real->DebugString() << "\n  previous:\n    "
-        << absl::StrJoin(recent, "\n    ");
+    Reply mine;
+    ASSERT_TRUE(RunAgreeing(pair, i, argv, recent, &mine));
     if (argv[1] == acquire && mine.is_integer()) ++granted;
     if (argv[1] == acquire && mine.is_nil()) ++full;
-    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
-    if (recent.size() > 8) recent.pop_front();
+    recent.Add(i, argv, mine);
   }
   // The run met both outcomes of an acquire many times.
   EXPECT_GT(granted, 50);
@@ -1140,14 +1183,10 @@ TEST(DifferentialTest, SemaphoreScriptsMatchARealServer) {
 // operations of every verb, floors, TTLs far away) with foreign data in the
 // data keys and the fence records, and inspection of both.
 TEST(DifferentialTest, FencedWriteScriptMatchesARealServer) {
-  auto server = test_support::RedisServer::Start();
-  ASSERT_TRUE(server.ok()) << server.status();
-  ManualEventLoop loop;
-  FakeRedis fake(&loop);
+  FakeBesideReal pair;
+  ASSERT_THAT(pair.Start(/*untouched=*/false), IsOk());
   const Script& script = fenced::FencedRedisWriteScript();
-  const Argv load = {"SCRIPT", "LOAD", script.source()};
-  fake.Execute(load);
-  ASSERT_TRUE((*server)->Command(load).ok());
+  ASSERT_THAT(pair.Both({"SCRIPT", "LOAD", script.source()}), IsOk());
   std::mt19937_64 rng(EnvInt("DLOCK_DIFFERENTIAL_SEED", 1));
   auto pick = [&](std::vector<std::string> v) {
     return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
@@ -1156,7 +1195,7 @@ TEST(DifferentialTest, FencedWriteScriptMatchesARealServer) {
     return absl::StrCat(std::uniform_int_distribution<int>(lo, hi)(rng));
   };
   int applied = 0, stale = 0, refused = 0;
-  std::deque<std::string> recent;
+  RecentSteps recent;
   for (int i = 0; i < EnvInt("DLOCK_DIFFERENTIAL_COMMANDS", 3000); ++i) {
     const std::string r = pick({"{a}", "{b}"});
     const std::string record = "f:" + r;
@@ -1204,19 +1243,13 @@ TEST(DifferentialTest, FencedWriteScriptMatchesARealServer) {
       default:
         argv = {"HGETALL", r + pick({"x", "y", "z"})};
     }
-    absl::StatusOr<Reply> real = (*server)->Command(argv);
-    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
-    const Reply mine = fake.Execute(argv);
-    ASSERT_TRUE(Agree(argv, mine, *real))
-        << "#" << i << " " << Render(argv) << "\n  fake: " << mine.DebugString()
-        << "\n  real: " << real->DebugString() << "\n  previous:\n    "
-        << absl::StrJoin(recent, "\n    ");
+    Reply mine;
+    ASSERT_TRUE(RunAgreeing(pair, i, argv, recent, &mine));
     if (argv[0] == "EVALSHA" && mine.is_array() && !mine.elements.empty()) {
       const std::string& tag = mine.elements[0].str;
       (tag == "applied" ? applied : tag == "stale" ? stale : refused)++;
     }
-    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
-    if (recent.size() > 8) recent.pop_front();
+    recent.Add(i, argv, mine);
   }
   // The run met every kind of outcome many times.
   EXPECT_GT(applied, 100);
@@ -1299,36 +1332,21 @@ std::string FairKeyspaceDiff(FakeRedis& fake, test_support::RedisServer& server,
 // step, so nothing expires during the run and the "raise the queue's PTTL"
 // comparison decides alike on both.
 TEST(DifferentialTest, FairScriptsMatchARealServer) {
-  test_support::RedisServerOptions server_options;
-  server_options.trusted_data_set_prefixes.clear();
-  auto server = test_support::RedisServer::Start(server_options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
-  ASSERT_TRUE(t0.ok()) << t0.status();
-  ManualEventLoop loop;
-  FakeRedis::Options options;
-  options.start_time = absl::FromUnixMicros(*t0);
-  FakeRedis fake(&loop, options);
-  for (const auto& [key, value] : DataSetMarkers()) {
-    fake.Execute({"SET", key, value});
-    ASSERT_TRUE((*server)->Command({"SET", key, value}).ok());
-  }
+  FakeBesideReal pair;
+  ASSERT_THAT(pair.Start(/*untouched=*/true), IsOk());
+  FakeRedis& fake = pair.fake();
+  ASSERT_THAT(pair.SetMarkers(), IsOk());
   std::string acquire, release;
   for (const NamedScript& s : FairScripts()) {
     const std::string name = s.name;
     if (name == "fair_acquire") acquire = s.script->sha1();
     if (name == "fair_release") release = s.script->sha1();
-    const Argv load = {"SCRIPT", "LOAD", s.script->source()};
-    fake.Execute(load);
-    ASSERT_TRUE((*server)->Command(load).ok());
+    ASSERT_THAT(pair.Both({"SCRIPT", "LOAD", s.script->source()}), IsOk());
   }
   ASSERT_FALSE(acquire.empty());
   ASSERT_FALSE(release.empty());
   const std::string extend = DlockSha("extend");
-  for (const Argv& load : {Argv{"SCRIPT", "LOAD", DlockSource("extend")}}) {
-    fake.Execute(load);
-    ASSERT_TRUE((*server)->Command(load).ok());
-  }
+  ASSERT_THAT(pair.Both({"SCRIPT", "LOAD", DlockSource("extend")}), IsOk());
   std::mt19937_64 rng(EnvInt("DLOCK_DIFFERENTIAL_SEED", 1));
   auto below = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
   auto pick = [&](std::vector<std::string> v) { return v[below(static_cast<int>(v.size()))]; };
@@ -1351,7 +1369,7 @@ TEST(DifferentialTest, FairScriptsMatchARealServer) {
       int64_t ticket = 0, expiry = 0;
       const size_t c = v.find(':');
       if (c == std::string::npos || !absl::SimpleAtoi(v.substr(0, c), &ticket) ||
-          !absl::SimpleAtoi(v.substr(c + 1), &expiry) || expiry <= *t0 / 1000) {
+          !absl::SimpleAtoi(v.substr(c + 1), &expiry) || expiry <= pair.start_micros() / 1000) {
         continue;
       }
       if (head.empty() || ticket < best) head = all.elements[i].str, best = ticket;
@@ -1359,7 +1377,7 @@ TEST(DifferentialTest, FairScriptsMatchARealServer) {
     return head;
   };
   int head_grants = 0, queued = 0, refreshed = 0, timed_out = 0, released = 0, notified = 0;
-  std::deque<std::string> recent;
+  RecentSteps recent;
   for (int i = 0; i < EnvInt("DLOCK_DIFFERENTIAL_COMMANDS", 3000); ++i) {
     Argv argv;
     std::string head = fake_head();
@@ -1414,19 +1432,11 @@ TEST(DifferentialTest, FairScriptsMatchARealServer) {
     } else {
       argv = {"GET", fence};
     }
-    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
-    ASSERT_TRUE(now.ok());
-    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
-    absl::StatusOr<Reply> real = (*server)->Command(argv);
-    ASSERT_TRUE(real.ok()) << Render(argv) << ": " << real.status();
-    const Reply mine = fake.Execute(argv);
-    ASSERT_TRUE(Agree(argv, mine, *real))
-        << "#" << i << " " << Render(argv) << "\n  fake: " << mine.DebugString()
-        << "\n  real: " << real->DebugString() << "\n  previous:\n    "
-        << absl::StrJoin(recent, "\n    ");
-    const std::string diff = FairKeyspaceDiff(fake, **server, {lock, fence, queue});
+    Reply mine;
+    ASSERT_TRUE(RunAgreeing(pair, i, argv, recent, &mine));
+    const std::string diff = FairKeyspaceDiff(fake, pair.server(), {lock, fence, queue});
     ASSERT_EQ(diff, "") << "after #" << i << " " << Render(argv) << " -> " << mine.DebugString()
-                        << "\n  previous:\n    " << absl::StrJoin(recent, "\n    ");
+                        << "\n  previous:\n    " << recent.Joined();
     if (argv[0] == "EVALSHA" && argv[1] == acquire && argv[10] != "") {
       if (mine.is_integer() && was_queued) ++head_grants;
       if (mine.is_array() && !mine.elements.empty() &&
@@ -1438,8 +1448,7 @@ TEST(DifferentialTest, FairScriptsMatchARealServer) {
       ++released;
       if (!fake_head().empty()) ++notified;
     }
-    recent.push_back(absl::StrCat("#", i, " ", Render(argv), " -> ", mine.DebugString()));
-    if (recent.size() > 8) recent.pop_front();
+    recent.Add(i, argv, mine);
   }
   std::printf("fair differential: %d grants at the head, %d enqueued, %d refreshed, "
               "%d timeouts, %d releases (%d with a live head)\n",
@@ -1486,16 +1495,9 @@ TEST(DifferentialTest, ErrorsInsideDlockScriptsMatchARealServer) {
 // fake and on a real server the marker is the server's time in ms (within
 // the clocks' skew), and the first fence is marker x 1000 + 1 on both.
 TEST(DifferentialTest, DataSetMarkerCreatedOnFirstContactAgrees) {
-  test_support::RedisServerOptions server_options;
-  server_options.trusted_data_set_prefixes.clear();
-  auto server = test_support::RedisServer::Start(server_options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  absl::StatusOr<int64_t> t0 = ServerTimeMicros(**server);
-  ASSERT_TRUE(t0.ok()) << t0.status();
-  ManualEventLoop loop;
-  FakeRedis::Options options;
-  options.start_time = absl::FromUnixMicros(*t0);
-  FakeRedis fake(&loop, options);
+  FakeBesideReal pair;
+  ASSERT_THAT(pair.Start(/*untouched=*/true), IsOk());
+  FakeRedis& fake = pair.fake();
   for (const NamedScript& s : AllScripts()) {
     const std::string name = s.name;
     if (name != "acquire" && name != "reentrant_acquire") continue;
@@ -1503,28 +1505,27 @@ TEST(DifferentialTest, DataSetMarkerCreatedOnFirstContactAgrees) {
     Argv argv = {"EVAL", s.script->source(), absl::StrCat(s.num_keys), "{" + name + "}"};
     if (name == "reentrant_acquire") argv.push_back("{" + name + "}:acquire:1");
     argv.insert(argv.end(), {name + ":began", name + ":hwm", "tok", "1000000", "60000"});
-    absl::StatusOr<int64_t> now = ServerTimeMicros(**server);
-    ASSERT_TRUE(now.ok());
-    loop.AdvanceTo(ManualEventLoop::Origin() + absl::Microseconds(*now - *t0));
-    absl::StatusOr<Reply> real = (*server)->Command(argv);
-    ASSERT_TRUE(real.ok()) << real.status();
-    const Reply mine = fake.Execute(argv);
+    absl::StatusOr<FakeBesideReal::Replies> replies = pair.Run(argv);
+    ASSERT_TRUE(replies.ok()) << replies.status();
+    const Reply mine = replies->fake;
+    absl::StatusOr<Reply> real = replies->real;
+    const int64_t now = pair.now_micros();
     // Young: {'young', ms left, age}; the marker was just created.
     ASSERT_TRUE(Agree(argv, mine, *real)) << mine.DebugString() << " vs " << real->DebugString();
     ASSERT_EQ(mine.elements.size(), 3u) << mine.DebugString();
     EXPECT_EQ(mine.elements[2], Reply::Integer(0));
-    absl::StatusOr<Reply> real_marker = (*server)->Command({"GET", name + ":began"});
+    absl::StatusOr<Reply> real_marker = pair.server().Command({"GET", name + ":began"});
     ASSERT_TRUE(real_marker.ok());
     int64_t a = 0, b = 0;
     ASSERT_TRUE(absl::SimpleAtoi(real_marker->str, &a)) << real_marker->DebugString();
     ASSERT_TRUE(absl::SimpleAtoi(fake.Execute({"GET", name + ":began"}).str, &b));
     EXPECT_LE(std::llabs(a - b), 50);
-    EXPECT_LE(std::llabs(a - *now / 1000), 1000);
+    EXPECT_LE(std::llabs(a - now / 1000), 1000);
     // With no window, the first fence is the server's TIME in us + 1 (the
     // mark is missing and the marker is not trusted): above marker x 1000,
     // within the test's run of it.
     argv.back() = "0";
-    real = (*server)->Command(argv);
+    real = pair.server().Command(argv);
     ASSERT_TRUE(real.ok());
     const Reply granted = fake.Execute(argv);
     const Reply& real_fence = real->is_array() ? real->elements[1] : *real;

@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace dlock {
@@ -27,21 +26,6 @@ absl::StatusOr<std::unique_ptr<Transport>> StandaloneRedis::NewTransport(uv_loop
 absl::StatusOr<Reply> StandaloneRedis::Command(std::vector<std::string> argv) {
   if (server_ == nullptr) return absl::FailedPreconditionError("no server");
   return server_->Command(std::move(argv));
-}
-
-absl::StatusOr<std::vector<std::unique_ptr<RedisServer>>> StartRedisServers(
-    int n, const RedisServerOptions& options) {
-  std::vector<std::unique_ptr<RedisServer>> servers;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start(options);
-    if (!s.ok()) return s.status();
-    servers.push_back(*std::move(s));
-  }
-  return servers;
-}
-
-std::string RedisUrl(const RedisServer& server) {
-  return absl::StrCat("redis://127.0.0.1:", server.port());
 }
 
 }  // namespace test_support

@@ -1,13 +1,12 @@
 // This header defines the standalone deployment kind for real-server tests:
 // `StandaloneRedis` (one private redis-server, //testing:redis_server,
 // reached through HiredisTransport), `StandaloneEnv` (the behaviour suites'
-// LockTestEnv over it), and `StartRedisServers` (n private servers: the
-// RedLock deployment kind).
+// LockTestEnv over it). The RedLock deployment kind (n independent servers)
+// is in redis_servers.h.
 #ifndef DLOCK_TESTS_ENV_STANDALONE_ENV_H_
 #define DLOCK_TESTS_ENV_STANDALONE_ENV_H_
 
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,14 +32,6 @@ class StandaloneRedis : public Deployment {
 };
 
 using StandaloneEnv = DeploymentEnv<StandaloneRedis>;
-
-// Starts `n` private redis-servers with `options` (the RedLock deployment
-// kind: independent masters). The first failure to start is returned.
-absl::StatusOr<std::vector<std::unique_ptr<RedisServer>>> StartRedisServers(
-    int n, const RedisServerOptions& options = {});
-
-// "redis://127.0.0.1:<port>" of `server`.
-std::string RedisUrl(const RedisServer& server);
 
 }  // namespace test_support
 }  // namespace dlock

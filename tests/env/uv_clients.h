@@ -1,6 +1,7 @@
 // This header defines `UvClients`: what every real-server test environment
 // holds on the client side -- a UvTestLoop, the UvEventLoop over it, and the
-// transports the test connected on it. Close() (or the destructor) closes
+// transports the test connected on it -- and runs a lock's acquire or
+// release on that loop to completion. Close() (or the destructor) closes
 // every transport and checks that the loop then closes clean: a handle left
 // open by a transport is a test failure.
 //
@@ -16,7 +17,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
+#include "dlock/lock/lock.h"
 #include "dlock/transport/transport.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
@@ -75,6 +78,38 @@ class UvClients {
     HiredisTransportOptions options;
     options.port = port;
     return Hiredis(options);
+  }
+
+  // Runs `lock.Acquire(resource, options)` on this loop until it calls
+  // back, for at most `limit` (a test failure past it): its result, or the
+  // call's own refusal.
+  absl::StatusOr<Lease> Acquire(Lock& lock, absl::string_view resource,
+                                const AcquireOptions& options,
+                                absl::Duration limit = absl::Seconds(10)) {
+    bool done = false;
+    absl::StatusOr<Lease> out = absl::UnknownError("pending");
+    absl::StatusOr<AcquireHandle> h =
+        lock.Acquire(resource, options, [&](absl::StatusOr<Lease> l) {
+          out = std::move(l);
+          done = true;
+        });
+    if (!h.ok()) return h.status();
+    EXPECT_TRUE(RunUntil([&] { return done; }, limit));
+    return out;
+  }
+
+  // The same for `lock.Release(lease)`.
+  absl::Status Release(Lock& lock, const Lease& lease,
+                       absl::Duration limit = absl::Seconds(10)) {
+    bool done = false;
+    absl::Status out = absl::UnknownError("pending");
+    absl::Status s = lock.Release(lease, [&](absl::Status st) {
+      out = st;
+      done = true;
+    });
+    if (!s.ok()) return s;
+    EXPECT_TRUE(RunUntil([&] { return done; }, limit));
+    return out;
   }
 
   // Closes every transport, then the event loop, and expects the uv loop

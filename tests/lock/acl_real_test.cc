@@ -19,6 +19,7 @@
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/tests/env/uv_clients.h"
+#include "dlock/tests/env/uv_server_test.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 
 namespace dlock {
@@ -34,21 +35,14 @@ struct Recorder : LockObserver {
   std::vector<std::string> warnings;
 };
 
-class AclRealTest : public ::testing::Test {
+class AclRealTest : public test_support::UvServerTest {
  protected:
-  void SetUp() override {
+  test_support::RedisServerOptions ServerOptions() override {
     test_support::RedisServerOptions options;
     options.extra_args = {"--user", "nochan", "on", ">pw", "~*", "resetchannels", "+@all",
                           "--user", "noeval", "on", ">pw", "~*", "&*", "+@all", "-eval",
                           "-evalsha"};
-    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
-        test_support::RedisServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-  }
-
-  void TearDown() override {
-    uv_.Close();  // expects nothing leaked on the loop
+    return options;
   }
 
   Transport* Client(const std::string& user) {
@@ -63,27 +57,11 @@ class AclRealTest : public ::testing::Test {
     AcquireOptions o;
     o.ttl = absl::Seconds(30);
     o.wait = wait;
-    bool done = false;
-    absl::StatusOr<Lease> out = absl::UnknownError("pending");
-    absl::StatusOr<AcquireHandle> h = lock.Acquire("r", o, [&](absl::StatusOr<Lease> l) {
-      out = std::move(l);
-      done = true;
-    });
-    if (!h.ok()) return h.status();
-    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, wait + absl::Seconds(30)));
-    return out;
+    return uv_.Acquire(lock, "r", o, wait + absl::Seconds(30));
   }
 
   absl::Status ReleaseNow(Lock& lock, const Lease& lease) {
-    bool done = false;
-    absl::Status out = absl::UnknownError("pending");
-    absl::Status s = lock.Release(lease, [&](absl::Status st) {
-      out = st;
-      done = true;
-    });
-    if (!s.ok()) return s;
-    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(30)));
-    return out;
+    return uv_.Release(lock, lease, absl::Seconds(30));
   }
 
   bool Exists(const std::string& key) {
@@ -91,8 +69,6 @@ class AclRealTest : public ::testing::Test {
     return r.ok() && *r == Reply::Integer(1);
   }
 
-  test_support::UvClients uv_;
-  std::unique_ptr<test_support::RedisServer> server_;
   KeyScheme keys_;
   Recorder recorder_;
 };

@@ -17,8 +17,8 @@
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/simple_lock.h"
-#include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/env/loop_thread_server.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 
@@ -28,71 +28,44 @@ namespace {
 using ::dlock::test_support::IsOk;
 using ::dlock::test_support::StatusIs;
 
-// Runs `fn` on the loop thread and waits for it.
-template <typename Fn>
-void RunOnLoop(LoopThread& thread, Fn fn) {
-  std::promise<void> done;
-  ASSERT_TRUE(thread.Post([&] {
-    fn();
-    done.set_value();
-  }));
-  done.get_future().wait();
-}
+using ::dlock::test_support::RunOnLoop;
 
 class BlockingLockTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
-        test_support::RedisServer::Start();
-    ASSERT_THAT(server, IsOk());
-    server_ = *std::move(server);
-    thread_ = std::make_unique<UvLoopThread>();
-    RunOnLoop(*thread_, [this] {
-      HiredisTransportOptions options;
-      options.port = server_->port();
-      absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-          HiredisTransport::Create(thread_->uv_loop(), options);
-      ASSERT_THAT(t, IsOk());
-      transport_ = *std::move(t);
-      simple_ = std::make_unique<SimpleLock>(thread_->loop(), transport_.get());
+    ASSERT_NO_FATAL_FAILURE(env_.Start());
+    thread_ = env_.thread();
+    env_.Run([this] {
+      HiredisTransport* transport = env_.transport();
+      simple_ = std::make_unique<SimpleLock>(env_.loop(), transport);
       RetryLockOptions ro;
       ro.initial_backoff = absl::Milliseconds(5);
       ro.max_backoff = absl::Milliseconds(100);
-      retry_ = std::make_unique<RetryLock>(thread_->loop(), simple_.get(),
-                                           transport_.get(), ro);
-      reentrant_ = std::make_unique<ReentrantLock>(thread_->loop(), transport_.get());
+      retry_ = std::make_unique<RetryLock>(env_.loop(), simple_.get(), transport, ro);
+      reentrant_ = std::make_unique<ReentrantLock>(env_.loop(), transport);
     });
-    simple_locks_ = std::make_unique<BlockingLock>(thread_.get(), simple_.get());
-    retry_locks_ = std::make_unique<BlockingLock>(thread_.get(), retry_.get());
-    reentrant_locks_ = std::make_unique<BlockingLock>(thread_.get(), reentrant_.get());
+    simple_locks_ = std::make_unique<BlockingLock>(thread_, simple_.get());
+    retry_locks_ = std::make_unique<BlockingLock>(thread_, retry_.get());
+    reentrant_locks_ = std::make_unique<BlockingLock>(thread_, reentrant_.get());
   }
 
   void TearDown() override {
     simple_locks_.reset();
     retry_locks_.reset();
     reentrant_locks_.reset();
-    if (thread_ != nullptr) {
-      RunOnLoop(*thread_, [this] {
-        retry_.reset();
-        simple_.reset();
-        reentrant_.reset();
-        transport_.reset();
-      });
-      thread_.reset();
-    }
+    env_.Stop([this] {
+      retry_.reset();
+      simple_.reset();
+      reentrant_.reset();
+    });
   }
 
-  Reply Server(std::vector<std::string> argv) {
-    absl::StatusOr<Reply> r = server_->Command(std::move(argv));
-    EXPECT_THAT(r, IsOk());
-    return r.ok() ? *r : Reply();
-  }
+  Reply Server(std::vector<std::string> argv) { return env_.Server(std::move(argv)); }
 
   KeyScheme keys_;
-  std::unique_ptr<test_support::RedisServer> server_;
-  std::unique_ptr<UvLoopThread> thread_;
+  test_support::LoopThreadServer env_;
+  UvLoopThread* thread_ = nullptr;
   // Loop-thread objects.
-  std::unique_ptr<HiredisTransport> transport_;
   std::unique_ptr<SimpleLock> simple_;
   std::unique_ptr<RetryLock> retry_;
   std::unique_ptr<ReentrantLock> reentrant_;

@@ -13,6 +13,7 @@
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/tests/env/uv_clients.h"
+#include "dlock/tests/env/uv_server_test.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 
 namespace dlock {
@@ -21,19 +22,16 @@ namespace {
 using ::dlock::test_support::IsOk;
 using Result = std::shared_ptr<absl::StatusOr<Lease>>;
 
-class FairLockRealTest : public ::testing::Test {
+class FairLockRealTest : public test_support::UvServerTest {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
-        test_support::RedisServer::Start({});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+    ASSERT_NO_FATAL_FAILURE(UvServerTest::SetUp());
     ASSERT_TRUE(server_->Command(TrustDataSetCommand(KeyScheme())).ok());
   }
 
   void TearDown() override {
     locks_.clear();
-    uv_.Close();  // expects nothing leaked on the loop
+    UvServerTest::TearDown();
   }
 
   // A separate client: its own connection and FairLock.
@@ -71,8 +69,6 @@ class FairLockRealTest : public ::testing::Test {
     ASSERT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(10)));
   }
 
-  test_support::UvClients uv_;
-  std::unique_ptr<test_support::RedisServer> server_;
   std::vector<std::unique_ptr<FairLock>> locks_;
 };
 

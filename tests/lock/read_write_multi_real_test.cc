@@ -19,6 +19,7 @@
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/tests/env/uv_clients.h"
+#include "dlock/tests/env/uv_server_test.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 
 namespace dlock {
@@ -34,18 +35,11 @@ AcquireOptions Opts(absl::Duration ttl, absl::Duration wait = absl::ZeroDuration
   return o;
 }
 
-class ReadWriteMultiRealTest : public ::testing::Test {
+class ReadWriteMultiRealTest : public test_support::UvServerTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
-        test_support::RedisServer::Start({});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-  }
-
   void TearDown() override {
     locks_.clear();
-    uv_.Close();  // expects nothing leaked on the loop
+    UvServerTest::TearDown();
   }
 
   Transport* Client() { return uv_.Hiredis(server_->port()); }
@@ -57,39 +51,19 @@ class ReadWriteMultiRealTest : public ::testing::Test {
   }
 
   absl::StatusOr<Lease> Take(Lock& lock, absl::string_view resource, AcquireOptions o) {
-    bool done = false;
-    absl::StatusOr<Lease> out = absl::UnknownError("pending");
-    absl::StatusOr<AcquireHandle> h = lock.Acquire(resource, o, [&](absl::StatusOr<Lease> l) {
-      out = std::move(l);
-      done = true;
-    });
-    if (!h.ok()) return h.status();
-    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, o.wait + absl::Seconds(10)));
-    return out;
+    return uv_.Acquire(lock, resource, o, o.wait + absl::Seconds(10));
   }
   absl::StatusOr<Lease> Take(Lock& lock, absl::string_view resource) {
     return Take(lock, resource, Opts(absl::Seconds(30)));
   }
 
-  absl::Status Release(Lock& lock, const Lease& lease) {
-    bool done = false;
-    absl::Status out = absl::UnknownError("pending");
-    absl::Status s = lock.Release(lease, [&](absl::Status st) {
-      out = st;
-      done = true;
-    });
-    if (!s.ok()) return s;
-    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(10)));
-    return out;
-  }
+  absl::Status Release(Lock& lock, const Lease& lease) { return uv_.Release(lock, lease); }
 
   bool Exists(const std::string& key) {
     absl::StatusOr<Reply> r = server_->Command({"EXISTS", key});
     return r.ok() && *r == Reply::Integer(1);
   }
 
-  test_support::UvClients uv_;
-  std::unique_ptr<test_support::RedisServer> server_;
   std::vector<std::unique_ptr<ReadWriteLock>> locks_;
   KeyScheme keys_;
 };

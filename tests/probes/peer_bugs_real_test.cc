@@ -39,6 +39,7 @@
 #include "dlock/redlock/redlock.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/probes/renewal_probe.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 #include "dlock/transport/uv/uv_test_loop.h"
@@ -57,20 +58,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr absl::Duration kWaitLimit = absl::Seconds(20);
-
-// Counts the watchdog's renewals by outcome.
-class RenewalCounter : public LockObserver {
- public:
-  void OnRenewal(const RenewalEvent& e) override {
-    if (e.status.ok()) {
-      ++ok;
-    } else {
-      ++failed;
-    }
-  }
-  int ok = 0;
-  int failed = 0;
-};
 
 // Forwards to a Lock and counts the Extends it forwarded: lets a test see
 // every renewal the watchdog asks for, and act while one is on the wire.
@@ -181,14 +168,34 @@ class PeerBugsRealTest : public ::testing::Test {
   // Watches `lease` on `dog` and runs the loop until `renewals` renewals
   // succeeded (bounded). Returns the watch.
   WatchHandle WatchAndRenew(Watchdog& dog, const Lease& lease, bool* lost, absl::Status* why) {
-    WatchOptions w;
-    w.on_lost = [lost, why](absl::Status s) {
-      *lost = true;
-      *why = std::move(s);
-    };
-    absl::StatusOr<WatchHandle> watch = dog.Watch(lease, std::move(w));
+    absl::StatusOr<WatchHandle> watch = dog.Watch(lease, test_support::RecordLoss(lost, why));
     EXPECT_THAT(watch, IsOk());
     return watch.ok() ? *std::move(watch) : WatchHandle();
+  }
+
+  // "job" acquired with `ttl` from `holder` and watched (renewed every
+  // `renew_interval` when given) by a Watchdog of its own whose renewals
+  // `renewals` counts; `lost` and `why` record a loss. Fatal failures: call
+  // with ASSERT_NO_FATAL_FAILURE.
+  struct WatchedJob {
+    absl::StatusOr<Lease> lease = absl::UnknownError("not acquired");
+    test_support::RenewalCounter renewals;
+    std::unique_ptr<Watchdog> dog;
+    bool lost = false;
+    absl::Status why;
+    WatchHandle watch;
+  };
+  void AcquireAndWatch(Lock& holder, absl::Duration ttl, WatchedJob* job,
+                       std::optional<absl::Duration> renew_interval = std::nullopt) {
+    job->lease = AcquireNow(holder, "job", ttl);
+    ASSERT_THAT(job->lease, IsOk());
+    job->dog = std::make_unique<Watchdog>(loop_.get(), &holder,
+                                          test_support::CountRenewals(&job->renewals));
+    absl::StatusOr<WatchHandle> watch = job->dog->Watch(
+        *job->lease, test_support::RecordLoss(&job->lost, &job->why, renew_interval));
+    ASSERT_THAT(watch, IsOk());
+    job->watch = *std::move(watch);
+    ASSERT_TRUE(job->watch.active());
   }
 
   test_support::UvTestLoop uv_;
@@ -209,16 +216,8 @@ TEST_F(PeerBugsRealTest, Redisson3194_RenewalContinuesAfterTheConnectionIsKilled
   SimpleLock simple(loop_.get(), Client());
   ExtendSpyLock holder(&simple);
   const absl::Duration ttl = absl::Seconds(1);
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", ttl);
-  ASSERT_THAT(lease, IsOk());
-  RenewalCounter renewals;
-  WatchdogOptions dog_options;
-  dog_options.observer = &renewals;
-  Watchdog dog(loop_.get(), &holder, dog_options);
-  bool lost = false;
-  absl::Status why;
-  WatchHandle watch = WatchAndRenew(dog, *lease, &lost, &why);
-  ASSERT_TRUE(watch.active());
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, ttl, &job));
 
   int kills = 0;
   auto kill_clients = [&] {
@@ -229,27 +228,29 @@ TEST_F(PeerBugsRealTest, Redisson3194_RenewalContinuesAfterTheConnectionIsKilled
   };
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE(round == 0 ? "killed between renewals" : "killed with a renewal in flight");
-    const int before = renewals.ok;
-    ASSERT_TRUE(uv_.RunUntil([&] { return lost || renewals.ok >= before + 1; }, kWaitLimit));
-    ASSERT_FALSE(lost) << why;
+    const int before = job.renewals.ok;
+    ASSERT_TRUE(
+        uv_.RunUntil([&] { return job.lost || job.renewals.ok >= before + 1; }, kWaitLimit));
+    ASSERT_FALSE(job.lost) << job.why;
     if (round == 0) {
       kill_clients();
     } else {
       holder.on_next_extend = [&] { loop_->RunAfter(absl::ZeroDuration(), kill_clients); };
-      ASSERT_TRUE(uv_.RunUntil([&] { return lost || kills == round + 1; }, kWaitLimit));
+      ASSERT_TRUE(uv_.RunUntil([&] { return job.lost || kills == round + 1; }, kWaitLimit));
     }
     // Renewals go on after the reconnect: two more succeed.
-    const int after_kill = renewals.ok;
-    EXPECT_TRUE(uv_.RunUntil([&] { return lost || renewals.ok >= after_kill + 2; }, kWaitLimit))
+    const int after_kill = job.renewals.ok;
+    EXPECT_TRUE(
+        uv_.RunUntil([&] { return job.lost || job.renewals.ok >= after_kill + 2; }, kWaitLimit))
         << "renewal stopped after the connection was killed";
-    ASSERT_FALSE(lost) << why;
+    ASSERT_FALSE(job.lost) << job.why;
   }
-  EXPECT_TRUE(watch.active());
-  EXPECT_TRUE(watch.IsValid());
-  EXPECT_EQ(Server(0, {"GET", keys_.LockKey("job")}), Reply::String(lease->token));
-  EXPECT_GT(watch.lease().deadline, lease->deadline + 2 * ttl);
+  EXPECT_TRUE(job.watch.active());
+  EXPECT_TRUE(job.watch.IsValid());
+  EXPECT_EQ(Server(0, {"GET", keys_.LockKey("job")}), Reply::String(job.lease->token));
+  EXPECT_GT(job.watch.lease().deadline, job.lease->deadline + 2 * ttl);
   bool released = false;
-  ASSERT_THAT(watch.Release([&](absl::Status s) {
+  ASSERT_THAT(job.watch.Release([&](absl::Status s) {
     EXPECT_THAT(s, IsOk());
     released = true;
   }),
@@ -270,24 +271,10 @@ TEST_F(PeerBugsRealTest, Redisson3194_RenewalContinuesAfterAnAofServerRestart) {
   // Long enough that the restart (the loop does not run meanwhile) fits
   // well inside one lease on a loaded machine.
   const absl::Duration ttl = absl::Seconds(6);
-  absl::StatusOr<Lease> lease = AcquireNow(holder, "job", ttl);
-  ASSERT_THAT(lease, IsOk());
-  RenewalCounter renewals;
-  WatchdogOptions dog_options;
-  dog_options.observer = &renewals;
-  Watchdog dog(loop_.get(), &holder, dog_options);
-  bool lost = false;
-  absl::Status why;
-  WatchOptions w;
-  w.renew_interval = absl::Milliseconds(500);
-  w.on_lost = [&](absl::Status s) {
-    lost = true;
-    why = std::move(s);
-  };
-  absl::StatusOr<WatchHandle> watch = dog.Watch(*lease, std::move(w));
-  ASSERT_THAT(watch, IsOk());
-  ASSERT_TRUE(uv_.RunUntil([&] { return lost || renewals.ok >= 1; }, kWaitLimit));
-  ASSERT_FALSE(lost) << why;
+  WatchedJob job;
+  ASSERT_NO_FATAL_FAILURE(AcquireAndWatch(holder, ttl, &job, absl::Milliseconds(500)));
+  ASSERT_TRUE(uv_.RunUntil([&] { return job.lost || job.renewals.ok >= 1; }, kWaitLimit));
+  ASSERT_FALSE(job.lost) << job.why;
 
   bool restarted = false;
   holder.on_next_extend = [&] {
@@ -297,20 +284,21 @@ TEST_F(PeerBugsRealTest, Redisson3194_RenewalContinuesAfterAnAofServerRestart) {
       restarted = true;
     });
   };
-  ASSERT_TRUE(uv_.RunUntil([&] { return lost || restarted; }, kWaitLimit));
-  ASSERT_EQ(Server(0, {"GET", keys_.LockKey("job")}), Reply::String(lease->token))
+  ASSERT_TRUE(uv_.RunUntil([&] { return job.lost || restarted; }, kWaitLimit));
+  ASSERT_EQ(Server(0, {"GET", keys_.LockKey("job")}), Reply::String(job.lease->token))
       << "the AOF did not keep the key: the probe needs it";
-  const int after_restart = renewals.ok;
-  EXPECT_TRUE(uv_.RunUntil([&] { return lost || renewals.ok >= after_restart + 3; }, kWaitLimit))
+  const int after_restart = job.renewals.ok;
+  EXPECT_TRUE(
+      uv_.RunUntil([&] { return job.lost || job.renewals.ok >= after_restart + 3; }, kWaitLimit))
       << "renewal stopped after the server restart";
-  ASSERT_FALSE(lost) << why;
-  EXPECT_TRUE(watch->IsValid());
-  EXPECT_EQ(Server(0, {"GET", keys_.LockKey("job")}), Reply::String(lease->token));
+  ASSERT_FALSE(job.lost) << job.why;
+  EXPECT_TRUE(job.watch.IsValid());
+  EXPECT_EQ(Server(0, {"GET", keys_.LockKey("job")}), Reply::String(job.lease->token));
   // Renewed after the restart: the server's TTL was set again recently.
   const Reply pttl = Server(0, {"PTTL", keys_.LockKey("job")});
   ASSERT_TRUE(pttl.is_integer());
   EXPECT_GT(pttl.integer, absl::ToInt64Milliseconds(ttl) - 2000);
-  watch->Stop();
+  job.watch.Stop();
 }
 
 // redisson#7272: after unlock the watchdog's renewal task kept running. Here
@@ -322,10 +310,8 @@ TEST_F(PeerBugsRealTest, Redisson7272_WatchdogNeverRenewsAfterUnlock) {
   StartServers(1);
   SimpleLock simple(loop_.get(), Client());
   ExtendSpyLock holder(&simple);
-  RenewalCounter renewals;
-  WatchdogOptions dog_options;
-  dog_options.observer = &renewals;
-  Watchdog dog(loop_.get(), &holder, dog_options);
+  test_support::RenewalCounter renewals;
+  Watchdog dog(loop_.get(), &holder, test_support::CountRenewals(&renewals));
   const absl::Duration ttl = absl::Milliseconds(300);  // renewed every 100 ms
 
   for (bool in_flight : {true, false}) {

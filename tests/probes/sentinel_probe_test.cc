@@ -20,6 +20,7 @@
 #include "dlock/lock/simple_lock.h"
 #include "dlock/testing/sentinel_deployment.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/probes/renewal_probe.h"
 #include "dlock/transport/uv/redis_url.h"
 #include "dlock/transport/uv/uv_event_loop.h"
 #include "dlock/transport/uv/uv_test_loop.h"
@@ -34,12 +35,6 @@ namespace {
 using ::dlock::test_support::IsOk;
 using ::dlock::test_support::SentinelDeployment;
 using ::dlock::test_support::StatusIs;
-
-class RenewalCounter : public LockObserver {
- public:
-  void OnRenewal(const RenewalEvent& e) override { ok += e.status.ok() ? 1 : 0; }
-  int ok = 0;
-};
 
 TEST(SentinelProbeTest, Redisson2515_RenewalContinuesAfterSentinelFailovers) {
   absl::StatusOr<std::unique_ptr<SentinelDeployment>> d = SentinelDeployment::Start();
@@ -80,19 +75,12 @@ TEST(SentinelProbeTest, Redisson2515_RenewalContinuesAfterSentinelFailovers) {
     absl::StatusOr<Lease> lease = acquire(granting, ttl);
     ASSERT_THAT(lease, IsOk());
 
-    RenewalCounter renewals;
-    WatchdogOptions dog_options;
-    dog_options.observer = &renewals;
-    Watchdog dog(&loop, &holder, dog_options);
+    test_support::RenewalCounter renewals;
+    Watchdog dog(&loop, &holder, test_support::CountRenewals(&renewals));
     bool lost = false;
     absl::Status why;
-    WatchOptions w;
-    w.renew_interval = absl::Milliseconds(500);
-    w.on_lost = [&](absl::Status s) {
-      lost = true;
-      why = std::move(s);
-    };
-    absl::StatusOr<WatchHandle> watch = dog.Watch(*lease, std::move(w));
+    absl::StatusOr<WatchHandle> watch =
+        dog.Watch(*lease, test_support::RecordLoss(&lost, &why, absl::Milliseconds(500)));
     ASSERT_THAT(watch, IsOk());
     ASSERT_TRUE(uv.RunUntil([&] { return lost || renewals.ok >= 1; }, absl::Seconds(20)));
     ASSERT_FALSE(lost) << why;

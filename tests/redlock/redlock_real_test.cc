@@ -23,9 +23,9 @@
 #include "dlock/redlock/redlock.h"
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/env/redis_servers.h"
+#include "dlock/tests/env/uv_clients.h"
 #include "dlock/transport/uv/hiredis_transport.h"
-#include "dlock/transport/uv/uv_event_loop.h"
-#include "dlock/transport/uv/uv_test_loop.h"
 
 namespace dlock {
 namespace {
@@ -47,35 +47,24 @@ class RedLockRealTest : public ::testing::Test {
  protected:
   ~RedLockRealTest() override {
     redlock_.reset();
-    for (auto& t : transports_) t->Close();
-    transports_.clear();
-    loop_.reset();
-    EXPECT_EQ(uv_.Close(), 0);
+    uv_.Close();  // expects nothing leaked on the loop
   }
 
-  // Starts n servers, one connected transport each, and a RedLock over them.
+  // Starts n servers (//tests/env's RedLock deployment), one connected
+  // transport each, and a RedLock over them.
   void StartCluster(int n, RedLockOptions options = DefaultOptions(),
                     ::dlock::test_support::RedisServerOptions server_options = {}) {
-    loop_ = std::make_unique<UvEventLoop>(uv_.get());
+    absl::StatusOr<std::vector<std::unique_ptr<RedisServer>>> servers =
+        ::dlock::test_support::StartRedisServers(n, server_options);
+    ASSERT_THAT(servers, IsOk());
+    servers_ = *std::move(servers);
     std::vector<Transport*> raw;
-    for (int i = 0; i < n; ++i) {
-      absl::StatusOr<std::unique_ptr<RedisServer>> server =
-          RedisServer::Start(server_options);
-      ASSERT_TRUE(server.ok()) << server.status();
-      servers_.push_back(*std::move(server));
-      HiredisTransportOptions topts;
-      topts.port = servers_.back()->port();
-      topts.reconnect_backoff_min = absl::Milliseconds(50);
-      topts.reconnect_backoff_max = absl::Milliseconds(200);
-      absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-          HiredisTransport::Create(uv_.get(), topts);
-      ASSERT_TRUE(t.ok()) << t.status();
-      transports_.push_back(*std::move(t));
-      ASSERT_THAT(uv_.ConnectAndWait(*transports_.back(), kWaitLimit), IsOk());
-      raw.push_back(transports_.back().get());
+    for (auto& server : servers_) {
+      raw.push_back(Connect(server->port()));
+      ASSERT_NE(raw.back(), nullptr);
     }
     absl::StatusOr<std::unique_ptr<RedLock>> lock =
-        RedLock::Create(loop_.get(), raw, std::move(options));
+        RedLock::Create(uv_.loop(), raw, std::move(options));
     ASSERT_TRUE(lock.ok()) << lock.status();
     redlock_ = *std::move(lock);
   }
@@ -91,11 +80,11 @@ class RedLockRealTest : public ::testing::Test {
   absl::StatusOr<Lease> Acquire(absl::Duration* elapsed = nullptr,
                                 AcquireOptions options = {kTtl}) {
     std::optional<absl::StatusOr<Lease>> result;
-    const absl::Time start = loop_->Now();
+    const absl::Time start = uv_.loop()->Now();
     absl::Time end;
     absl::StatusOr<AcquireHandle> h = redlock_->Acquire(
         kResource, options, [&](absl::StatusOr<Lease> lease) {
-          end = loop_->Now();
+          end = uv_.loop()->Now();
           result = std::move(lease);
         });
     if (!h.ok()) return h.status();
@@ -107,10 +96,10 @@ class RedLockRealTest : public ::testing::Test {
 
   absl::Status Release(const Lease& lease, absl::Duration* elapsed = nullptr) {
     std::optional<absl::Status> result;
-    const absl::Time start = loop_->Now();
+    const absl::Time start = uv_.loop()->Now();
     absl::Time end;
     absl::Status s = redlock_->Release(lease, [&](absl::Status st) {
-      end = loop_->Now();
+      end = uv_.loop()->Now();
       result = std::move(st);
     });
     if (!s.ok()) return s;
@@ -143,7 +132,8 @@ class RedLockRealTest : public ::testing::Test {
     return r.ok() && r->is_integer() ? r->integer : -3;
   }
 
-  // A connected transport of its own (a brand-new client's connection).
+  // A connected transport of its own (a brand-new client's connection);
+  // the first n are StartCluster's, in server order.
   HiredisTransport* Connect(int port, int db = 0, const std::string& host = "127.0.0.1") {
     HiredisTransportOptions topts;
     topts.host = host;
@@ -151,18 +141,9 @@ class RedLockRealTest : public ::testing::Test {
     topts.db = db;
     topts.reconnect_backoff_min = absl::Milliseconds(50);
     topts.reconnect_backoff_max = absl::Milliseconds(200);
-    absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-        HiredisTransport::Create(uv_.get(), topts);
-    EXPECT_TRUE(t.ok()) << t.status();
-    if (!t.ok()) return nullptr;
-    transports_.push_back(*std::move(t));
-    bool up = false;
-    EXPECT_THAT(transports_.back()->Connect([&up](absl::Status st) {
-      EXPECT_THAT(st, IsOk());
-      up = true;
-    }), IsOk());
-    EXPECT_TRUE(uv_.RunUntil([&] { return up; }, kWaitLimit));
-    return transports_.back().get();
+    HiredisTransport* t = uv_.Connect(HiredisTransport::Create(uv_.uv_loop(), topts), kWaitLimit);
+    if (t != nullptr) transports_.push_back(t);
+    return t;
   }
 
   // A brand-new RedLock client: new connections to every server, so it
@@ -171,7 +152,7 @@ class RedLockRealTest : public ::testing::Test {
     std::vector<Transport*> raw;
     for (auto& server : servers_) raw.push_back(Connect(server->port()));
     absl::StatusOr<std::unique_ptr<RedLock>> lock =
-        RedLock::Create(loop_.get(), raw, std::move(options));
+        RedLock::Create(uv_.loop(), raw, std::move(options));
     EXPECT_TRUE(lock.ok()) << lock.status();
     return lock.ok() ? *std::move(lock) : nullptr;
   }
@@ -192,10 +173,9 @@ class RedLockRealTest : public ::testing::Test {
     ASSERT_THAT(servers_[i]->Restart(), IsOk());
   }
 
-  ::dlock::test_support::UvTestLoop uv_;
-  std::unique_ptr<UvEventLoop> loop_;
+  ::dlock::test_support::UvClients uv_;
   std::vector<std::unique_ptr<RedisServer>> servers_;
-  std::vector<std::unique_ptr<HiredisTransport>> transports_;
+  std::vector<HiredisTransport*> transports_;  // owned by uv_
   std::unique_ptr<RedLock> redlock_;
 };
 
@@ -392,7 +372,7 @@ TEST_F(RedLockRealTest, ABrandNewClientAfterRestartsWithoutPersistenceCannotTake
   EXPECT_FALSE(rival.ok()) << "both hold: fences " << held->fence << " and "
                            << (rival.ok() ? rival->fence : 0);
   EXPECT_THAT(rival.status().message(), HasSubstr("young"));
-  EXPECT_LT(loop_->Now(), held->deadline) << "the first lease was still valid";
+  EXPECT_LT(uv_.loop()->Now(), held->deadline) << "the first lease was still valid";
   fresh.reset();
 }
 
@@ -466,7 +446,7 @@ TEST_F(RedLockRealTest, TheSameInstanceListedTwiceIsRefused) {
     RedLockOptions options = DefaultOptions();
     options.server_names = {"first", "second"};
     absl::StatusOr<std::unique_ptr<RedLock>> lock = RedLock::Create(
-        loop_.get(), {Connect(port), Connect(port, c.db2, c.host2)}, options);
+        uv_.loop(), {Connect(port), Connect(port, c.db2, c.host2)}, options);
     ASSERT_THAT(lock, IsOk());
     absl::StatusOr<Lease> lease = AcquireWith(**lock);
     EXPECT_THAT(lease, StatusIs(absl::StatusCode::kInvalidArgument,
@@ -483,18 +463,18 @@ TEST_F(RedLockRealTest, TheSameInstanceListedTwiceIsRefused) {
 // restart_window refuses a young server.
 TEST_F(RedLockRealTest, SimpleLockFencesForeignDataAndRestartWindowOnARealServer) {
   StartCluster(1);
-  SimpleLock lock(loop_.get(), Connect(servers_[0]->port()));
+  SimpleLock lock(uv_.loop(), Connect(servers_[0]->port()));
   absl::StatusOr<Lease> first = AcquireWith(lock);
   ASSERT_THAT(first, IsOk());
   KillAndRestart(0);
-  SimpleLock fresh(loop_.get(), Connect(servers_[0]->port()));
+  SimpleLock fresh(uv_.loop(), Connect(servers_[0]->port()));
   absl::StatusOr<Lease> second = AcquireWith(fresh);
   ASSERT_THAT(second, IsOk());
   EXPECT_GT(second->fence, first->fence);
 
   SimpleLockOptions guarded_options;
   guarded_options.restart_window = absl::Minutes(1);
-  SimpleLock guarded(loop_.get(), Connect(servers_[0]->port()), guarded_options);
+  SimpleLock guarded(uv_.loop(), Connect(servers_[0]->port()), guarded_options);
   ASSERT_THAT(servers_[0]->Command({"DEL", "dlock:{orders/42}"}), IsOk());
   EXPECT_THAT(AcquireWith(guarded), StatusIs(absl::StatusCode::kUnavailable,
                                              HasSubstr("ms left of the restart window")));

@@ -205,41 +205,48 @@ FakeResult RunFake(const FakeSpec& spec) {
   return result;
 }
 
+// Full safety: never two holders at once, and no update lost, fenced or
+// not (the unfenced twin included).
+void ExpectNoOverlapAndNoLostUpdate(const Report& p) {
+  EXPECT_EQ(p.overlaps, 0);
+  EXPECT_EQ(p.lost_fenced, 0);
+  EXPECT_EQ(p.lost_unfenced, 0);
+}
+
 TEST(FakeTortureTest, WithoutFaultsHoldersNeverOverlap) {
   FakeResult r = RunFake({});
   EXPECT_GT(r.report.cs_completed, 100);
-  EXPECT_EQ(r.report.overlaps, 0);
+  ExpectNoOverlapAndNoLostUpdate(r.report);
   EXPECT_EQ(r.report.stale_rejected, 0);
-  EXPECT_EQ(r.report.lost_fenced, 0);
-  EXPECT_EQ(r.report.lost_unfenced, 0);
+}
+
+// Runs `fault` every `every` (on `servers` servers) and checks the nemesis
+// really injected it.
+FakeResult RunFaulted(FakeFault fault, int servers = 1,
+                      absl::Duration every = FakeSpec().every) {
+  FakeSpec s;
+  s.fault = fault;
+  s.servers = servers;
+  s.every = every;
+  FakeResult r = RunFake(s);
+  EXPECT_GT(r.faults, 0) << "no fault injected";
+  return r;
 }
 
 TEST(FakeTortureTest, ClockJumpOnTheServerIsCaughtByFencing) {
-  FakeSpec s;
-  s.fault = FakeFault::kClockJump;
-  FakeResult r = RunFake(s);
-  EXPECT_GT(r.faults, 0);
+  FakeResult r = RunFaulted(FakeFault::kClockJump);
   EXPECT_GT(r.report.cs_completed, 0);
   EXPECT_EQ(r.report.lost_fenced, 0);
 }
 
 TEST(FakeTortureTest, DroppedRepliesLeaveNoLockBehindAndLoseNoUpdate) {
-  FakeSpec s;
-  s.fault = FakeFault::kDropReplies;
-  s.every = absl::Milliseconds(50);
-  FakeResult r = RunFake(s);
-  EXPECT_GT(r.faults, 0);
+  FakeResult r = RunFaulted(FakeFault::kDropReplies, 1, absl::Milliseconds(50));
   EXPECT_GT(r.report.cs_completed, 0);
-  EXPECT_EQ(r.report.overlaps, 0);
-  EXPECT_EQ(r.report.lost_fenced, 0);
-  EXPECT_EQ(r.report.lost_unfenced, 0);
+  ExpectNoOverlapAndNoLostUpdate(r.report);
 }
 
 TEST(FakeTortureTest, PartitionedHolderWithSlowWritesIsFencedOff) {
-  FakeSpec s;
-  s.fault = FakeFault::kPartitionHolder;
-  FakeResult r = RunFake(s);
-  EXPECT_GT(r.faults, 0);
+  FakeResult r = RunFaulted(FakeFault::kPartitionHolder);
   EXPECT_GT(r.report.overlaps, 0);
   EXPECT_GT(r.report.stale_rejected, 0);
   EXPECT_EQ(r.report.lost_fenced, 0);
@@ -248,22 +255,13 @@ TEST(FakeTortureTest, PartitionedHolderWithSlowWritesIsFencedOff) {
 TEST(FakeTortureTest, RestartWithoutPersistenceIsReported) {
   // No safety promise (lock key and fence counter are lost); only run and
   // print the numbers for TORTURE.md.
-  FakeSpec s;
-  s.fault = FakeFault::kRestart;
-  FakeResult r = RunFake(s);
-  EXPECT_GT(r.faults, 0);
+  RunFaulted(FakeFault::kRestart);
 }
 
 TEST(FakeTortureTest, RedLockWithOneServersClockJumpingLosesNoUpdate) {
-  FakeSpec s;
-  s.servers = 3;
-  s.fault = FakeFault::kClockJump;
-  FakeResult r = RunFake(s);
-  EXPECT_GT(r.faults, 0);
+  FakeResult r = RunFaulted(FakeFault::kClockJump, /*servers=*/3);
   EXPECT_GT(r.report.cs_completed, 0);
-  EXPECT_EQ(r.report.overlaps, 0);
-  EXPECT_EQ(r.report.lost_fenced, 0);
-  EXPECT_EQ(r.report.lost_unfenced, 0);
+  ExpectNoOverlapAndNoLostUpdate(r.report);
 }
 
 TEST(FakeTortureTest, SameSeedGivesTheSameRun) {

@@ -52,12 +52,6 @@ using test_support::RedisServerOptions;
 constexpr int kMaxWorkers = 14;  // 127.0.W.1 addresses, within Redis's 16 binds
 const char kLockKey[] = "dlock:{torture}";
 
-int64_t ToInt(const Reply& r) {
-  if (r.is_string()) return std::strtoll(r.str.c_str(), nullptr, 10);
-  if (r.is_integer()) return r.integer;
-  return 0;
-}
-
 absl::Status ParseLog(const std::string& path, int worker, NetworkInput* in,
                       int64_t* acquire_errors) {
   std::ifstream f(path);
@@ -318,7 +312,7 @@ absl::Status Run::Audit() {
     if (!r.ok()) return r.status();
     if (!r->is_string()) continue;
     auto pttl = server->Command({"PTTL", kLockKey});
-    in_.audit_findings.push_back(AuditFinding{s, t, r->str, pttl.ok() ? ToInt(*pttl) : -3});
+    in_.audit_findings.push_back(AuditFinding{s, t, r->str, pttl.ok() ? ReplyToInt(*pttl) : -3});
   }
   ++in_.audits;
   return absl::OkStatus();
@@ -493,28 +487,18 @@ absl::StatusOr<NetScenarioResult> Run::Go() {
 
   for (int w = 0; w < spec_.workers; ++w) {
     const WorkerProcess& p = workers_[w];
-    if (!WIFEXITED(p.status) || WEXITSTATUS(p.status) != 0) {
-      return absl::InternalError(absl::StrCat("worker ", w, " ended with status ", p.status,
-                                              ": ", ReadTail(p.err)));
-    }
+    if (absl::Status s = CheckWorkerExit(p, absl::StrCat(w)); !s.ok()) return s;
     if (absl::Status s = ParseLog(p.log, w, &in_, &result_.acquire_errors); !s.ok()) return s;
   }
-  StoreKeys keys;
-  auto mget = store_->Command({"MGET", keys.reg, keys.acc, keys.unf, keys.unf_n});
+  absl::StatusOr<Reply> mget = store_->Command(ReadCountersCommand());
   if (!mget.ok()) return mget.status();
-  if (!mget->is_array() || mget->elements.size() != 4) {
-    return absl::InternalError(absl::StrCat("MGET: ", mget->DebugString()));
-  }
-  Counters c;
-  c.reg = ToInt(mget->elements[0]);
-  c.acc = ToInt(mget->elements[1]);
-  c.unf = ToInt(mget->elements[2]);
-  c.unf_n = ToInt(mget->elements[3]);
+  absl::StatusOr<Counters> c = ParseCounters(*mget);
+  if (!c.ok()) return c.status();
   in_.release_timeout_ns = release_ns;
   in_.ttl_ns = absl::ToInt64Nanoseconds(spec_.ttl);
   in_.single_server = spec_.lock_servers == 1;
   result_.net = CheckNetwork(in_);
-  result_.report = CheckRecords(std::move(in_.cs), c);
+  result_.report = CheckRecords(std::move(in_.cs), *c);
   // Proxies and servers close before the namespace goes (destructors).
   proxies_.clear();
   sentinel_.reset();

@@ -12,6 +12,7 @@
 // made they are SKIPPED with the reason, never passed.
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "absl/time/time.h"
 #include "dlock/tests/torture/network_driver.h"
@@ -30,6 +31,17 @@ NetScenarioSpec Spec(std::string name, int servers, NetFault fault, int targets)
   s.fault = fault;
   s.target_servers = targets;
   s.duration = absl::Seconds(5);
+  return s;
+}
+
+// Every client's link to one of `servers` servers delayed 100-300 ms around
+// the 200 ms command timeout, with SCRIPT FLUSHes, TTL 5 s.
+NetScenarioSpec DelayedWithScriptFlushes(std::string name, int servers) {
+  NetScenarioSpec s = Spec(std::move(name), servers, NetFault::kDelay, 1);
+  s.holder_only = false;
+  s.script_flush = true;
+  s.ttl = absl::Seconds(5);
+  s.jitter = absl::Milliseconds(200);
   return s;
 }
 
@@ -57,13 +69,7 @@ void RunAndCheck(const NetScenarioSpec& spec) {
 // sends it again after the unknown outcome (SimpleLock::Release, RedLock's
 // ReleaseOp::MaybeResend). Before that fix: 1 ghost in 1 of 3 runs.
 TEST(NetworkTortureTest, SingleServerDelayedAroundTheCommandTimeoutWithScriptFlushes) {
-  NetScenarioSpec s =
-      Spec("single, delay 100-300 ms, SCRIPT FLUSH, TTL 5 s", 1, NetFault::kDelay, 1);
-  s.holder_only = false;
-  s.script_flush = true;
-  s.ttl = absl::Seconds(5);
-  s.jitter = absl::Milliseconds(200);
-  RunAndCheck(s);
+  RunAndCheck(DelayedWithScriptFlushes("single, delay 100-300 ms, SCRIPT FLUSH, TTL 5 s", 1));
 }
 
 TEST(NetworkTortureTest, SingleServerConnectionResets) {
@@ -83,13 +89,8 @@ TEST(NetworkTortureTest, SingleServerHolderCutOff) {
 
 // The same on RedLock's slow minority (see the single-server note above).
 TEST(NetworkTortureTest, RedLock3SlowMinorityWithScriptFlushes) {
-  NetScenarioSpec s = Spec("redlock 3, minority delayed 100-300 ms, SCRIPT FLUSH, TTL 5 s", 3,
-                           NetFault::kDelay, 1);
-  s.holder_only = false;
-  s.script_flush = true;
-  s.ttl = absl::Seconds(5);
-  s.jitter = absl::Milliseconds(200);
-  RunAndCheck(s);
+  RunAndCheck(DelayedWithScriptFlushes(
+      "redlock 3, minority delayed 100-300 ms, SCRIPT FLUSH, TTL 5 s", 3));
 }
 
 TEST(NetworkTortureTest, RedLock3HolderCutFromAMinority) {

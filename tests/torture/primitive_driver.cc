@@ -231,10 +231,9 @@ absl::StatusOr<PrimitiveResult> RunPrimitiveScenario(const PrimitiveSpec& spec,
   for (int i = 0; i < spec.workers; ++i) {
     for (size_t gen = 0; gen < slots[i].size(); ++gen) {
       const Incarnation& inc = slots[i][gen];
-      const int st = inc.process.status;
-      if (inc.died_ns < 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
-        return absl::InternalError(absl::StrCat("worker ", i, ".", gen, " ended with status ",
-                                                st, ": ", ReadTail(inc.process.err)));
+      if (inc.died_ns < 0) {
+        absl::Status s = CheckWorkerExit(inc.process, absl::StrCat(i, ".", gen));
+        if (!s.ok()) return s;
       }
       absl::StatusOr<std::vector<Attempt>> a =
           ParseAttempts(ReadAll(inc.process.log), i, static_cast<int>(gen),

@@ -1,6 +1,7 @@
 #include "dlock/tests/torture/torture_client.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,31 +9,32 @@
 namespace dlock {
 namespace torture {
 
-const Script& FencedReadScript() {
-  static const Script* s = new Script(R"lua(
+namespace {
+
+// Both register scripts open with the fence check: a fence below the
+// highest one seen (KEYS[2]) is refused with {0, max}.
+constexpr char kFenceCheck[] = R"lua(
 local max = tonumber(redis.call('get', KEYS[2]) or '0')
 local f = tonumber(ARGV[1])
 if f < max then
   return {0, max}
 end
 redis.call('set', KEYS[2], ARGV[1])
-return {1, tonumber(redis.call('get', KEYS[1]) or '0')}
-)lua");
+)lua";
+
+}  // namespace
+
+const Script& FencedReadScript() {
+  static const Script* s = new Script(
+      absl::StrCat(kFenceCheck, "return {1, tonumber(redis.call('get', KEYS[1]) or '0')}\n"));
   return *s;
 }
 
 const Script& FencedWriteScript() {
-  static const Script* s = new Script(R"lua(
-local max = tonumber(redis.call('get', KEYS[2]) or '0')
-local f = tonumber(ARGV[1])
-if f < max then
-  return {0, max}
-end
-redis.call('set', KEYS[2], ARGV[1])
-redis.call('set', KEYS[1], ARGV[2])
+  static const Script* s = new Script(absl::StrCat(kFenceCheck, R"lua(redis.call('set', KEYS[1], ARGV[2])
 redis.call('incr', KEYS[3])
 return {1, max}
-)lua");
+)lua"));
   return *s;
 }
 
@@ -398,6 +400,29 @@ Report CheckRecords(std::vector<CsRecord> records, const Counters& c) {
   r.lost_unfenced = c.unf_n - c.unf;
   r.acc_vs_records = c.acc - r.cs_completed;
   return r;
+}
+
+std::vector<std::string> ReadCountersCommand() {
+  StoreKeys keys;
+  return {"MGET", keys.reg, keys.acc, keys.unf, keys.unf_n};
+}
+
+absl::StatusOr<Counters> ParseCounters(const Reply& mget) {
+  if (!mget.is_array() || mget.elements.size() != 4) {
+    return absl::InternalError(absl::StrCat("MGET: ", mget.DebugString()));
+  }
+  Counters c;
+  c.reg = ReplyToInt(mget.elements[0]);
+  c.acc = ReplyToInt(mget.elements[1]);
+  c.unf = ReplyToInt(mget.elements[2]);
+  c.unf_n = ReplyToInt(mget.elements[3]);
+  return c;
+}
+
+int64_t ReplyToInt(const Reply& r) {
+  if (r.is_string()) return std::strtoll(r.str.c_str(), nullptr, 10);
+  if (r.is_integer()) return r.integer;
+  return 0;
 }
 
 }  // namespace torture

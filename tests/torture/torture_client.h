@@ -33,9 +33,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
 #include "dlock/transport/event_loop.h"
+#include "dlock/transport/reply.h"
 #include "dlock/transport/script.h"
 #include "dlock/transport/transport.h"
 
@@ -158,6 +160,15 @@ class TortureClient {
 struct Counters {
   int64_t reg = 0, acc = 0, unf = 0, unf_n = 0;
 };
+
+// The command that reads the store's counters (MGET of StoreKeys' reg, acc,
+// unf, unf_n), and its reply read back; kInternal for a reply of another
+// shape.
+std::vector<std::string> ReadCountersCommand();
+absl::StatusOr<Counters> ParseCounters(const Reply& mget);
+
+// An integer reply, or a string one holding a number; 0 otherwise.
+int64_t ReplyToInt(const Reply& r);
 
 struct Report {
   int64_t cs_completed = 0;      // fenced writes accepted (worker records)

@@ -77,12 +77,6 @@ absl::Status ParseLog(const std::string& path, int worker, std::vector<CsRecord>
   return absl::OkStatus();
 }
 
-int64_t ToInt(const Reply& r) {
-  if (r.is_string()) return std::strtoll(r.str.c_str(), nullptr, 10);
-  if (r.is_integer()) return r.integer;
-  return 0;
-}
-
 }  // namespace
 
 absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
@@ -256,27 +250,17 @@ absl::StatusOr<ScenarioResult> RunScenario(const ScenarioSpec& spec,
   std::vector<CsRecord> records;
   for (int i = 0; i < spec.workers; ++i) {
     const WorkerProcess& w = workers[i];
-    if (!WIFEXITED(w.status) || WEXITSTATUS(w.status) != 0) {
-      return absl::InternalError(absl::StrCat("worker ", i, " ended with status ", w.status,
-                                              ": ", ReadTail(w.err)));
-    }
+    if (absl::Status s = CheckWorkerExit(w, absl::StrCat(i)); !s.ok()) return s;
     if (absl::Status s = ParseLog(w.log, i, &records, &result.acquire_errors); !s.ok()) return s;
   }
-  StoreKeys keys;
-  auto mget = store->Command({"MGET", keys.reg, keys.acc, keys.unf, keys.unf_n});
+  absl::StatusOr<Reply> mget = store->Command(ReadCountersCommand());
   if (!mget.ok()) return mget.status();
-  if (!mget->is_array() || mget->elements.size() != 4) {
-    return absl::InternalError(absl::StrCat("MGET: ", mget->DebugString()));
-  }
-  Counters c;
-  c.reg = ToInt(mget->elements[0]);
-  c.acc = ToInt(mget->elements[1]);
-  c.unf = ToInt(mget->elements[2]);
-  c.unf_n = ToInt(mget->elements[3]);
+  absl::StatusOr<Counters> c = ParseCounters(*mget);
+  if (!c.ok()) return c.status();
   result.rw = CountReadWriteOverlaps(
       records, [&spec, readers](int worker) { return spec.primitive == "rw" && worker < readers; });
   result.max_concurrent = MaxConcurrent(records);
-  result.report = CheckRecords(std::move(records), c);
+  result.report = CheckRecords(std::move(records), *c);
   return result;
 }
 

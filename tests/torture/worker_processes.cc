@@ -141,5 +141,11 @@ bool WaitStopped(WorkerProcess* w) {
   return r == w->pid && WIFSTOPPED(st);
 }
 
+absl::Status CheckWorkerExit(const WorkerProcess& w, const std::string& name) {
+  if (WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("worker ", name, " ended with status ", w.status, ": ", ReadTail(w.err)));
+}
+
 }  // namespace torture
 }  // namespace dlock

@@ -56,6 +56,10 @@ struct WorkerProcess {
   bool exited = false;
 };
 
+// OK when `w` (worker `name`) exited with status 0; kInternal with its
+// status and the tail of its stderr otherwise.
+absl::Status CheckWorkerExit(const WorkerProcess& w, const std::string& name);
+
 // fork + exec `path` with `args`, stderr to `err_path`; the child dies with
 // the driver (PR_SET_PDEATHSIG). kInternal when the file or fork fails.
 absl::Status SpawnWorker(const std::string& path, const std::vector<std::string>& args,

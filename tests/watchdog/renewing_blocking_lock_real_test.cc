@@ -16,8 +16,8 @@
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/reentrant_lock.h"
 #include "dlock/lock/simple_lock.h"
-#include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
+#include "dlock/tests/env/loop_thread_server.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/transport/uv/uv_loop_thread.h"
 #include "gmock/gmock.h"
@@ -29,60 +29,38 @@ namespace {
 using ::dlock::test_support::IsOk;
 using ::dlock::test_support::StatusIs;
 
-template <typename Fn>
-void RunOnLoop(LoopThread& thread, Fn fn) {
-  std::promise<void> done;
-  ASSERT_TRUE(thread.Post([&] {
-    fn();
-    done.set_value();
-  }));
-  done.get_future().wait();
-}
+using ::dlock::test_support::RunOnLoop;
 
 class RenewingBlockingLockTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
-        test_support::RedisServer::Start();
-    ASSERT_THAT(server, IsOk());
-    server_ = *std::move(server);
-    thread_ = std::make_unique<UvLoopThread>();
-    RunOnLoop(*thread_, [this] {
-      HiredisTransportOptions options;
-      options.port = server_->port();
-      absl::StatusOr<std::unique_ptr<HiredisTransport>> t =
-          HiredisTransport::Create(thread_->uv_loop(), options);
-      ASSERT_THAT(t, IsOk());
-      transport_ = *std::move(t);
+    ASSERT_NO_FATAL_FAILURE(env_.Start());
+    thread_ = env_.thread();
+    server_ = &env_.server();
+    env_.Run([this] {
       SimpleLockOptions simple_options;
       // Covers timer latency of sanitizer builds on a loaded machine.
       simple_options.drift_constant = absl::Milliseconds(50);
-      simple_ = std::make_unique<SimpleLock>(thread_->loop(), transport_.get(),
+      simple_ = std::make_unique<SimpleLock>(env_.loop(), env_.transport(),
                                              simple_options);
-      reentrant_ = std::make_unique<ReentrantLock>(thread_->loop(), transport_.get());
+      reentrant_ = std::make_unique<ReentrantLock>(env_.loop(), env_.transport());
     });
   }
 
   void TearDown() override {
-    if (server_ != nullptr && server_->paused()) {
-      EXPECT_THAT(server_->Resume(), IsOk());
-    }
+    env_.ResumeIfPaused();
     locks_.reset();
-    if (thread_ != nullptr) {
-      RunOnLoop(*thread_, [this] {
-        simple_.reset();
-        reentrant_.reset();
-        transport_.reset();
-      });
-      thread_.reset();
-    }
+    env_.Stop([this] {
+      simple_.reset();
+      reentrant_.reset();
+    });
   }
 
   BlockingLock& Locks(dlock::Lock* lock, RenewalOptions renewal = {}) {
     BlockingLockOptions options;
     options.auto_renew = true;
     options.renewal = std::move(renewal);
-    locks_ = std::make_unique<BlockingLock>(thread_.get(), lock, std::move(options));
+    locks_ = std::make_unique<BlockingLock>(thread_, lock, std::move(options));
     return *locks_;
   }
 
@@ -95,16 +73,12 @@ class RenewingBlockingLockTest : public ::testing::Test {
     done.get_future().wait();
   }
 
-  Reply Server(std::vector<std::string> argv) {
-    absl::StatusOr<Reply> r = server_->Command(std::move(argv));
-    EXPECT_THAT(r, IsOk());
-    return r.ok() ? *r : Reply::Error(r.status().ToString());
-  }
+  Reply Server(std::vector<std::string> argv) { return env_.Server(std::move(argv)); }
 
   KeyScheme keys_;
-  std::unique_ptr<test_support::RedisServer> server_;
-  std::unique_ptr<UvLoopThread> thread_;
-  std::unique_ptr<HiredisTransport> transport_;
+  test_support::LoopThreadServer env_;
+  UvLoopThread* thread_ = nullptr;
+  test_support::RedisServer* server_ = nullptr;
   std::unique_ptr<SimpleLock> simple_;
   std::unique_ptr<ReentrantLock> reentrant_;
   std::unique_ptr<BlockingLock> locks_;

@@ -15,6 +15,7 @@
 #include "dlock/testing/redis_server.h"
 #include "dlock/testing/status_matchers.h"
 #include "dlock/tests/env/uv_clients.h"
+#include "dlock/tests/env/uv_server_test.h"
 #include "dlock/transport/uv/hiredis_transport.h"
 #include "dlock/watchdog/watchdog.h"
 #include "gmock/gmock.h"
@@ -26,22 +27,8 @@ namespace {
 using ::dlock::test_support::IsOk;
 using ::dlock::test_support::StatusIs;
 
-class WatchdogRealTest : public ::testing::Test {
+class WatchdogRealTest : public test_support::UvServerTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<test_support::RedisServer>> server =
-        test_support::RedisServer::Start();
-    ASSERT_THAT(server, IsOk());
-    server_ = *std::move(server);
-  }
-
-  void TearDown() override {
-    if (server_ != nullptr && server_->paused()) {
-      EXPECT_THAT(server_->Resume(), IsOk());
-    }
-    uv_.Close();  // expects nothing leaked on the loop
-  }
-
   HiredisTransport* NewClient() {
     HiredisTransportOptions options;
     options.port = server_->port();
@@ -52,16 +39,7 @@ class WatchdogRealTest : public ::testing::Test {
                                    absl::Duration ttl) {
     AcquireOptions options;
     options.ttl = ttl;
-    bool done = false;
-    absl::StatusOr<Lease> result = absl::UnknownError("not run");
-    absl::StatusOr<AcquireHandle> h =
-        lock.Acquire(resource, options, [&](absl::StatusOr<Lease> r) {
-          result = std::move(r);
-          done = true;
-        });
-    if (!h.ok()) return h.status();
-    EXPECT_TRUE(uv_.RunUntil([&] { return done; }, absl::Seconds(10)));
-    return result;
+    return uv_.Acquire(lock, resource, options);
   }
 
   Reply Server(std::vector<std::string> argv) {
@@ -70,8 +48,6 @@ class WatchdogRealTest : public ::testing::Test {
     return r.ok() ? *r : Reply::Error(r.status().ToString());
   }
 
-  test_support::UvClients uv_;
-  std::unique_ptr<test_support::RedisServer> server_;
   KeyScheme keys_;
 };
 
