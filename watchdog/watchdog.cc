@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "dlock/lock/error_text.h"
 #include "dlock/watchdog/renewal_schedule.h"
 
 namespace dlock {
@@ -64,6 +64,12 @@ struct Entry : ScheduleSlot {
   // The lease as Lock::Extend / Release and WatchHandle::lease() take it.
   Lease MakeLease(const CompactTime& clock) const;
 };
+
+// The record's fixed part (bench/RESULTS.md counts on it), and an alignment
+// that plain ::operator new gives.
+static_assert(sizeof(Entry) <= 160, "a watched lease's record grew");
+static_assert(alignof(Entry) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
+              "Entry::Make allocates with plain ::operator new");
 
 static void CoreAddRef(Core* core);
 static void CoreUnref(Core* core);
@@ -155,22 +161,22 @@ static bool Transient(const absl::Status& status) {
 // out of line: error text is cold code).
 static absl::Status DeadlinePassedError(absl::string_view resource,
                                         const absl::Status& last_error) {
-  return absl::DeadlineExceededError(absl::StrCat(
-      "lease on '", resource, "' reached its local deadline before a renewal succeeded",
-      last_error.ok() ? "" : "; last renewal error: ",
-      last_error.ok() ? "" : last_error.ToString()));
+  return ErrorStatus(absl::StatusCode::kDeadlineExceeded,
+                     "lease on '%' reached its local deadline before a renewal succeeded%%",
+                     {resource, last_error.ok() ? "" : "; last renewal error: ",
+                      last_error.ok() ? std::string() : last_error.ToString()});
 }
 
 static absl::Status LoopStalledError(absl::string_view resource, absl::Duration over) {
-  return absl::DeadlineExceededError(absl::StrCat(
-      "loop stalled: renewal of '", resource, "' ran ", absl::FormatDuration(over),
-      " past the lease's local deadline"));
+  return ErrorStatus(absl::StatusCode::kDeadlineExceeded,
+                     "loop stalled: renewal of '%' ran % past the lease's local deadline",
+                     {resource, over});
 }
 
 static absl::Status LateRenewalError(absl::string_view resource, absl::Duration over) {
-  return absl::DeadlineExceededError(absl::StrCat(
-      "renewal of '", resource, "' answered ", absl::FormatDuration(over),
-      " after the lease's local deadline"));
+  return ErrorStatus(absl::StatusCode::kDeadlineExceeded,
+                     "renewal of '%' answered % after the lease's local deadline",
+                     {resource, over});
 }
 
 // References to the queued leases in `slots` (kept alive while user
@@ -546,9 +552,9 @@ absl::StatusOr<WatchHandle> Watchdog::Watch(const Lease& lease,
                                       ? lease.ttl / 3
                                       : options.renew_interval;
   if (interval >= lease.ttl || interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Watch: renew_interval ", absl::FormatDuration(interval),
-                     " must be below the ttl ", absl::FormatDuration(lease.ttl)));
+    return ErrorStatus(absl::StatusCode::kInvalidArgument,
+                       "Watch: renew_interval % must be below the ttl %",
+                       {interval, lease.ttl});
   }
   absl::Duration retry = options.retry_interval;
   if (retry == absl::ZeroDuration()) {
