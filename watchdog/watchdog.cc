@@ -1,6 +1,7 @@
 #include "dlock/watchdog/watchdog.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <string>
@@ -43,7 +44,9 @@ struct Entry : ScheduleSlot {
   int64_t watched_since = 0;
   absl::Status last_error;
   uint32_t renewals = 0;
-  uint32_t refs = 0;
+  // Atomic (same 4 bytes): a stopped handle may be destroyed on another
+  // thread (blocking/held_leases.h frees guard states anywhere).
+  std::atomic<uint32_t> refs{0};
   int32_t inflight = 0;
   uint32_t resource_size = 0;
   uint32_t token_size = 0;  // bytes stored (16 when packed)
@@ -391,7 +394,8 @@ class Core {
   Lock* const lock_;
   const WatchdogOptions options_;
   LockObserver* const observer_;
-  uint32_t refs_ = 0;
+  // Atomic: the last reference may go with a record freed on another thread.
+  std::atomic<uint32_t> refs_{0};
   bool shut_down_ = false;
   uint64_t next_seq_ = 1;
   RenewalSchedule schedule_;
