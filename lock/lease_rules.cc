@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "absl/strings/str_cat.h"
+#include "dlock/lock/error_text.h"
 
 namespace dlock {
 
@@ -12,9 +12,9 @@ absl::Status ValidateResource(absl::string_view resource) {
     return absl::InvalidArgumentError("resource must not be empty");
   }
   if (resource.size() > kMaxResourceLength) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resource is ", resource.size(), " bytes; at most ", kMaxResourceLength,
-        " allowed"));
+    return ErrorStatus(absl::StatusCode::kInvalidArgument,
+                       "resource is % bytes; at most % allowed",
+                       {resource.size(), kMaxResourceLength});
   }
   return absl::OkStatus();
 }
@@ -90,29 +90,27 @@ absl::Duration MinLeaseTtl(double drift_factor, absl::Duration drift_constant) {
 absl::Status ValidateLeaseTtl(absl::Duration ttl, absl::Duration max_ttl,
                               double drift_factor, absl::Duration drift_constant) {
   if (!DriftOptionsValid(drift_factor, drift_constant)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "drift allowance ", drift_factor, " * ttl + ",
-        absl::FormatDuration(drift_constant),
-        " is invalid: the factor must be in [0, 1) and the constant >= 0"));
+    return ErrorStatus(absl::StatusCode::kInvalidArgument,
+                       "drift allowance % * ttl + % is invalid: the factor must be in "
+                       "[0, 1) and the constant >= 0",
+                       {drift_factor, drift_constant});
   }
   if (max_ttl < kMinLeaseTtl || max_ttl > kMaxTtl) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "maximum ttl ", absl::FormatDuration(max_ttl), " is outside [",
-        absl::FormatDuration(kMinLeaseTtl), ", ", absl::FormatDuration(kMaxTtl), "]"));
+    return ErrorStatus(absl::StatusCode::kInvalidArgument, "maximum ttl % is outside [%, %]",
+                       {max_ttl, kMinLeaseTtl, kMaxTtl});
   }
   const absl::Duration min = MinLeaseTtl(drift_factor, drift_constant);
   // Compare the whole milliseconds that would be sent (ttl > max_ttl first:
   // WholeMillis of an infinite ttl is not meaningful).
   if (ttl > max_ttl || min > max_ttl || WholeMillis(ttl) < min) {
-    std::string why;
-    if (min > kMinLeaseTtl) {
-      why = absl::StrCat(" (the drift allowance ", drift_factor, " * ttl + ",
-                         absl::FormatDuration(drift_constant), " must leave at least ",
-                         absl::FormatDuration(kMinLeaseValidity), " of validity)");
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ttl ", absl::FormatDuration(ttl), " is outside the accepted range [",
-        absl::FormatDuration(min), ", ", absl::FormatDuration(max_ttl), "]", why));
+    const std::string why =
+        min > kMinLeaseTtl
+            ? ErrorText(" (the drift allowance % * ttl + % must leave at least % of validity)",
+                        {drift_factor, drift_constant, kMinLeaseValidity})
+            : std::string();
+    return ErrorStatus(absl::StatusCode::kInvalidArgument,
+                       "ttl % is outside the accepted range [%, %]%",
+                       {ttl, min, max_ttl, why});
   }
   return absl::OkStatus();
 }

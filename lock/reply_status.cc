@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/lock/error_text.h"
 
 namespace dlock {
 
@@ -61,32 +62,34 @@ std::optional<absl::Status> AcquireRefusalStatus(absl::string_view lock_key,
   const std::vector<Reply>& e = reply.elements;
   const std::string& kind = e[0].str;
   if (kind == "young" && e.size() == 3 && e[1].is_integer() && e[2].is_integer()) {
-    return absl::UnavailableError(absl::StrCat(
-        kYoungPrefix, e[2].integer, " ms ago (", data_set_key, kYoungLeft,
-        e[1].integer,
-        " ms left of the restart window; a server that may have lost data "
-        "does not grant until every lease it could have granted has expired. Only "
-        "if the server never held dlock locks (just deployed) or kept its data "
-        "(persistence) may it vote at once: declare its data set trusted with "
-        "`dlock trust --force --redis URL` (or SET ",
-        data_set_key, " 0); never after a restart that lost data (then wait out the window)"));
+    // (Begins with kYoungPrefix and holds kYoungLeft: IsYoungDataSet.)
+    return ErrorStatus(
+        absl::StatusCode::kUnavailable,
+        "data set began % ms ago (%): young, % ms left of the restart window; a server "
+        "that may have lost data does not grant until every lease it could have granted "
+        "has expired. Only if the server never held dlock locks (just deployed) or kept "
+        "its data (persistence) may it vote at once: declare its data set trusted with "
+        "`dlock trust --force --redis URL` (or SET % 0); never after a restart that lost "
+        "data (then wait out the window)",
+        {e[2].integer, data_set_key, e[1].integer, data_set_key});
   }
   if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[1].str == "marker") {
-    return absl::InternalError(absl::StrCat(
-        "foreign data under the data-set marker key ", data_set_key, ": ",
-        e[2].DebugString(), " is not a time in ms"));
+    return ErrorStatus(absl::StatusCode::kInternal,
+                       "foreign data under the data-set marker key %: % is not a time in ms",
+                       {data_set_key, e[2].DebugString()});
   }
   if (kind == "foreign" && e.size() == 3 && e[1].is_string() && e[2].is_integer()) {
-    return absl::InternalError(absl::StrCat(
-        "foreign data under the lock key ", lock_key, ": a ", e[1].str,
-        e[2].integer < 0 ? " with no TTL" : " with a TTL",
-        ", not a dlock lock of this kind; left untouched"));
+    return ErrorStatus(absl::StatusCode::kInternal,
+                       "foreign data under the lock key %: a %%, not a dlock lock of this "
+                       "kind; left untouched",
+                       {lock_key, e[1].str, e[2].integer < 0 ? " with no TTL" : " with a TTL"});
   }
   if (kind == "exhausted" && (e.size() == 2 || (e.size() == 3 && e[2].is_string()))) {
-    return absl::InternalError(absl::StrCat(
-        "the fencing counter ", e.size() == 3 ? absl::string_view(e[2].str) : fence_key,
-        " is exhausted (",
-        e[1].str, "): no larger fence can be issued exactly"));
+    // {'exhausted', value, key}: the script names the fence mark it read.
+    return ErrorStatus(absl::StatusCode::kInternal,
+                       "the fencing counter % is exhausted (%): no larger fence can be "
+                       "issued exactly",
+                       {e.size() == 3 ? absl::string_view(e[2].str) : fence_key, e[1].str});
   }
   return std::nullopt;
 }

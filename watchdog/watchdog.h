@@ -63,9 +63,11 @@
 // Many leases. All watched leases share ONE loop timer (an ordered schedule,
 // not one timer per lease). When it fires, every renewal due within
 // `WatchdogOptions::batch_window` is sent in the same loop turn, so the
-// transport pipelines them into one write. Each watch is one record (the
-// Lease, the options, the schedule's two heap positions) and two pointers
-// in the schedule's heaps; 100,000 watches on one loop are routine.
+// transport pipelines them into one write. Each watch is one allocation (the
+// lease with its resource and token packed inside, the options, the
+// schedule's two heap positions), two pointers in the schedule's heaps and
+// the holder's one-pointer WatchHandle; 100,000 watches on one loop are
+// routine (bench/RESULTS.md: the bytes per watched lease).
 //
 // Lifetimes. The loop and the lock must outlive the Watchdog and every
 // operation it started. A WatchHandle may outlive its Watchdog: destroying
@@ -142,6 +144,8 @@ struct Entry;
 // A counted reference to an Entry (one watched lease): the handle, the
 // Watchdog (while it renews the lease) and each extend in flight hold one.
 // An intrusive count keeps the record one allocation with no control block.
+// An Entry in turn holds a counted reference to its Core, so a handle can
+// always ask whether its Watchdog is still there.
 class EntryRef {
  public:
   EntryRef() = default;
@@ -194,10 +198,11 @@ class WatchHandle {
   bool IsValid() const;
   // True once on_lost has run (or would have, had it been set).
   bool lost() const;
-  // The latest renewed lease (its deadline is the current local deadline).
-  // Stays readable after the watch ended. Must not be called on an empty
-  // handle.
-  const Lease& lease() const;
+  // The latest renewed lease (its deadline is the current local deadline),
+  // by value: the watch keeps the lease packed (resource and token inside
+  // its one record), not as a `Lease`. Stays readable after the watch
+  // ended. Must not be called on an empty handle.
+  Lease lease() const;
 
   // Ends renewal at once; the lease stays held on the server until its TTL
   // runs out (or the holder releases it). Idempotent.
@@ -214,11 +219,10 @@ class WatchHandle {
 
  private:
   friend class Watchdog;
-  WatchHandle(watchdog_internal::EntryRef entry,
-              std::weak_ptr<watchdog_internal::Core> core);
+  explicit WatchHandle(watchdog_internal::EntryRef entry);
 
+  // One pointer: the record knows its Watchdog's core.
   watchdog_internal::EntryRef entry_;
-  std::weak_ptr<watchdog_internal::Core> core_;
 };
 
 class Watchdog {
@@ -251,7 +255,9 @@ class Watchdog {
  private:
   EventLoop* loop_;
   Lock* lock_;
-  std::shared_ptr<watchdog_internal::Core> core_;
+  // Counted (intrusively): the Watchdog and every watch record hold one
+  // reference, so a record outliving the Watchdog finds it shut down.
+  watchdog_internal::Core* core_;
 };
 
 }  // namespace dlock

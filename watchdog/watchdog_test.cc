@@ -49,10 +49,13 @@ class ScriptedLock : public Lock {
 
   // Puts `resource` on the server as ours and returns the lease, as a
   // successful acquire sent now would.
-  Lease Grant(const std::string& resource, absl::Duration ttl) {
+  // `token`: the owner token to grant (empty: "token-N").
+  Lease Grant(const std::string& resource, absl::Duration ttl,
+              const std::string& token = "") {
     Lease lease;
     lease.resource = resource;
-    lease.token = absl::StrCat("token-", ++tokens_);
+    ++tokens_;
+    lease.token = token.empty() ? absl::StrCat("token-", tokens_) : token;
     lease.fence = tokens_;
     lease.ttl = ttl;
     lease.deadline = loop_->Now() + ttl - drift;
@@ -263,6 +266,43 @@ TEST_F(WatchdogTest, LeaseAccessorReturnsTheLatestRenewedLease) {
   EXPECT_EQ(watch->lease().token, lease.token);
   EXPECT_EQ(watch->lease().deadline,
             lock_.log.back().sent + absl::Seconds(3) - lock_.drift);
+}
+
+// The watch keeps the lease packed (a 32-digit lower-case hex token as 16
+// bytes, any other token as it is, the resource beside it): every token
+// must come back exactly, in lease(), in each Extend (the model server
+// refuses a wrong token) and in the Release.
+TEST_F(WatchdogTest, EveryTokenAndResourceComeBackExactly) {
+  const std::string tokens[] = {
+      "0123456789abcdef0fedcba987654321",   // packed
+      "0123456789ABCDEF0FEDCBA987654321",   // upper case: kept as it is
+      "0123456789abcdef0fedcba98765432",    // 31 digits
+      "0123456789abcdef0fedcba9876543210",  // 33 digits
+      "0123456789abcdef0fedcba98765432g",   // not hex
+      std::string("owner\0id", 8),          // reentrant owner ids, any bytes
+  };
+  int n = 0;
+  for (const std::string& token : tokens) {
+    SCOPED_TRACE(token);
+    const std::string resource = absl::StrCat("res/", std::string(n, 'x'), n);
+    ++n;
+    Lease lease = lock_.Grant(resource, absl::Seconds(3), token);
+    absl::StatusOr<WatchHandle> watch = watchdog_.Watch(lease, {});
+    ASSERT_THAT(watch, IsOk());
+    EXPECT_EQ(watch->lease().token, token);
+    EXPECT_EQ(watch->lease().resource, resource);
+    EXPECT_EQ(watch->lease().fence, lease.fence);
+    EXPECT_EQ(watch->lease().ttl, lease.ttl);
+    Advance(absl::Seconds(2));  // renewed twice: the server took the token
+    EXPECT_TRUE(watch->active());
+    EXPECT_GT(watch->lease().deadline, lease.deadline);
+    EXPECT_EQ(watch->lease().token, token);
+    absl::Status released = absl::UnknownError("not called");
+    ASSERT_THAT(watch->Release([&](absl::Status s) { released = s; }), IsOk());
+    Advance(absl::Milliseconds(100));
+    EXPECT_THAT(released, IsOk());
+    EXPECT_FALSE(lock_.HeldBy(resource, token));
+  }
 }
 
 TEST_F(WatchdogTest, RefusedRenewalCallsOnLostAtOnceWithFailedPrecondition) {
