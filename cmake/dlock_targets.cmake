@@ -384,6 +384,8 @@ dlock_test(fair_lock_test BAZEL //lock:fair_lock_test
   SRCS lock/fair_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fence_hwm_test BAZEL //lock:fence_hwm_test
   SRCS lock/fence_hwm_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
+dlock_test(error_text_test BAZEL //lock:error_text_test
+  SRCS lock/error_text_test.cc DEPS dlock::lock)
 dlock_test(fair_lock_torture_test BAZEL //lock:fair_lock_torture_test
   SRCS lock/fair_lock_torture_test.cc DEPS dlock::lock dlock::fake)
 dlock_test(scripts_sha1_test BAZEL //lock:scripts_sha1_test
