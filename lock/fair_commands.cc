@@ -52,9 +52,9 @@ struct FairReply {
       if (std::optional<FairAcquireReply> q = QueuedReply(*reply)) return *q;
     }
     // KEYS: lock, data-set, queue, fence mark.
-    absl::StatusOr<int64_t> fence =
-        FenceReply{1, "lock is held by another owner", AcquireKeySlots{0, 3, 1}}(
-            std::move(reply), keys);
+    FenceReply parse;
+    parse.slots = AcquireKeySlots{0, 3, 1};
+    absl::StatusOr<int64_t> fence = parse(std::move(reply), keys);
     if (!fence.ok()) return fence.status();
     FairAcquireReply r;
     r.fence = *fence;

@@ -52,9 +52,10 @@ LeaseCommand<FenceReply> LockCommands::AcquireCommand(absl::string_view resource
     // KEYS: lock, and the marker only when the window is on (the script
     // reads it only then). A grant is 0.
     const size_t num_keys = restart_window > absl::ZeroDuration() ? 2 : 1;
+    FenceReply granted_as_zero;
+    granted_as_zero.min_fence = 0;
     return MakeLeaseCommand(AcquireUnfencedScript(), {a.keys, num_keys}, {a.args, 3},
-                            FenceReply{0, "lock is held by another owner", AcquireKeySlots{}},
-                            ack_);
+                            granted_as_zero, ack_);
   }
   return MakeLeaseCommand(AcquireScript(), {a.keys, 3}, {a.args, 3}, FenceReply{}, ack_);
 }
