@@ -83,9 +83,8 @@ struct DlockStack {
     }
     if (with_retry) {
       RetryLockOptions ro;
-      ro.key_prefix = prefix;
       ro.wake_stagger = wake_stagger;
-      retry = std::make_unique<RetryLock>(loop, base, transports[0].get(), ro);
+      retry = std::make_unique<RetryLock>(loop, base, ro);
     }
     return absl::OkStatus();
   }

@@ -8,7 +8,7 @@
 //   UvLoopThread thread;                            // //transport/uv
 //   // Build the transport and the policy on the loop thread, e.g.
 //   //   SimpleLock simple(thread.loop(), &transport);
-//   //   RetryLock retry(thread.loop(), &simple, &transport);
+//   //   RetryLock retry(thread.loop(), &simple);
 //   BlockingLock locks(&thread, &retry);   // or, renewing every guard:
 //   //   BlockingLockOptions options; options.auto_renew = true;
 //   //   BlockingLock locks(&thread, &retry, std::move(options));

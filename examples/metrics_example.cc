@@ -148,7 +148,7 @@ absl::Status Run(ExampleEnv& env, const std::shared_ptr<prometheus::Registry>& r
   SimpleLock b(env.loop(), conn_b.get(), so);
   RetryLockOptions ro;
   ro.observer = observer;
-  RetryLock b_waiting(env.loop(), &b, conn_b.get(), ro);
+  RetryLock b_waiting(env.loop(), &b, ro);
   WatchdogOptions wo;
   wo.observer = observer;
   Watchdog watchdog(env.loop(), &a, wo);

@@ -51,7 +51,7 @@ constexpr char kResource[] = "sku-7";
 struct Buyer {
   Buyer(int id, EventLoop* loop, std::unique_ptr<Transport> t)
       : id(id), transport(std::move(t)), simple(loop, transport.get()),
-        retry(loop, &simple, transport.get()) {}
+        retry(loop, &simple) {}
   int id;
   std::unique_ptr<Transport> transport;
   SimpleLock simple;

@@ -101,7 +101,7 @@ class PermanentErrorTest : public ::testing::Test {
  protected:
   PermanentErrorTest()
       : server_(&loop_), holder_conn_(&loop_, &server_), conn_(&loop_, &server_),
-        sub_(&loop_, &server_), holder_(&loop_, &holder_conn_), inner_(&loop_, &conn_) {
+        holder_(&loop_, &holder_conn_), inner_(&loop_, &conn_) {
     for (const NamedScript& s : AllScripts()) {
       server_.Execute({"SCRIPT", "LOAD", s.script->source()});
     }
@@ -119,14 +119,13 @@ class PermanentErrorTest : public ::testing::Test {
   FakeRedis server_;
   FakeTransport holder_conn_;
   FakeTransport conn_;
-  FakeTransport sub_;
   SimpleLock holder_;
   SimpleLock inner_;
   KeyScheme keys_;
 };
 
 TEST_F(PermanentErrorTest, NopermEndsATenSecondWaitAtOnceAfterOneAttempt) {
-  RetryLock lock(&loop_, &inner_, &sub_);
+  RetryLock lock(&loop_, &inner_);
   conn_.FailNextWithReply(
       1000, Reply::Error("NOPERM this user has no permissions to run the 'evalsha' command"));
   const absl::Time start = loop_.Now();
@@ -148,7 +147,7 @@ TEST_F(PermanentErrorTest, TransientErrorsKeepRetryingUntilTheLockIsFree) {
     RetryLockOptions o;
     o.initial_backoff = absl::Milliseconds(10);
     o.max_backoff = absl::Milliseconds(100);
-    RetryLock lock(&loop_, &inner_, &sub_, o);
+    RetryLock lock(&loop_, &inner_, o);
     // Another process holds it for 1 s; meanwhile our server fails over.
     absl::StatusOr<Lease> held = absl::UnknownError("pending");
     ASSERT_THAT(holder_.Acquire("r", Wait(absl::Seconds(1), absl::ZeroDuration()),

@@ -82,7 +82,7 @@ TEST(LeaseTtlTest, ValidateLeaseTtlStatesTheRealRange) {
 
 class PolicyTtlTest : public ::testing::Test {
  protected:
-  PolicyTtlTest() : server_(&loop_), conn_(&loop_, &server_), sub_(&loop_, &server_) {
+  PolicyTtlTest() : server_(&loop_), conn_(&loop_, &server_) {
     for (const NamedScript& s : AllScripts()) {
       server_.Execute({"SCRIPT", "LOAD", s.script->source()});
     }
@@ -91,14 +91,13 @@ class PolicyTtlTest : public ::testing::Test {
   ManualEventLoop loop_;
   FakeRedis server_;
   FakeTransport conn_;
-  FakeTransport sub_;
 };
 
 TEST_F(PolicyTtlTest, EveryPolicyRejectsBelowTheMinimumFromTheCallAndAcceptsIt) {
   SimpleLock simple(&loop_, &conn_);
   ReentrantLock reentrant(&loop_, &conn_);
   SimpleLock inner(&loop_, &conn_);
-  RetryLock retry(&loop_, &inner, &sub_);
+  RetryLock retry(&loop_, &inner);
   int ran = 0;
   auto cb = [&ran](absl::StatusOr<Lease>) { ++ran; };
   for (Lock* lock : std::vector<Lock*>{&simple, &reentrant, &retry}) {

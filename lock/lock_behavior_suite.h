@@ -319,7 +319,7 @@ TYPED_TEST_P(LockBehaviorTest, ExtendSetsTheNewTtlNotASum) {
 TYPED_TEST_P(LockBehaviorTest, BadArgumentsAreRejectedAndCallbackNeverRuns) {
   SimpleLock simple(this->loop(), this->env_->NewClient());
   ReentrantLock reentrant(this->loop(), this->env_->NewClient());
-  RetryLock retry(this->loop(), &simple, this->env_->NewClient());
+  RetryLock retry(this->loop(), &simple);
   int ran = 0;
   auto cb = [&ran](absl::StatusOr<Lease>) { ++ran; };
   const std::string too_long(kMaxResourceLength + 1, 'x');
@@ -399,7 +399,7 @@ TYPED_TEST_P(LockBehaviorTest, RetryWaiterWakesWithinOneRoundTripOfRelease) {
   ro.initial_backoff = absl::Seconds(20);  // the timer alone would be far too slow
   ro.max_backoff = absl::Seconds(20);
   ro.jitter = [](absl::Duration cap) { return cap; };
-  RetryLock waiter(this->loop(), &inner, t2, ro);
+  RetryLock waiter(this->loop(), &inner, ro);
 
   absl::StatusOr<Lease> held = this->AcquireNow(holder, "r", this->Ttl(absl::Seconds(60)));
   ASSERT_THAT(held, IsOk());
@@ -441,7 +441,7 @@ TYPED_TEST_P(LockBehaviorTest, RetryGivesUpWithDeadlineExceededAfterWait) {
   RetryLockOptions ro;
   ro.initial_backoff = absl::Milliseconds(10);
   ro.max_backoff = absl::Milliseconds(40);
-  RetryLock waiter(this->loop(), &inner, t, ro);
+  RetryLock waiter(this->loop(), &inner, ro);
   ASSERT_THAT(this->AcquireNow(holder, "r", this->Ttl(absl::Seconds(60))), IsOk());
   const absl::Time start = this->loop()->Now();
   EXPECT_THAT(this->AcquireNow(waiter, "r", this->Ttl(absl::Seconds(1), absl::Milliseconds(200))),
@@ -462,7 +462,7 @@ TYPED_TEST_P(LockBehaviorTest, RetryAcquiresAfterHolderExpiresWithoutNotificatio
   RetryLockOptions ro;
   ro.initial_backoff = absl::Milliseconds(20);
   ro.max_backoff = absl::Milliseconds(50);
-  RetryLock waiter(this->loop(), &inner, t, ro);
+  RetryLock waiter(this->loop(), &inner, ro);
   ASSERT_THAT(this->AcquireNow(holder, "r", this->Ttl(absl::Milliseconds(150))), IsOk());
   absl::StatusOr<Lease> got =
       this->AcquireNow(waiter, "r", this->Ttl(absl::Seconds(5), absl::Seconds(5)));
@@ -477,7 +477,7 @@ TYPED_TEST_P(LockBehaviorTest, CancelDuringWaitLeavesNothingBehind) {
   RetryLockOptions ro;
   ro.initial_backoff = absl::Milliseconds(10);
   ro.max_backoff = absl::Milliseconds(20);
-  RetryLock waiter(this->loop(), &inner, t, ro);
+  RetryLock waiter(this->loop(), &inner, ro);
   absl::StatusOr<Lease> held = this->AcquireNow(holder, "r", this->Ttl(absl::Seconds(60)));
   ASSERT_THAT(held, IsOk());
   int ran = 0;
@@ -524,7 +524,7 @@ TYPED_TEST_P(LockBehaviorTest, NoStampedeOneAttemptPerReleasePerLocalWaiter) {
   ro.initial_backoff = absl::Seconds(30);  // timers never fire in this test
   ro.max_backoff = absl::Seconds(30);
   ro.jitter = [](absl::Duration cap) { return cap; };
-  RetryLock retry(this->loop(), &inner, t, ro);
+  RetryLock retry(this->loop(), &inner, ro);
 
   absl::StatusOr<Lease> held = this->AcquireNow(holder, "r", this->Ttl(absl::Seconds(60)));
   ASSERT_THAT(held, IsOk());
@@ -669,7 +669,7 @@ TYPED_TEST_P(LockBehaviorTest, RetryOverReentrantWakesOnFinalRelease) {
   ro.initial_backoff = absl::Seconds(20);
   ro.max_backoff = absl::Seconds(20);
   ro.jitter = [](absl::Duration cap) { return cap; };
-  RetryLock waiter(this->loop(), &inner, t2, ro);
+  RetryLock waiter(this->loop(), &inner, ro);
   absl::StatusOr<Lease> h1 = this->AcquireNow(holder, "r", this->Ttl(absl::Seconds(60)));
   absl::StatusOr<Lease> h2 = this->AcquireNow(holder, "r", this->Ttl(absl::Seconds(60)));
   ASSERT_THAT(h1, IsOk());
@@ -705,7 +705,7 @@ TYPED_TEST_P(LockBehaviorTest, LocalTasksTakeTurnsInArrivalOrderOneAttemptPerHan
   // Backoff timers never fire within this test: only releases move it on.
   ro.initial_backoff = absl::Seconds(20);
   ro.max_backoff = absl::Seconds(20);
-  RetryLock retry(this->loop(), &inner, t, ro);
+  RetryLock retry(this->loop(), &inner, ro);
   std::vector<int> holders;
   std::vector<int64_t> attempts_at;  // retry.attempts() at each grant
   std::vector<bool> confirmed_at;     // the release channel confirmed then
@@ -779,7 +779,7 @@ TYPED_TEST_P(LockBehaviorTest, StockOfHundredIsNeverOversoldBy8Clients) {
     Client c;
     c.t = this->env_->NewClient();
     c.simple = std::make_unique<SimpleLock>(this->loop(), c.t);
-    c.retry = std::make_unique<RetryLock>(this->loop(), c.simple.get(), c.t);
+    c.retry = std::make_unique<RetryLock>(this->loop(), c.simple.get());
     sellers.push_back({c.t, c.retry.get()});
     clients.push_back(std::move(c));
   }

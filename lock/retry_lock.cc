@@ -11,19 +11,17 @@
 
 namespace dlock {
 
+namespace {
+
+// Where waits subscribe: the wrapped lock's ReleaseNotifier, unless it has
+// none or the options turn notifications off (then nullptr: backoff only).
+const ReleaseNotifier* NotifierOf(const Lock* inner, const RetryLockOptions& options) {
+  return options.notifications ? inner->release_notifier() : nullptr;
+}
+
+}  // namespace
+
 RetryLock::RetryLock(EventLoop* loop, Lock* inner, RetryLockOptions options)
-    : RetryLock(loop, inner, inner->release_notifier(),
-                inner->release_notifier() != nullptr
-                    ? inner->release_notifier()->ReleaseSubscriber()
-                    : nullptr,
-                std::move(options)) {}
-
-RetryLock::RetryLock(EventLoop* loop, Lock* inner, Transport* subscriber,
-                     RetryLockOptions options)
-    : RetryLock(loop, inner, nullptr, subscriber, std::move(options)) {}
-
-RetryLock::RetryLock(EventLoop* loop, Lock* inner, const ReleaseNotifier* notifier,
-                     Transport* subscriber, RetryLockOptions options)
     : loop_(loop),
       inner_(inner),
       options_(std::move(options)),
@@ -31,8 +29,7 @@ RetryLock::RetryLock(EventLoop* loop, Lock* inner, const ReleaseNotifier* notifi
       options_check_(options_.wake_stagger < absl::ZeroDuration()
                          ? absl::InvalidArgumentError("wake_stagger must not be negative")
                          : absl::OkStatus()),
-      wakeups_(std::make_unique<RetryWakeups>(loop, notifier, subscriber,
-                                              KeyScheme{options_.key_prefix},
+      wakeups_(std::make_unique<RetryWakeups>(loop, NotifierOf(inner, options_),
                                               options_.wake_stagger)),
       attempts_(std::make_unique<RetryAttempts>(loop, inner, options_, wakeups_.get())) {
   wakeups_->set_attempts(attempts_.get());

@@ -6,11 +6,13 @@
 //   - When an attempt meets contention (kAborted), RetryLock subscribes to
 //     the resource's release channel, which it learns from the wrapped lock
 //     (Lock::release_notifier(): the channel and the transport to subscribe
-//     on; SimpleLock and ReentrantLock publish on KeyScheme::ChannelKey). A
-//     wrapped lock without a ReleaseNotifier (RedLock today, or any Lock of
-//     your own) is waited for by polling with the backoff below only. Once the subscription is confirmed it attempts
-//     once more, so a release that happened between the failed attempt and
-//     the subscription is not missed.
+//     on; SimpleLock, ReentrantLock and the other policies publish on
+//     KeyScheme::ChannelKey). A wrapped lock without a ReleaseNotifier (any
+//     Lock of your own), or any lock with RetryLockOptions::notifications
+//     off, is waited for by polling with the backoff below only. Once the
+//     subscription is confirmed it attempts once more, so a release that
+//     happened between the failed attempt and the subscription is not
+//     missed.
 //   - A release notification wakes ONE local waiter of that resource, the
 //     oldest (FIFO); the others keep sleeping. With N waiters in this
 //     process, each release costs about one attempt, not N (no stampede).
@@ -63,8 +65,8 @@
 // an attempt in flight is cancelled (the inner lock releases whatever it
 // took), and the subscription is dropped if no other waiter needs it.
 //
-// Lifetime: `loop`, `inner` (and its subscriber transport), and `subscriber`
-// of the deprecated constructor must outlive this object.
+// Lifetime: `loop` and `inner` (and its subscriber transport) must outlive
+// this object.
 // Destroying the RetryLock cancels every pending wait as Cancel() would:
 // their callbacks never run.
 //
@@ -82,11 +84,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
-#include "dlock/lock/keys.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/observer.h"
 #include "dlock/transport/event_loop.h"
-#include "dlock/transport/transport.h"
 
 namespace dlock {
 
@@ -94,10 +94,14 @@ class RetryAttempts;
 class RetryWakeups;
 
 struct RetryLockOptions {
-  // DEPRECATED: read only by the deprecated constructor that takes a
-  // subscriber (the key prefix of the wrapped lock, naming the release
-  // channel). The other constructor asks the wrapped lock.
-  std::string key_prefix = "dlock:";
+  // Whether waits subscribe to the wrapped lock's release notifications
+  // (when it has a ReleaseNotifier). false: never subscribe; a wait polls
+  // with the backoff schedule below only (a Release through this RetryLock
+  // still hands off to the oldest local waiter at once). For a deployment
+  // without pub/sub (a proxy that refuses SUBSCRIBE, an ACL user without
+  // channel permission) or one that must not hold a subscription per
+  // resource waited on.
+  bool notifications = true;
   // Backoff before attempt n+1: cap = min(max_backoff, initial_backoff *
   // backoff_multiplier^(n-1)), then jitter(cap).
   absl::Duration initial_backoff = absl::Milliseconds(50);
@@ -125,13 +129,9 @@ struct RetryLockOptions {
 class RetryLock : public Lock {
  public:
   // Waits on `inner`'s release notifications when it has a ReleaseNotifier
-  // (channel and subscriber transport from it), else polls with backoff.
+  // (channel and subscriber transport from it) and options.notifications
+  // is set, else polls with backoff.
   RetryLock(EventLoop* loop, Lock* inner,
-            RetryLockOptions options = RetryLockOptions());
-  // DEPRECATED (kept for existing callers): `subscriber` carries the
-  // subscriptions to KeyScheme{options.key_prefix}.ChannelKey(resource),
-  // whatever `inner` says; nullptr: no notifications, backoff timers only.
-  RetryLock(EventLoop* loop, Lock* inner, Transport* subscriber,
             RetryLockOptions options = RetryLockOptions());
   ~RetryLock() override;
 
@@ -165,9 +165,6 @@ class RetryLock : public Lock {
   size_t confirmed_subscriptions() const;
 
  private:
-  RetryLock(EventLoop* loop, Lock* inner, const ReleaseNotifier* notifier,
-            Transport* subscriber, RetryLockOptions options);
-
   EventLoop* const loop_;
   Lock* const inner_;
   const RetryLockOptions options_;

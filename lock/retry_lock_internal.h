@@ -23,7 +23,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "dlock/lock/keys.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
 #include "dlock/lock/retry_backoff.h"
@@ -98,11 +97,10 @@ struct RetryWaiter : public Cancellable {
 // RetryLock wakes it at once (the local hand-off).
 class RetryWakeups {
  public:
-  // Channels: `notifier`'s when not null, else keys.ChannelKey (the
-  // deprecated constructor), subscribed on `subscriber` (nullptr: no
-  // wake-ups, backoff timers only).
-  RetryWakeups(EventLoop* loop, const ReleaseNotifier* notifier, Transport* subscriber,
-               KeyScheme keys, absl::Duration wake_stagger);
+  // Channels and the transport to subscribe on: `notifier`'s (nullptr, or
+  // a notifier without a subscriber: no wake-ups, backoff timers only).
+  RetryWakeups(EventLoop* loop, const ReleaseNotifier* notifier,
+               absl::Duration wake_stagger);
   ~RetryWakeups();
 
   // Set once, before any waiter joins: who makes the attempts.
@@ -138,7 +136,6 @@ class RetryWakeups {
   EventLoop* const loop_;
   const ReleaseNotifier* const notifier_;
   Transport* const subscriber_;
-  const KeyScheme keys_;
   const absl::Duration wake_stagger_;
   RetryAttempts* attempts_ = nullptr;
   absl::flat_hash_map<std::string, std::shared_ptr<RetryGroup>> groups_;

@@ -76,7 +76,8 @@ TEST_F(RetryLockTest, BackoffGrowsExponentiallyToTheCapAndTheWaitEndsAtTheDeadli
     caps.push_back(cap);
     return cap;
   };
-  RetryLock lock(&loop_, &inner_, /*subscriber=*/nullptr, o);
+  o.notifications = false;  // the backoff schedule alone
+  RetryLock lock(&loop_, &inner_, o);
   Hold("r");
   const absl::Time start = loop_.Now();
   auto r = StartAcquire(lock, "r", Wait(absl::Seconds(1), absl::Milliseconds(500)));
@@ -103,7 +104,7 @@ TEST_F(RetryLockTest, TheWaitIsAHardBoundAgainstAFrozenServer) {
   RetryLockOptions o;
   o.initial_backoff = absl::Milliseconds(50);
   o.jitter = [](absl::Duration cap) { return cap; };
-  RetryLock lock(&loop_, &inner_, &conn_, o);  // inner_: 2 s per command
+  RetryLock lock(&loop_, &inner_, o);  // inner_: 2 s per command
   conn_.DropNextRequests(1000);
   const absl::Time start = loop_.Now();
   absl::Time done_at;
@@ -133,7 +134,7 @@ TEST_F(RetryLockTest, ALateGrantAfterTheDeadlineIsReleased) {
   SimpleLockOptions so;
   so.command_timeout = absl::Seconds(30);
   SimpleLock slow_inner(&loop_, &conn_, so);
-  RetryLock lock(&loop_, &slow_inner, &conn_);
+  RetryLock lock(&loop_, &slow_inner);
   conn_.SetLatency(absl::Milliseconds(100), absl::Seconds(5));  // replies lag
   const absl::Time start = loop_.Now();
   absl::Time done_at;
@@ -174,7 +175,8 @@ TEST_F(RetryLockTest, DefaultJitterIsUniformWithinTheCap) {
   o.initial_backoff = absl::Milliseconds(100);
   o.max_backoff = absl::Milliseconds(100);
   o.observer = &rec;
-  RetryLock lock(&loop_, &inner_, nullptr, o);
+  o.notifications = false;  // the backoff schedule alone
+  RetryLock lock(&loop_, &inner_, o);
   Hold("r");
   auto r = StartAcquire(lock, "r", Wait(absl::Seconds(1), absl::Seconds(60)));
   loop_.AdvanceTime(absl::Seconds(5));
@@ -195,9 +197,8 @@ TEST_F(RetryLockTest, ReleaseBeforeTheSubscriptionIsConfirmedIsNotMissed) {
   o.initial_backoff = absl::Seconds(10);
   o.max_backoff = absl::Seconds(10);
   o.jitter = [](absl::Duration cap) { return cap; };
-  FakeTransport sub_conn(&loop_, &server_);
-  sub_conn.SetLatency(absl::Milliseconds(100));  // slow SUBSCRIBE
-  RetryLock lock(&loop_, &inner_, &sub_conn, o);
+  conn_.SetSubscribeDelay(absl::Milliseconds(100));  // slow SUBSCRIBE
+  RetryLock lock(&loop_, &inner_, o);
   Lease held = Hold("r");
   auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
   loop_.RunUntilIdle();
@@ -217,7 +218,7 @@ TEST_F(RetryLockTest, LostNotificationFallsBackToTheBackoffTimer) {
   o.initial_backoff = absl::Milliseconds(300);
   o.max_backoff = absl::Milliseconds(300);
   o.jitter = [](absl::Duration cap) { return cap; };
-  RetryLock lock(&loop_, &inner_, &conn_, o);
+  RetryLock lock(&loop_, &inner_, o);
   Hold("r");
   const absl::Time start = loop_.Now();
   absl::Time got_at;
@@ -244,7 +245,7 @@ TEST_F(RetryLockTest, LostNotificationFallsBackToTheBackoffTimer) {
 TEST_F(RetryLockTest, UnavailableAttemptsAreRetried) {
   RetryLockOptions o;
   o.initial_backoff = absl::Milliseconds(10);
-  RetryLock lock(&loop_, &inner_, &conn_, o);
+  RetryLock lock(&loop_, &inner_, o);
   conn_.FailNext(2, absl::UnavailableError("connection reset"));
   auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
   loop_.AdvanceTime(absl::Seconds(1));
@@ -258,7 +259,7 @@ TEST_F(RetryLockTest, UnavailableAttemptsAreRetried) {
 }
 
 TEST_F(RetryLockTest, NonRetryableErrorEndsTheWaitAtOnce) {
-  RetryLock lock(&loop_, &inner_, &conn_);
+  RetryLock lock(&loop_, &inner_);
   conn_.FailNextWithReply(
       1, Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value"));
   auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
@@ -302,7 +303,7 @@ TEST_F(RetryLockTest, OnlyBusyAndTransientErrorsAreRetried) {
         absl::StatusCode::kCancelled}) {
     SCOPED_TRACE(absl::StatusCodeToString(code));
     FailingLock failing(&loop_, absl::Status(code, "permanent"));
-    RetryLock lock(&loop_, &failing, nullptr, o);
+    RetryLock lock(&loop_, &failing, o);
     auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
     loop_.AdvanceTime(absl::Seconds(1));
     EXPECT_THAT(*r, StatusIs(code));
@@ -312,7 +313,7 @@ TEST_F(RetryLockTest, OnlyBusyAndTransientErrorsAreRetried) {
                                 absl::StatusCode::kDeadlineExceeded}) {
     SCOPED_TRACE(absl::StatusCodeToString(code));
     FailingLock failing(&loop_, absl::Status(code, "transient"));
-    RetryLock lock(&loop_, &failing, nullptr, o);
+    RetryLock lock(&loop_, &failing, o);
     auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(1)));
     loop_.AdvanceTime(absl::Milliseconds(500));
     EXPECT_TRUE(Pending(r));
@@ -324,7 +325,7 @@ TEST_F(RetryLockTest, OnlyBusyAndTransientErrorsAreRetried) {
 
 TEST_F(RetryLockTest, CancelWhileAnAttemptIsInFlightReleasesWhatItTook) {
   conn_.SetLatency(absl::Milliseconds(10));
-  RetryLock lock(&loop_, &inner_, &conn_);
+  RetryLock lock(&loop_, &inner_);
   AcquireHandle handle;
   auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)), &handle);
   loop_.AdvanceTime(absl::Milliseconds(6));
@@ -337,7 +338,7 @@ TEST_F(RetryLockTest, CancelWhileAnAttemptIsInFlightReleasesWhatItTook) {
 }
 
 TEST_F(RetryLockTest, DestroyingTheLockCancelsPendingWaits) {
-  auto lock = std::make_unique<RetryLock>(&loop_, &inner_, &conn_);
+  auto lock = std::make_unique<RetryLock>(&loop_, &inner_);
   Lease held = Hold("r");
   auto r1 = StartAcquire(*lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
   auto r2 = StartAcquire(*lock, "other", Wait(absl::Seconds(5), absl::Seconds(30)));
@@ -362,7 +363,7 @@ TEST_F(RetryLockTest, ReleaseHandsOffToTheOldestLocalWaiterInTheSameWrite) {
   o.initial_backoff = absl::Seconds(5);  // only a wake-up can explain progress
   o.max_backoff = absl::Seconds(5);
   o.jitter = [](absl::Duration cap) { return cap; };
-  RetryLock lock(&loop_, &inner_, &conn_, o);
+  RetryLock lock(&loop_, &inner_, o);
   auto a = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.AdvanceTime(rtt);
   ASSERT_THAT(*a, IsOk());
@@ -397,7 +398,7 @@ TEST_F(RetryLockTest, NewWaitersQueueBehindLocalWaitersInArrivalOrderWithoutAtte
   o.initial_backoff = absl::Seconds(5);
   o.max_backoff = absl::Seconds(5);
   o.jitter = [](absl::Duration cap) { return cap; };
-  RetryLock lock(&loop_, &inner_, &conn_, o);
+  RetryLock lock(&loop_, &inner_, o);
   Lease held = Hold("r");
   auto first = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.AdvanceTime(3 * rtt);
@@ -441,7 +442,7 @@ TEST_F(RetryLockTest, ANewWaiterNeverOvertakesAnOlderOneWhileTheSubscriptionIsPe
   o.initial_backoff = absl::Seconds(100);  // only wake-ups move it on
   o.max_backoff = absl::Seconds(100);
   o.jitter = [](absl::Duration cap) { return cap; };
-  RetryLock lock(&loop_, &inner_, &conn_, o);
+  RetryLock lock(&loop_, &inner_, o);
   auto a = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.AdvanceTime(rtt);
   ASSERT_THAT(*a, IsOk());
@@ -490,7 +491,7 @@ TEST_F(RetryLockTest, LocalTurnsKeepArrivalOrderWhateverTheSubscriptionDelay) {
     o.initial_backoff = absl::Seconds(100);
     o.max_backoff = absl::Seconds(100);
     o.jitter = [](absl::Duration cap) { return cap; };
-    RetryLock retry(&loop_, &inner, &conn, o);
+    RetryLock retry(&loop_, &inner, o);
     constexpr int kTasks = 4;
     constexpr int kRounds = 5;
     std::vector<int> holders;
@@ -539,7 +540,7 @@ TEST_F(RetryLockTest, AQueuedWaiterStillHasItsBackoffTimer) {
   o.initial_backoff = absl::Milliseconds(50);
   o.max_backoff = absl::Milliseconds(50);
   o.jitter = [](absl::Duration cap) { return cap; };
-  RetryLock lock(&loop_, &inner_, &conn_, o);
+  RetryLock lock(&loop_, &inner_, o);
   Hold("r", absl::Seconds(1));
   auto first = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
   loop_.RunUntilIdle();
@@ -562,7 +563,7 @@ TEST_F(RetryLockTest, ObserverSeesWaitsAndOneOutcomePerAcquire) {
   RetryLockOptions o;
   o.initial_backoff = absl::Milliseconds(20);
   o.observer = &rec;
-  RetryLock lock(&loop_, &inner_, &conn_, o);
+  RetryLock lock(&loop_, &inner_, o);
   Lease held = Hold("r", absl::Milliseconds(100));
   auto r = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
   loop_.AdvanceTime(absl::Seconds(1));
@@ -600,6 +601,47 @@ TEST_F(RetryLockTest, LearnsTheReleaseChannelFromTheWrappedLock) {
   ASSERT_THAT(holder.Release(*held, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
   loop_.AdvanceTime(absl::Milliseconds(10));
   EXPECT_THAT(*r, IsOk());
+}
+
+// notifications = false: although the wrapped lock announces its releases,
+// a wait never subscribes and a foreign release wakes nobody (the backoff
+// timer does); a release through this RetryLock still hands the lock to its
+// oldest local waiter at once.
+TEST_F(RetryLockTest, WithNotificationsOffAWaitNeverSubscribes) {
+  RetryLockOptions o;
+  o.initial_backoff = absl::Milliseconds(300);
+  o.max_backoff = absl::Milliseconds(300);
+  o.jitter = [](absl::Duration cap) { return cap; };
+  o.notifications = false;
+  RetryLock lock(&loop_, &inner_, o);
+  ASSERT_NE(inner_.release_notifier(), nullptr);
+  Lease held = Hold("r");
+  auto first = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  EXPECT_EQ(lock.attempts(), 1);  // no second attempt after a subscription
+  EXPECT_EQ(lock.subscriptions(), 0u);
+  EXPECT_EQ(server_.SubscriberCount(keys_.ChannelKey("r")), 0u);
+  // Another process releases: its notification reaches nobody here.
+  ASSERT_THAT(holder_.Release(held, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_TRUE(Pending(first));
+  EXPECT_EQ(lock.attempts(), 1);
+  // The backoff timer (300 ms after the first attempt) finds it free.
+  loop_.AdvanceTime(absl::Milliseconds(200));
+  ASSERT_THAT(*first, IsOk());
+  EXPECT_EQ(lock.attempts(), 2);
+
+  // A second local waiter queues; releasing through `lock` hands over at once.
+  auto second = StartAcquire(lock, "r", Wait(absl::Seconds(5), absl::Seconds(30)));
+  loop_.AdvanceTime(absl::Milliseconds(10));
+  EXPECT_TRUE(Pending(second));
+  EXPECT_EQ(lock.attempts(), 3);
+  EXPECT_EQ(lock.subscriptions(), 0u);
+  ASSERT_THAT(lock.Release(**first, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*second, IsOk());
+  EXPECT_EQ(lock.attempts(), 4);
+  EXPECT_EQ(server_.SubscriberCount(keys_.ChannelKey("r")), 0u);
 }
 
 // A wrapped lock that says nothing about its releases: RetryLock polls with

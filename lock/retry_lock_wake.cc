@@ -13,12 +13,10 @@
 namespace dlock {
 
 RetryWakeups::RetryWakeups(EventLoop* loop, const ReleaseNotifier* notifier,
-                           Transport* subscriber, KeyScheme keys,
                            absl::Duration wake_stagger)
     : loop_(loop),
       notifier_(notifier),
-      subscriber_(subscriber),
-      keys_(std::move(keys)),
+      subscriber_(notifier != nullptr ? notifier->ReleaseSubscriber() : nullptr),
       wake_stagger_(wake_stagger) {}
 
 RetryWakeups::~RetryWakeups() = default;
@@ -36,8 +34,7 @@ size_t RetryWakeups::confirmed_subscriptions() const {
 }
 
 std::string RetryWakeups::ChannelOf(absl::string_view resource) const {
-  return notifier_ != nullptr ? notifier_->ReleaseChannel(resource)
-                              : keys_.ChannelKey(resource);
+  return notifier_->ReleaseChannel(resource);  // enabled(): notifier_ is set
 }
 
 size_t RetryWakeups::Join(RetryWaiter* w) {

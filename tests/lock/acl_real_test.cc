@@ -101,7 +101,7 @@ TEST_F(AclRealTest, ReleaseWithoutChannelPermissionIsOkWithAWarning) {
 TEST_F(AclRealTest, NopermEndsATenSecondWaitAfterOneAttempt) {
   Transport* conn = Client("noeval");
   SimpleLock inner(uv_.loop(), conn);
-  RetryLock retry(uv_.loop(), &inner, conn);
+  RetryLock retry(uv_.loop(), &inner);
   absl::StatusOr<Lease> lease = AcquireNow(retry, absl::Seconds(10));
   EXPECT_THAT(lease, StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_TRUE(absl::StrContains(lease.status().message(), "NOPERM")) << lease.status();

@@ -41,7 +41,7 @@ class BlockingLockTest : public ::testing::Test {
       RetryLockOptions ro;
       ro.initial_backoff = absl::Milliseconds(5);
       ro.max_backoff = absl::Milliseconds(100);
-      retry_ = std::make_unique<RetryLock>(env_.loop(), simple_.get(), transport, ro);
+      retry_ = std::make_unique<RetryLock>(env_.loop(), simple_.get(), ro);
       reentrant_ = std::make_unique<ReentrantLock>(env_.loop(), transport);
     });
     simple_locks_ = std::make_unique<BlockingLock>(thread_, simple_.get());

@@ -91,7 +91,7 @@ FakeResult RunFake(const FakeSpec& spec) {
       ro.initial_backoff = absl::Milliseconds(10);
       ro.max_backoff = absl::Milliseconds(100);
       ro.jitter = [](absl::Duration cap) { return cap / 2; };
-      cl->retry = std::make_unique<RetryLock>(&loop, cl->simple.get(), ts[0], ro);
+      cl->retry = std::make_unique<RetryLock>(&loop, cl->simple.get(), ro);
       lock = cl->retry.get();
     } else {
       RedLockOptions ro;

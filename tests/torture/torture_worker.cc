@@ -201,9 +201,7 @@ int main(int argc, char** argv) {
     dlock::RetryLockOptions ro;
     ro.initial_backoff = absl::Milliseconds(10);
     ro.max_backoff = absl::Milliseconds(100);
-    retry = primitive.empty()
-                ? std::make_unique<dlock::RetryLock>(loop.get(), inner, raw[0], ro)
-                : std::make_unique<dlock::RetryLock>(loop.get(), inner, ro);
+    retry = std::make_unique<dlock::RetryLock>(loop.get(), inner, ro);
     lock = retry.get();
   } else {
     dlock::RedLockOptions ro;
