@@ -22,6 +22,9 @@
 //   reentrant   ReentrantAcquireScript + ReentrantReleaseScript
 //   semaphore   SemaphoreAcquireScript + SemaphoreReleaseScript (3 permits)
 //   fair        FairAcquireScript + FairReleaseScript
+//   simple, fencing off   AcquireUnfencedScript + ReleaseScript
+//   SET NX PX GET + dlock release   the unfenced acquire as a plain command
+//               (no script; no restart rule: both columns run the same)
 // KEYS: each script's own (lock, ..., data-set marker, fence mark).
 //
 //   bazel run -c opt //bench:server_time -- --port 6379 --n 20000
@@ -147,7 +150,7 @@ struct Policy {
 std::string g_sha[16];
 enum {
   kAcquire, kRelease, kWrite, kRead, kReadRelease, kReentrant, kReentrantRelease,
-  kSemAcquire, kSemRelease, kFairAcquire, kFairRelease, kCad
+  kSemAcquire, kSemRelease, kFairAcquire, kFairRelease, kCad, kUnfenced
 };
 
 int64_t Integer(const std::vector<std::string>& argv, const char* what) {
@@ -171,6 +174,37 @@ void Simple(const std::string& r, const std::string& window) {
     a.push_back(k);
   a.insert(a.end(), {"tok", "30000", window});
   Integer(a, "acquire");
+  Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
+}
+
+// Fencing off (SimpleLockOptions::fencing = false): AcquireUnfencedScript
+// (KEYS: lock, and the marker only with a window) + ReleaseScript.
+void Unfenced(const std::string& r, const std::string& window) {
+  const bool on = window != "0";
+  std::vector<std::string> a = {"EVALSHA", g_sha[kUnfenced], on ? "2" : "1", Lk(r)};
+  if (on) a.push_back("dlock:data-set-began");
+  a.insert(a.end(), {"tok", "30000", window});
+  redisReply* reply = Cmd(a);
+  const bool ok = reply->type == REDIS_REPLY_INTEGER && reply->integer == 0;
+  freeReplyObject(reply);
+  if (!ok) {
+    std::fprintf(stderr, "server_time: unfenced acquire was not granted\n");
+    std::exit(1);
+  }
+  Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
+}
+
+// What the unfenced acquire with the window off would be as a plain command
+// instead of a script: SET NX PX GET (nil: granted) + ReleaseScript. The
+// window column runs the same (a plain command cannot apply the rule).
+void PlainSetGet(const std::string& r, const std::string&) {
+  redisReply* s = Cmd({"SET", Lk(r), "tok", "NX", "PX", "30000", "GET"});
+  const bool ok = s->type == REDIS_REPLY_NIL;
+  freeReplyObject(s);
+  if (!ok) {
+    std::fprintf(stderr, "server_time: SET NX PX GET refused\n");
+    std::exit(1);
+  }
   Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
 }
 
@@ -272,6 +306,7 @@ int main(int argc, char** argv) {
   g_sha[kSemRelease] = Load(dlock::SemaphoreReleaseScript());
   g_sha[kFairAcquire] = Load(dlock::FairAcquireScript());
   g_sha[kFairRelease] = Load(dlock::FairReleaseScript());
+  g_sha[kUnfenced] = Load(dlock::AcquireUnfencedScript());
   {
     redisReply* r = Cmd({"SCRIPT", "LOAD",
                          "if redis.call('get', KEYS[1]) == ARGV[1] then "
@@ -285,7 +320,9 @@ int main(int argc, char** argv) {
                              {"reader", Reader},
                              {"reentrant", Reentrant},
                              {"semaphore", Sem},
-                             {"fair", Fair}};
+                             {"fair", Fair},
+                             {"simple, fencing off", Unfenced},
+                             {"SET NX PX GET + dlock release", PlainSetGet}};
   double base = 0;
   std::printf("%-32s %10s %10s %8s %8s   %10s %10s   %s\n", "row: usec/cycle (commandstats)",
               "window 0", "window on", "x base", "x base", "cpu w0", "cpu on",

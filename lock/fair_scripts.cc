@@ -116,7 +116,7 @@ return released
 // SHA-1 constants as in scripts.cc: lock:fair_lock_test checks them.
 const Script& FairAcquireScript() {
   static const Script* const s =
-      new Script(kFairAcquire, "94de00e0fbb0bcf442a7c45a1ee14c4613637f88");
+      new Script(kFairAcquire, "c40838d845651fd0fac11c60e3a737aa204aca07");
   return *s;
 }
 

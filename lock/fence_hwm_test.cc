@@ -277,12 +277,13 @@ TEST_F(FenceHwmTest, AnExclusiveAcquireTouchesOnlyWhatItNeeds) {
 // The restart rule after the fence (script_prelude.h,
 // DLOCK_RESTART_RULE_AFTER_FENCE). A fresh data set: the acquire takes the
 // lock key and the fence, then the full rule finds the marker it just
-// created and refuses ('young'), deleting the lock key again; the mark
-// keeps its start. Once TIME is the window past the mark, the acquire does
-// not read the marker (SET NX PX GET, INCR, TIME). A FLUSHALL of an old
-// data set loses the mark: the new mark starts at TIME, the fast check
-// fails and the full rule refuses again for the window, and the fences
-// after it still rise.
+// created and refuses ('young'), deleting the lock key and the mark it
+// created again. After the window the full rule grants and the mark starts
+// at TIME; once TIME is the window past the mark, the acquire does not read
+// the marker (SET NX PX GET, INCR, TIME). A refusal with a mark present
+// leaves it as it was (DECR). A FLUSHALL of an old data set loses the
+// mark: the new mark starts at TIME, the fast check fails and the full rule
+// refuses again for the window, and the fences after it still rise.
 TEST_F(FenceHwmTest, WithTheWindowOnAnOldMarkSkipsTheMarkerAndAYoungDataSetIsRefused) {
   SimpleLockOptions o;
   o.restart_window = absl::Seconds(30);
@@ -295,9 +296,17 @@ TEST_F(FenceHwmTest, WithTheWindowOnAnOldMarkSkipsTheMarkerAndAYoungDataSetIsRef
     EXPECT_TRUE(IsYoungDataSet(young.status())) << young.status();
     EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
   }
-  EXPECT_TRUE(server_.Exists(keys_.FenceHwmKey()));
+  EXPECT_FALSE(server_.Exists(keys_.FenceHwmKey()));
   EXPECT_TRUE(server_.Exists(keys_.DataSetKey()));
 
+  loop_.AdvanceTime(absl::Seconds(31));
+  const int64_t started = Cycle(lock, "r");  // the full rule; the mark starts at TIME
+  EXPECT_EQ(started, server_.NowMs() * 1000 + 1);
+  // Within the window of the mark's start, a refusal leaves the mark as it was.
+  server_.Execute({"SET", keys_.DataSetKey(), std::to_string(server_.NowMs())});
+  EXPECT_TRUE(IsYoungDataSet(Acquire(lock, "r").status()));
+  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), std::to_string(started));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
   loop_.AdvanceTime(absl::Seconds(31));
   server_.ClearLog();
   absl::StatusOr<Lease> lease = Acquire(lock, "r");
@@ -329,8 +338,9 @@ TEST_F(FenceHwmTest, TheWindowsFastPathTrustsTheMarkAndFallsBackWhenTheMarkIsAbo
   SimpleLockOptions o;
   o.restart_window = absl::Seconds(30);
   SimpleLock lock(&loop_, &conn_, o);
-  // Refused (young), but the mark and the marker exist from now on.
   EXPECT_TRUE(IsYoungDataSet(Acquire(lock, "warm").status()));
+  loop_.AdvanceTime(absl::Seconds(31));
+  Cycle(lock, "warm");  // the mark starts at TIME
   loop_.AdvanceTime(absl::Seconds(31));
   server_.Execute({"DEL", keys_.DataSetKey()});
   const int64_t before = Cycle(lock, "r");
@@ -343,7 +353,7 @@ TEST_F(FenceHwmTest, TheWindowsFastPathTrustsTheMarkAndFallsBackWhenTheMarkIsAbo
   server_.ClearLog();
   absl::StatusOr<Lease> young = Acquire(lock, "r");
   EXPECT_TRUE(IsYoungDataSet(young.status())) << young.status();
-  EXPECT_THAT(ScriptCommands(server_), ElementsAre("set", "incr", "time", "get", "set", "del"));
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre("set", "incr", "time", "get", "set", "decr", "del"));
   EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
 }
 

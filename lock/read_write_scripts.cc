@@ -84,7 +84,7 @@ if busy or old ~= false then
   return false
 end
 )lua" DLOCK_FENCE_INCR(5, 4, "redis.call('del', KEYS[1])\n")
-    DLOCK_RESTART_RULE_AFTER_FENCE(4, 3, "redis.call('del', KEYS[1])\n") R"lua(redis.call('del', KEYS[3])
+    DLOCK_RESTART_RULE_AFTER_FENCE(4, 3, 5, "redis.call('del', KEYS[1])\n") R"lua(redis.call('del', KEYS[3])
 return fence
 )lua";
 
@@ -119,7 +119,7 @@ return 1
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
 DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "66afd7ee502971f30a239f801381f4a0acc18981")
-DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "b93537107f031250bb9c3fd1f1349b6b7bc8716a")
+DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "04837f692bded1dcd4b9504f57c05e83e8070174")
 DLOCK_DEFINE_SCRIPT(ReadReleaseScript, kReadRelease, "c0471b4503aa79e3f06e695adce151d389997ae3")
 DLOCK_DEFINE_SCRIPT(ReadExtendScript, kReadExtend, "cb823b2f5a6ff50e4597c59e9ac8e985140cb2f0")
 

@@ -91,11 +91,16 @@
 // not vote for the restart window, after which its TIME is far beyond any
 // fence of its peers.
 //
-// Refusals: a mark that is not an integer fails the script with INCR's
-// error ("value is not an integer or out of range"; a hash: WRONGTYPE),
-// before any write; one at 2^53 - 1 or above (Lua numbers are doubles: the
-// last exact successor) is {'exhausted', value, its key}.
+// Refusals: a mark that is not an integer returns INCR's error ("value is
+// not an integer or out of range"; a hash: WRONGTYPE) and takes nothing;
+// one at 2^53 - 1 or above (Lua numbers are doubles: the last exact
+// successor) is {'exhausted', value, its key}.
 //
+// Every acquire that issues a fence does it with DLOCK_FENCE_INCR (below):
+// INCR of the mark, one command where the mark exists. The fragments here
+// are for the scripts that read the mark without issuing a fence (the
+// reader's acquire, RedLock's RaiseFence, and the CLI's forced unlock,
+// which bumps the mark off the hot path):
 // DLOCK_FENCE_LAST(H, M) reads and sets `hwm` (the last fence: the mark or
 // its start) and `stored` (the mark as stored, false if missing); writes
 // nothing but a missing marker. DLOCK_FENCE_NEXT adds `fence` = hwm + 1.
@@ -174,7 +179,8 @@
   "  " UNDO \
   "  return {'exhausted', redis.call('get', KEYS[" #H "]), KEYS[" #H "]}\n" \
   "end\n" \
-  "if fence == 1 then\n" \
+  "local fresh_mark = fence == 1\n" \
+  "if fresh_mark then\n" \
   "  local m = redis.pcall('get', KEYS[" #M "])\n" \
   "  local b = 0\n" \
   "  if m ~= false then\n" \
@@ -202,8 +208,9 @@
   "  end\n" \
   "end\n"
 
-// DLOCK_RESTART_RULE_AFTER_FENCE(M, W, UNDO): the restart rule (KEYS[M]
-// the data-set marker, ARGV[W] the window in ms) for an acquire that has
+// DLOCK_RESTART_RULE_AFTER_FENCE(M, W, H, UNDO): the restart rule (KEYS[M]
+// the data-set marker, ARGV[W] the window in ms, KEYS[H] the mark) for an
+// acquire that has
 // already taken the lock and its fence (DLOCK_FENCE_INCR), with a fast
 // path that does not read the marker. Nothing with a window of 0.
 //
@@ -218,8 +225,10 @@
 // old: the rule passes without GET marker. Otherwise the full rule runs
 // (GET marker, created with now when missing; refusals as
 // DLOCK_RESTART_RULE: 'young', foreign marker), and a refusal runs UNDO
-// (the lock key is deleted) and returns; the mark keeps its +1 (fences need
-// only rise). Cases:
+// (the lock key is deleted), puts the mark back as it was (DLOCK_UNDO_FENCE:
+// a +1 left would be harmless, since fences need only rise, but a mark
+// created by a refused acquire would make a data set declared trusted
+// afterwards start its fences at TIME instead of 1) and returns. Cases:
 //   - a mark raised above TIME (RedLock's fence_sync to a peer's fence):
 //     now_us - hwm is small or negative, the full rule runs (cost, not
 //     safety).
@@ -236,7 +245,13 @@
 //   - a lost mark: DLOCK_FENCE_INCR restarts it at TIME us (fence - 1 =
 //     TIME us), so the fast check fails and the full rule reads the marker,
 //     as the window needs after a restart.
-#define DLOCK_RESTART_RULE_AFTER_FENCE(M, W, UNDO) \
+// A refusal after DLOCK_FENCE_INCR gave `fence` (never handed out; the
+// script is atomic) leaves the mark as it found it: deleted if INCR found
+// it missing (`fresh_mark`), else DECR.
+#define DLOCK_UNDO_FENCE(H) \
+  "if fresh_mark then redis.call('del', KEYS[" #H "]) " \
+  "else redis.call('decr', KEYS[" #H "]) end\n"
+#define DLOCK_RESTART_RULE_AFTER_FENCE(M, W, H, UNDO) \
   "local window = tonumber(ARGV[" #W "]) or 0\n" \
   "if window > 0 then\n" \
   "  local t = redis.call('time')\n" \
@@ -244,7 +259,7 @@
   "    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
   "    local began = redis.pcall('get', KEYS[" #M "])\n" \
   "    if type(began) == 'table' then\n" \
-  "      " UNDO \
+  "      " DLOCK_UNDO_FENCE(H) UNDO \
   "      return began\n" \
   "    end\n" \
   "    if began == false then\n" \
@@ -253,13 +268,13 @@
   "    else\n" \
   "      local b = tonumber(began)\n" \
   "      if b == nil or b < 0 or b > 9000000000000 or b ~= math.floor(b) then\n" \
-  "        " UNDO \
+  "        " DLOCK_UNDO_FENCE(H) UNDO \
   "        return {'foreign', 'marker', began}\n" \
   "      end\n" \
   "      began = b\n" \
   "    end\n" \
   "    if now - began < window then\n" \
-  "      " UNDO \
+  "      " DLOCK_UNDO_FENCE(H) UNDO \
   "      return {'young', window - (now - began), now - began}\n" \
   "    end\n" \
   "  end\n" \

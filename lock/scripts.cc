@@ -23,7 +23,7 @@ if old ~= false then
 )lua" DLOCK_REFUSE_FOREIGN_AFTER_SET_GET R"lua(  return false
 end
 )lua" DLOCK_FENCE_INCR(3, 2, "redis.call('del', KEYS[1])\n")
-    DLOCK_RESTART_RULE_AFTER_FENCE(2, 3, "redis.call('del', KEYS[1])\n") R"lua(return fence
+    DLOCK_RESTART_RULE_AFTER_FENCE(2, 3, 3, "redis.call('del', KEYS[1])\n") R"lua(return fence
 )lua";
 
 // The acquire without a fence (SimpleLockOptions / RedLockOptions::fencing
@@ -176,12 +176,12 @@ return 1
 }  // namespace
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
-DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "517d261b15fc52e7541fef4e56dd9cdf0ff5d5d1")
+DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "9b48ed7ad36a1bffb9f01009f0070c12835b9501")
 DLOCK_DEFINE_SCRIPT(AcquireUnfencedScript, kAcquireUnfenced, "7307c3f325ab01f01381dd25b7f9b975e3917222")
 DLOCK_DEFINE_LATE_SAFE_SCRIPT(ReleaseScript, kRelease, "4a7024c06869cacd04e4851399793af3c417a4d6")
 DLOCK_DEFINE_SCRIPT(ExtendScript, kExtend, "71624710076548808e9a8a50d03a8bb55499c2c5")
 DLOCK_DEFINE_SCRIPT(ExtendOrReacquireScript, kExtendOrReacquire, "2e97109bf58e5111535896ecbe564d6287032eb7")
-DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "0b10359efc73eb33d08940e37db3cb0086a06e68")
+DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "0190335f77015144f6c5e1b48756a23bfa59a58e")
 DLOCK_DEFINE_SCRIPT(ReentrantReleaseScript, kReentrantRelease, "fec45ffc43d415bb27c9e9a2710d3e5db0fcfe5a")
 DLOCK_DEFINE_SCRIPT(ReentrantExtendScript, kReentrantExtend, "40454865f65ef1e9f9a88ad2d3e210f44f8605ce")
 DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo, "daa3646e32b8cce98ef39be66be824172ff1e6ba")
