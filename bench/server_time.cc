@@ -5,9 +5,11 @@
 // sequential cycles over hiredis's synchronous API -- acquire, then release,
 // of a fresh resource name each time (as a service locking per order id
 // does) -- and divides the `usec` of every command in INFO commandstats by
-// N. The baseline row is `SET key token NX PX ttl` + a compare-and-delete
-// script (`if GET == token then DEL`), the raw lock dlock is measured
-// against. Server time does not count network or client time, so it is far
+// N (a script's inner calls count twice there: in their own entry and in
+// the EVALSHA's; the last column sums only the commands the client sent,
+// EVALSHA and a direct SET, each microsecond once). The baseline row is
+// `SET key token NX PX ttl` + a compare-and-delete script (`if GET ==
+// token then DEL`), the raw lock dlock is measured against. Server time does not count network or client time, so it is far
 // less sensitive to a busy machine than throughput (still: pin the server,
 // e.g. `taskset -c 0 redis-server ...`, and compare rows of one run).
 //
@@ -27,13 +29,14 @@
 //               (no script; no restart rule: both columns run the same)
 // KEYS: each script's own (lock, ..., data-set marker, fence mark).
 //
-//   bazel run -c opt //bench:server_time -- --port 6379 --n 20000
+//   bazel run -c opt //bench:server_time -- --port 6379 --n 20000 [--only simple]
 #include <hiredis/hiredis.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -83,6 +86,26 @@ int KeyCount(const char* name) {
   }
   std::fprintf(stderr, "server_time: no script %s\n", name);
   std::exit(1);
+}
+
+// usec of the named commands only (cmdstat_<name>). A command a script
+// calls is counted twice in commandstats: in its own entry and in the
+// EVALSHA that called it (Redis 7.0), so TotalUsec counts a script's inner
+// calls twice; the sum over the commands the client itself sent (EVALSHA,
+// and SET for the rows that send it) counts each microsecond once.
+double UsecOf(std::initializer_list<const char*> names) {
+  redisReply* r = Cmd({"INFO", "commandstats"});
+  std::string info(r->str, r->len);
+  freeReplyObject(r);
+  double total = 0;
+  for (const char* name : names) {
+    const std::string tag = std::string("cmdstat_") + name + ":";
+    const size_t pos = info.find(tag);
+    if (pos == std::string::npos) continue;
+    const size_t usec = info.find("usec=", pos);
+    if (usec != std::string::npos) total += std::strtod(info.c_str() + usec + 5, nullptr);
+  }
+  return total;
 }
 
 // The first `n` of `keys`.
@@ -145,6 +168,8 @@ struct Policy {
   const char* name;
   // Runs one acquire + release of resource `r` (must succeed).
   void (*cycle)(const std::string& r, const std::string& window);
+  // Whether the row sends SET itself (not from a script).
+  bool sends_set = false;
 };
 
 std::string g_sha[16];
@@ -283,11 +308,13 @@ void Baseline(const std::string& r, const std::string&) {
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   int port = 6379, n = 20000;
+  std::string only;  // --only ROW: run the baseline and that row (e.g. for perf)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
     if (f == "--host") host = argv[i + 1];
     if (f == "--port") port = std::atoi(argv[i + 1]);
     if (f == "--n") n = std::atoi(argv[i + 1]);
+    if (f == "--only") only = argv[i + 1];
   }
   g_ctx = redisConnect(host.c_str(), port);
   if (g_ctx == nullptr || g_ctx->err) {
@@ -314,7 +341,7 @@ int main(int argc, char** argv) {
     g_sha[kCad].assign(r->str, r->len);
     freeReplyObject(r);
   }
-  const Policy policies[] = {{"SET NX PX + compare-and-delete", Baseline},
+  const Policy policies[] = {{"SET NX PX + compare-and-delete", Baseline, true},
                              {"simple", Simple},
                              {"writer", Writer},
                              {"reader", Reader},
@@ -322,13 +349,14 @@ int main(int argc, char** argv) {
                              {"semaphore", Sem},
                              {"fair", Fair},
                              {"simple, fencing off", Unfenced},
-                             {"SET NX PX GET + dlock release", PlainSetGet}};
-  double base = 0;
-  std::printf("%-32s %10s %10s %8s %8s   %10s %10s   %s\n", "row: usec/cycle (commandstats)",
-              "window 0", "window on", "x base", "x base", "cpu w0", "cpu on",
-              "commands/cycle w0, on");
+                             {"SET NX PX GET + dlock release", PlainSetGet, true}};
+  double base = 0, top_base = 0;
+  std::printf("%-32s %10s %10s %8s %8s   %10s %10s   %-10s   %s\n",
+              "row: usec/cycle (commandstats)", "window 0", "window on", "x base", "x base",
+              "cpu w0", "cpu on", "cmds w0,on", "sent-commands usec w0, on (x base)");
   for (const Policy& p : policies) {
-    double us[2] = {0, 0}, cpu[2] = {0, 0}, calls[2] = {0, 0};
+    if (!only.empty() && p.cycle != Baseline && only != p.name) continue;
+    double us[2] = {0, 0}, cpu[2] = {0, 0}, calls[2] = {0, 0}, top[2] = {0, 0};
     for (int w = 0; w < 2; ++w) {
       Run({"FLUSHALL"});
       Run({"SET", "dlock:data-set-began", "0"});  // trusted: the window never refuses
@@ -339,14 +367,18 @@ int main(int argc, char** argv) {
       for (int i = 0; i < n; ++i) p.cycle("order:" + std::to_string(i), window);
       cpu[w] = (MainThreadCpuUsec() - cpu0) / n;
       calls[w] = InnerCalls() / n;
+      top[w] = (p.sends_set ? UsecOf({"evalsha", "set"}) : UsecOf({"evalsha"})) / n;
       double total = TotalUsec();
       // CONFIG RESETSTAT itself is not counted; INFO is counted after the read.
       us[w] = total / n;
     }
     if (base == 0) base = us[0];
-    std::printf("%-32s %8.2f us %8.2f us %7.2fx %7.2fx   %7.2f us %7.2f us   %.1f, %.1f\n",
-                p.name, us[0], us[1], us[0] / base, us[1] / base, cpu[0], cpu[1], calls[0],
-                calls[1]);
+    if (top_base == 0) top_base = top[0];
+    std::printf(
+        "%-32s %8.2f us %8.2f us %7.2fx %7.2fx   %7.2f us %7.2f us   %4.1f, %4.1f   %6.2f, %6.2f us "
+        "(%.2fx, %.2fx)\n",
+        p.name, us[0], us[1], us[0] / base, us[1] / base, cpu[0], cpu[1], calls[0], calls[1],
+        top[0], top[1], top[0] / top_base, top[1] / top_base);
   }
   redisFree(g_ctx);
   return 0;
