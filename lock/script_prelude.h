@@ -162,7 +162,8 @@
 //     missing marker is created with TIME in ms. A marker that is not a
 //     whole number of ms in [0, 9e12] is {'foreign', 'marker', value}; a
 //     marker of another type returns GET's error (pcall: after the grant's
-//     write the script must not fail half way).
+//     write the script must not fail half way). `fresh_mark` records that
+//     this acquire found the mark missing, for DLOCK_UNDO_FENCE.
 #define DLOCK_FENCE_INCR(H, M, UNDO) \
   "local fence = redis.pcall('incr', KEYS[" #H "])\n" \
   "if type(fence) == 'table' then\n" \
