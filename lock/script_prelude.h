@@ -246,6 +246,14 @@
 //   - a lost mark: DLOCK_FENCE_INCR restarts it at TIME us (fence - 1 =
 //     TIME us), so the fast check fails and the full rule reads the marker,
 //     as the window needs after a restart.
+//   - a failover: the promoted replica inherits the mark and the marker,
+//     both written under the old master's clock; the fast path and the
+//     full rule compare them with the new master's TIME alike, so skew
+//     between the two clocks moves both by the same amount.
+//   - RedLock: each server's mark starts at its own TIME and the write-back
+//     raises lagging marks to the quorum's largest fence, so the fast path
+//     starts on every server a window after the latest mark start (plus the
+//     clock lead of that mark's server); before that the full rule runs.
 // A refusal after DLOCK_FENCE_INCR gave `fence` (never handed out; the
 // script is atomic) leaves the mark as it found it: deleted if INCR found
 // it missing (`fresh_mark`), else DECR.
