@@ -5,9 +5,11 @@
 // sequential cycles over hiredis's synchronous API -- acquire, then release,
 // of a fresh resource name each time (as a service locking per order id
 // does) -- and divides the `usec` of every command in INFO commandstats by
-// N. The baseline row is `SET key token NX PX ttl` + a compare-and-delete
-// script (`if GET == token then DEL`), the raw lock dlock is measured
-// against. Server time does not count network or client time, so it is far
+// N (a script's inner calls count twice there: in their own entry and in
+// the EVALSHA's; the last column sums only the commands the client sent,
+// EVALSHA and a direct SET, each microsecond once). The baseline row is
+// `SET key token NX PX ttl` + a compare-and-delete script (`if GET ==
+// token then DEL`), the raw lock dlock is measured against. Server time does not count network or client time, so it is far
 // less sensitive to a busy machine than throughput (still: pin the server,
 // e.g. `taskset -c 0 redis-server ...`, and compare rows of one run).
 //
@@ -22,15 +24,19 @@
 //   reentrant   ReentrantAcquireScript + ReentrantReleaseScript
 //   semaphore   SemaphoreAcquireScript + SemaphoreReleaseScript (3 permits)
 //   fair        FairAcquireScript + FairReleaseScript
+//   simple, fencing off   AcquireUnfencedScript + ReleaseScript
+//   SET NX PX GET + dlock release   the unfenced acquire as a plain command
+//               (no script; no restart rule: both columns run the same)
 // KEYS: each script's own (lock, ..., data-set marker, fence mark).
 //
-//   bazel run -c opt //bench:server_time -- --port 6379 --n 20000
+//   bazel run -c opt //bench:server_time -- --port 6379 --n 20000 [--only simple]
 #include <hiredis/hiredis.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -80,6 +86,26 @@ int KeyCount(const char* name) {
   }
   std::fprintf(stderr, "server_time: no script %s\n", name);
   std::exit(1);
+}
+
+// usec of the named commands only (cmdstat_<name>). A command a script
+// calls is counted twice in commandstats: in its own entry and in the
+// EVALSHA that called it (Redis 7.0), so TotalUsec counts a script's inner
+// calls twice; the sum over the commands the client itself sent (EVALSHA,
+// and SET for the rows that send it) counts each microsecond once.
+double UsecOf(std::initializer_list<const char*> names) {
+  redisReply* r = Cmd({"INFO", "commandstats"});
+  std::string info(r->str, r->len);
+  freeReplyObject(r);
+  double total = 0;
+  for (const char* name : names) {
+    const std::string tag = std::string("cmdstat_") + name + ":";
+    const size_t pos = info.find(tag);
+    if (pos == std::string::npos) continue;
+    const size_t usec = info.find("usec=", pos);
+    if (usec != std::string::npos) total += std::strtod(info.c_str() + usec + 5, nullptr);
+  }
+  return total;
 }
 
 // The first `n` of `keys`.
@@ -142,12 +168,14 @@ struct Policy {
   const char* name;
   // Runs one acquire + release of resource `r` (must succeed).
   void (*cycle)(const std::string& r, const std::string& window);
+  // Whether the row sends SET itself (not from a script).
+  bool sends_set = false;
 };
 
 std::string g_sha[16];
 enum {
   kAcquire, kRelease, kWrite, kRead, kReadRelease, kReentrant, kReentrantRelease,
-  kSemAcquire, kSemRelease, kFairAcquire, kFairRelease, kCad
+  kSemAcquire, kSemRelease, kFairAcquire, kFairRelease, kCad, kUnfenced
 };
 
 int64_t Integer(const std::vector<std::string>& argv, const char* what) {
@@ -171,6 +199,37 @@ void Simple(const std::string& r, const std::string& window) {
     a.push_back(k);
   a.insert(a.end(), {"tok", "30000", window});
   Integer(a, "acquire");
+  Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
+}
+
+// Fencing off (SimpleLockOptions::fencing = false): AcquireUnfencedScript
+// (KEYS: lock, and the marker only with a window) + ReleaseScript.
+void Unfenced(const std::string& r, const std::string& window) {
+  const bool on = window != "0";
+  std::vector<std::string> a = {"EVALSHA", g_sha[kUnfenced], on ? "2" : "1", Lk(r)};
+  if (on) a.push_back("dlock:data-set-began");
+  a.insert(a.end(), {"tok", "30000", window});
+  redisReply* reply = Cmd(a);
+  const bool ok = reply->type == REDIS_REPLY_INTEGER && reply->integer == 0;
+  freeReplyObject(reply);
+  if (!ok) {
+    std::fprintf(stderr, "server_time: unfenced acquire was not granted\n");
+    std::exit(1);
+  }
+  Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
+}
+
+// What the unfenced acquire with the window off would be as a plain command
+// instead of a script: SET NX PX GET (nil: granted) + ReleaseScript. The
+// window column runs the same (a plain command cannot apply the rule).
+void PlainSetGet(const std::string& r, const std::string&) {
+  redisReply* s = Cmd({"SET", Lk(r), "tok", "NX", "PX", "30000", "GET"});
+  const bool ok = s->type == REDIS_REPLY_NIL;
+  freeReplyObject(s);
+  if (!ok) {
+    std::fprintf(stderr, "server_time: SET NX PX GET refused\n");
+    std::exit(1);
+  }
   Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
 }
 
@@ -249,11 +308,13 @@ void Baseline(const std::string& r, const std::string&) {
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   int port = 6379, n = 20000;
+  std::string only;  // --only ROW: run the baseline and that row (e.g. for perf)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
     if (f == "--host") host = argv[i + 1];
     if (f == "--port") port = std::atoi(argv[i + 1]);
     if (f == "--n") n = std::atoi(argv[i + 1]);
+    if (f == "--only") only = argv[i + 1];
   }
   g_ctx = redisConnect(host.c_str(), port);
   if (g_ctx == nullptr || g_ctx->err) {
@@ -272,6 +333,7 @@ int main(int argc, char** argv) {
   g_sha[kSemRelease] = Load(dlock::SemaphoreReleaseScript());
   g_sha[kFairAcquire] = Load(dlock::FairAcquireScript());
   g_sha[kFairRelease] = Load(dlock::FairReleaseScript());
+  g_sha[kUnfenced] = Load(dlock::AcquireUnfencedScript());
   {
     redisReply* r = Cmd({"SCRIPT", "LOAD",
                          "if redis.call('get', KEYS[1]) == ARGV[1] then "
@@ -279,19 +341,22 @@ int main(int argc, char** argv) {
     g_sha[kCad].assign(r->str, r->len);
     freeReplyObject(r);
   }
-  const Policy policies[] = {{"SET NX PX + compare-and-delete", Baseline},
+  const Policy policies[] = {{"SET NX PX + compare-and-delete", Baseline, true},
                              {"simple", Simple},
                              {"writer", Writer},
                              {"reader", Reader},
                              {"reentrant", Reentrant},
                              {"semaphore", Sem},
-                             {"fair", Fair}};
-  double base = 0;
-  std::printf("%-32s %10s %10s %8s %8s   %10s %10s   %s\n", "row: usec/cycle (commandstats)",
-              "window 0", "window on", "x base", "x base", "cpu w0", "cpu on",
-              "commands/cycle w0, on");
+                             {"fair", Fair},
+                             {"simple, fencing off", Unfenced},
+                             {"SET NX PX GET + dlock release", PlainSetGet, true}};
+  double base = 0, top_base = 0;
+  std::printf("%-32s %10s %10s %8s %8s   %10s %10s   %-10s   %s\n",
+              "row: usec/cycle (commandstats)", "window 0", "window on", "x base", "x base",
+              "cpu w0", "cpu on", "cmds w0,on", "sent-commands usec w0, on (x base)");
   for (const Policy& p : policies) {
-    double us[2] = {0, 0}, cpu[2] = {0, 0}, calls[2] = {0, 0};
+    if (!only.empty() && p.cycle != Baseline && only != p.name) continue;
+    double us[2] = {0, 0}, cpu[2] = {0, 0}, calls[2] = {0, 0}, top[2] = {0, 0};
     for (int w = 0; w < 2; ++w) {
       Run({"FLUSHALL"});
       Run({"SET", "dlock:data-set-began", "0"});  // trusted: the window never refuses
@@ -302,14 +367,18 @@ int main(int argc, char** argv) {
       for (int i = 0; i < n; ++i) p.cycle("order:" + std::to_string(i), window);
       cpu[w] = (MainThreadCpuUsec() - cpu0) / n;
       calls[w] = InnerCalls() / n;
+      top[w] = (p.sends_set ? UsecOf({"evalsha", "set"}) : UsecOf({"evalsha"})) / n;
       double total = TotalUsec();
       // CONFIG RESETSTAT itself is not counted; INFO is counted after the read.
       us[w] = total / n;
     }
     if (base == 0) base = us[0];
-    std::printf("%-32s %8.2f us %8.2f us %7.2fx %7.2fx   %7.2f us %7.2f us   %.1f, %.1f\n",
-                p.name, us[0], us[1], us[0] / base, us[1] / base, cpu[0], cpu[1], calls[0],
-                calls[1]);
+    if (top_base == 0) top_base = top[0];
+    std::printf(
+        "%-32s %8.2f us %8.2f us %7.2fx %7.2fx   %7.2f us %7.2f us   %4.1f, %4.1f   %6.2f, %6.2f us "
+        "(%.2fx, %.2fx)\n",
+        p.name, us[0], us[1], us[0] / base, us[1] / base, cpu[0], cpu[1], calls[0], calls[1],
+        top[0], top[1], top[0] / top_base, top[1] / top_base);
   }
   redisFree(g_ctx);
   return 0;

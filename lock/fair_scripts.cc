@@ -50,9 +50,8 @@ constexpr char kFairAcquire[] = DLOCK_DATA_SET_PRELUDE(2, 3)
 local member = ARGV[4]
 )lua" DLOCK_LOCK_KEY_CHECK R"lua(end
 if kind == 'none' and (head == false or head == member) then
-)lua" DLOCK_FENCE_NEXT(4, 2) R"lua(
+)lua" DLOCK_FENCE_INCR(4, 2, "") R"lua(
   redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
-)lua" DLOCK_FENCE_COMMIT(4) R"lua(
   if mine then
     if live == 1 then
       redis.call('del', KEYS[3])
@@ -117,7 +116,7 @@ return released
 // SHA-1 constants as in scripts.cc: lock:fair_lock_test checks them.
 const Script& FairAcquireScript() {
   static const Script* const s =
-      new Script(kFairAcquire, "1b80d117f5980c135cd60aec5fbde6937c671085");
+      new Script(kFairAcquire, "c40838d845651fd0fac11c60e3a737aa204aca07");
   return *s;
 }
 

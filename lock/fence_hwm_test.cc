@@ -249,9 +249,9 @@ TEST_F(FenceHwmTest, AReentrantLocksFenceStaysWithItsHolding) {
 }
 
 // Goal 2: with the restart window off and the mark present, an exclusive
-// acquire on a free resource runs GET mark, SET NX PX, SET mark -- no
-// TIME, no marker, no TYPE. The writer adds only an
-// existence check of the readers and the DEL of a writer's intent.
+// acquire on a free resource runs SET NX PX GET and INCR mark -- no TIME,
+// no marker, no TYPE, no GET. The writer adds only an existence check of
+// the readers and the DEL of a writer's intent.
 std::vector<std::string> ScriptCommands(const FakeRedis& server) {
   std::vector<std::string> out;
   for (const FakeRedis::LogEntry& e : server.log()) {
@@ -266,12 +266,119 @@ TEST_F(FenceHwmTest, AnExclusiveAcquireTouchesOnlyWhatItNeeds) {
   Cycle(lock, "warm");
   server_.ClearLog();
   ASSERT_THAT(Acquire(lock, "r"), IsOk());
-  EXPECT_THAT(ScriptCommands(server_), ElementsAre("get", "set", "set"));
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre("set", "incr"));
 
   ReadWriteLock rw(&loop_, &conn_);
   server_.ClearLog();
   ASSERT_THAT(Acquire(rw.writer(), "w"), IsOk());
-  EXPECT_THAT(ScriptCommands(server_), ElementsAre("get", "exists", "set", "set", "del"));
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre("exists", "set", "incr", "del"));
+}
+
+// The restart rule after the fence (script_prelude.h,
+// DLOCK_RESTART_RULE_AFTER_FENCE). A fresh data set: the acquire takes the
+// lock key and the fence, then the full rule finds the marker it just
+// created and refuses ('young'), deleting the lock key and the mark it
+// created again. After the window the full rule grants and the mark starts
+// at TIME; once TIME is the window past the mark, the acquire does not read
+// the marker (SET NX PX GET, INCR, TIME). A refusal with a mark present
+// leaves it as it was (DECR). A FLUSHALL of an old data set loses the
+// mark: the new mark starts at TIME, the fast check fails and the full rule
+// refuses again for the window, and the fences after it still rise.
+TEST_F(FenceHwmTest, WithTheWindowOnAnOldMarkSkipsTheMarkerAndAYoungDataSetIsRefused) {
+  SimpleLockOptions o;
+  o.restart_window = absl::Seconds(30);
+  SimpleLock lock(&loop_, &conn_, o);
+  ReadWriteLockOptions rwo;
+  rwo.restart_window = absl::Seconds(30);
+  ReadWriteLock rw(&loop_, &conn_, rwo);
+  for (Lock* l : std::initializer_list<Lock*>{&lock, &rw.writer()}) {
+    absl::StatusOr<Lease> young = Acquire(*l, "r");
+    EXPECT_TRUE(IsYoungDataSet(young.status())) << young.status();
+    EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  }
+  EXPECT_FALSE(server_.Exists(keys_.FenceHwmKey()));
+  EXPECT_TRUE(server_.Exists(keys_.DataSetKey()));
+
+  loop_.AdvanceTime(absl::Seconds(31));
+  const int64_t started = Cycle(lock, "r");  // the full rule; the mark starts at TIME
+  EXPECT_EQ(started, server_.NowMs() * 1000 + 1);
+  // Within the window of the mark's start, a refusal leaves the mark as it was.
+  server_.Execute({"SET", keys_.DataSetKey(), std::to_string(server_.NowMs())});
+  EXPECT_TRUE(IsYoungDataSet(Acquire(lock, "r").status()));
+  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), std::to_string(started));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  loop_.AdvanceTime(absl::Seconds(31));
+  server_.ClearLog();
+  absl::StatusOr<Lease> lease = Acquire(lock, "r");
+  ASSERT_THAT(lease, IsOk());
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre("set", "incr", "time"));
+  ASSERT_THAT(Release(lock, *lease), IsOk());
+  server_.ClearLog();
+  absl::StatusOr<Lease> written = Acquire(rw.writer(), "w");
+  ASSERT_THAT(written, IsOk());
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre("exists", "set", "incr", "time", "del"));
+  ASSERT_THAT(Release(rw.writer(), *written), IsOk());
+
+  server_.Execute({"FLUSHALL"});
+  for (Lock* l : std::initializer_list<Lock*>{&lock, &rw.writer()}) {
+    absl::StatusOr<Lease> young = Acquire(*l, "r");
+    EXPECT_TRUE(IsYoungDataSet(young.status())) << young.status();
+    EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  }
+  loop_.AdvanceTime(absl::Seconds(31));
+  EXPECT_GT(Cycle(lock, "r"), written->fence);
+}
+
+// A marker deleted by hand (not a data loss: the mark survives) while the
+// mark is older than the window: the fast path passes, since the mark
+// proves the data set that old (the full rule would have restarted the
+// window). A mark raised above TIME (RedLock's write-back of a peer's
+// fence) makes the fast check fail: the full rule reads the marker.
+TEST_F(FenceHwmTest, TheWindowsFastPathTrustsTheMarkAndFallsBackWhenTheMarkIsAboveTime) {
+  SimpleLockOptions o;
+  o.restart_window = absl::Seconds(30);
+  SimpleLock lock(&loop_, &conn_, o);
+  EXPECT_TRUE(IsYoungDataSet(Acquire(lock, "warm").status()));
+  loop_.AdvanceTime(absl::Seconds(31));
+  Cycle(lock, "warm");  // the mark starts at TIME
+  loop_.AdvanceTime(absl::Seconds(31));
+  server_.Execute({"DEL", keys_.DataSetKey()});
+  const int64_t before = Cycle(lock, "r");
+  EXPECT_GT(before, 0);
+  EXPECT_FALSE(server_.Exists(keys_.DataSetKey()));
+
+  // A mark ahead of TIME: the full rule runs, recreates the missing marker,
+  // and the data set counts as young from now.
+  server_.Execute({"SET", keys_.FenceHwmKey(), std::to_string(server_.NowMs() * 1000 + 5000000)});
+  server_.ClearLog();
+  absl::StatusOr<Lease> young = Acquire(lock, "r");
+  EXPECT_TRUE(IsYoungDataSet(young.status())) << young.status();
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre("set", "incr", "time", "get", "set", "decr", "del"));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+}
+
+// INCR answers 1 on a missing mark; a refusal on the missing-mark path (a
+// marker that is not a time) must not leave that 1 behind, or the next
+// acquire would issue fence 2. Nor the lock key it set.
+TEST_F(FenceHwmTest, AMissingMarkRefusedForAForeignMarkerLeavesNoMarkAndNoLockKey) {
+  SimpleLock lock(&loop_, &conn_);
+  ReadWriteLock rw(&loop_, &conn_);
+  Semaphore sem(&loop_, &conn_);
+  FairLock fair(&loop_, &conn_);
+  ReentrantLockOptions ro;
+  ro.client_id = "c";
+  ReentrantLock re(&loop_, &conn_, ro);
+  for (Lock* l : std::initializer_list<Lock*>{&lock, &rw.writer(), &sem, &fair, &re}) {
+    server_.Execute({"SET", keys_.DataSetKey(), "yesterday"});
+    absl::StatusOr<Lease> refused = Acquire(*l, "r");
+    EXPECT_THAT(refused, test_support::StatusIs(absl::StatusCode::kInternal));
+    EXPECT_FALSE(server_.Exists(keys_.FenceHwmKey()));
+    EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+    const int64_t now_ms = server_.NowMs();
+    server_.Execute({"SET", keys_.DataSetKey(), std::to_string(now_ms)});
+    EXPECT_EQ(Cycle(*l, "r"), now_ms * 1000 + 1);
+    server_.Execute({"DEL", keys_.FenceHwmKey()});
+  }
 }
 
 // Fencing off (SimpleLockOptions::fencing): the acquire is SET NX PX alone

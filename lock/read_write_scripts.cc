@@ -47,26 +47,24 @@ return fence
 
 // A writer gets in when neither a writer (or plain holder) nor a live
 // reader holds. What it touches on a free resource with no readers and the
-// window off: EXISTS readers, GET mark, SET NX PX, SET
-// mark, DEL intent -- no TYPE, no HGETALL, no TIME. Readers are trimmed
-// (HGETALL) only when their hash exists. When it cannot get in, it
-// (re)sets the writer-intent marker to its token for intent_ms (0: not at
-// all), which keeps new readers out while it waits; a writer that stops
-// trying lets it expire. On success it takes the lock key exactly as the
-// plain acquire does and deletes the marker (each attempt has a fresh
-// token, so the marker cannot tell whose it is; another waiting writer
-// sets it again at its next attempt, which fails while this writer holds).
-constexpr char kWriteAcquire[] = DLOCK_LAZY_DATA_SET_PRELUDE(4, 3) DLOCK_FENCE_NEXT(5, 4) R"lua(
-local busy = false
+// window off: EXISTS readers, SET NX PX GET, INCR mark, DEL intent -- no
+// TYPE, no HGETALL, no TIME, no GET. Readers are trimmed (HGETALL, TIME)
+// only when their hash exists. When it cannot get in, it (re)sets the
+// writer-intent marker to its token for intent_ms (0: not at all), which
+// keeps new readers out while it waits; a writer that stops trying lets it
+// expire. On success it takes the lock key exactly as the plain acquire
+// does (SET NX PX GET, then the fence by INCR, then the restart rule with
+// its fast path, a refusal deleting the lock key again: scripts.cc) and
+// deletes the marker (each attempt has a fresh token, so the marker cannot
+// tell whose it is; another waiting writer sets it again at its next
+// attempt, which fails while this writer holds).
+constexpr char kWriteAcquire[] = R"lua(local busy = false
 if redis.call('exists', KEYS[2]) == 1 then
-  if not now then
-    local t = redis.call('time')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-)lua" DLOCK_TRIM_READERS(2) R"lua(
+)lua" DLOCK_SERVER_NOW DLOCK_TRIM_READERS(2) R"lua(
   busy = live > 0
 end
-if busy or not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
+local old = false
+if busy then
   local kind = redis.call('type', KEYS[1])['ok']
   if kind ~= 'none' then
     local pttl = redis.call('pttl', KEYS[1])
@@ -74,12 +72,19 @@ if busy or not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
       return {'foreign', kind, pttl < 0 and -1 or 0}
     end
   end
+else
+  old = redis.pcall('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2], 'get')
+end
+if busy or old ~= false then
+  if old ~= false then
+)lua" DLOCK_REFUSE_FOREIGN_AFTER_SET_GET R"lua(  end
   if tonumber(ARGV[4]) > 0 then
     redis.call('set', KEYS[3], ARGV[1], 'px', ARGV[4])
   end
   return false
 end
-)lua" DLOCK_FENCE_COMMIT(5) R"lua(redis.call('del', KEYS[3])
+)lua" DLOCK_FENCE_INCR(5, 4, "redis.call('del', KEYS[1])\n")
+    DLOCK_RESTART_RULE_AFTER_FENCE(4, 3, 5, "redis.call('del', KEYS[1])\n") R"lua(redis.call('del', KEYS[3])
 return fence
 )lua";
 
@@ -114,7 +119,7 @@ return 1
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
 DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "66afd7ee502971f30a239f801381f4a0acc18981")
-DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "3955cc1d32fda5ebb6a207770f98106a08850715")
+DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "04837f692bded1dcd4b9504f57c05e83e8070174")
 DLOCK_DEFINE_SCRIPT(ReadReleaseScript, kReadRelease, "c0471b4503aa79e3f06e695adce151d389997ae3")
 DLOCK_DEFINE_SCRIPT(ReadExtendScript, kReadExtend, "cb823b2f5a6ff50e4597c59e9ac8e985140cb2f0")
 

@@ -91,11 +91,16 @@
 // not vote for the restart window, after which its TIME is far beyond any
 // fence of its peers.
 //
-// Refusals: a mark that is not an integer fails the script with INCR's
-// error ("value is not an integer or out of range"; a hash: WRONGTYPE),
-// before any write; one at 2^53 - 1 or above (Lua numbers are doubles: the
-// last exact successor) is {'exhausted', value, its key}.
+// Refusals: a mark that is not an integer returns INCR's error ("value is
+// not an integer or out of range"; a hash: WRONGTYPE) and takes nothing;
+// one at 2^53 - 1 or above (Lua numbers are doubles: the last exact
+// successor) is {'exhausted', value, its key}.
 //
+// Every acquire that issues a fence does it with DLOCK_FENCE_INCR (below):
+// INCR of the mark, one command where the mark exists. The fragments here
+// are for the scripts that read the mark without issuing a fence (the
+// reader's acquire, RedLock's RaiseFence, and the CLI's forced unlock,
+// which bumps the mark off the hot path):
 // DLOCK_FENCE_LAST(H, M) reads and sets `hwm` (the last fence: the mark or
 // its start) and `stored` (the mark as stored, false if missing); writes
 // nothing but a missing marker. DLOCK_FENCE_NEXT adds `fence` = hwm + 1.
@@ -134,6 +139,174 @@
 #define DLOCK_FENCE_COMMIT(H) \
   "redis.call('set', KEYS[" #H "], string.format('%.0f', fence))\n"
 
+// DLOCK_FENCE_INCR(H, M, UNDO): the next fence by INCR of the mark, for the
+// acquires that issue one (plain, writer, reentrant, semaphore, fair), run
+// once the script has decided to grant. Sets `fence`. One command where the
+// mark exists (DLOCK_FENCE_NEXT + DLOCK_FENCE_COMMIT: GET, SET and Lua
+// arithmetic). UNDO is Lua that takes back what the script already wrote
+// for the grant (the plain and writer acquires SET the lock key first:
+// "redis.call('del', KEYS[1])"; the script is atomic, so nobody saw it);
+// every refusal below runs it and leaves the mark as it found it:
+//   - INCR fails (the mark is not an integer, or a hash: WRONGTYPE; or it
+//     would overflow int64): the error is returned as it is, unless the
+//     mark is a whole number at or past 2^53 - 1, which is
+//     {'exhausted', value, its key} as before.
+//   - INCR answers past 2^53 - 1 (the mark was at or past it): DECR undoes
+//     it, {'exhausted', value, key}.
+//   - INCR answers 1: the mark was missing (or "0", which dlock never
+//     stores: a missing mark's start is the same or higher, so safe). INCR
+//     left 1 there, which must not stay (the next INCR would issue 2): the
+//     missing-mark rule (FENCES above) sets it, or it is deleted on a
+//     refusal. A trusted marker keeps 1 (fence 1, what hwm 0 + 1 gave);
+//     otherwise fence = max(TIME us, marker x 1000) + 1, stored, and a
+//     missing marker is created with TIME in ms. A marker that is not a
+//     whole number of ms in [0, 9e12] is {'foreign', 'marker', value}; a
+//     marker of another type returns GET's error (pcall: after the grant's
+//     write the script must not fail half way). `fresh_mark` records that
+//     this acquire found the mark missing, for DLOCK_UNDO_FENCE.
+#define DLOCK_FENCE_INCR(H, M, UNDO) \
+  "local fence = redis.pcall('incr', KEYS[" #H "])\n" \
+  "if type(fence) == 'table' then\n" \
+  "  " UNDO \
+  "  local s = redis.pcall('get', KEYS[" #H "])\n" \
+  "  local v = type(s) == 'string' and tonumber(s)\n" \
+  "  if v and v == math.floor(v) and v >= 9007199254740991 then\n" \
+  "    return {'exhausted', s, KEYS[" #H "]}\n" \
+  "  end\n" \
+  "  return fence\n" \
+  "end\n" \
+  "if fence > 9007199254740991 then\n" \
+  "  redis.call('decr', KEYS[" #H "])\n" \
+  "  " UNDO \
+  "  return {'exhausted', redis.call('get', KEYS[" #H "]), KEYS[" #H "]}\n" \
+  "end\n" \
+  "local fresh_mark = fence == 1\n" \
+  "if fresh_mark then\n" \
+  "  local m = redis.pcall('get', KEYS[" #M "])\n" \
+  "  local b = 0\n" \
+  "  if m ~= false then\n" \
+  "    b = type(m) == 'string' and tonumber(m)\n" \
+  "    if not b or b < 0 or b > 9000000000000 or b ~= math.floor(b) then\n" \
+  "      redis.call('del', KEYS[" #H "])\n" \
+  "      " UNDO \
+  "      if type(m) == 'table' then return m end\n" \
+  "      return {'foreign', 'marker', m}\n" \
+  "    end\n" \
+  "  end\n" \
+  "  if m == false or b ~= 0 then\n" \
+  "    local t = redis.call('time')\n" \
+  "    if m == false then\n" \
+  "      redis.call('set', KEYS[" #M "], string.format('%.0f', tonumber(t[1]) * 1000 + " \
+  "math.floor(tonumber(t[2]) / 1000)))\n" \
+  "    end\n" \
+  "    fence = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), b * 1000) + 1\n" \
+  "    if fence > 9007199254740991 then\n" \
+  "      redis.call('del', KEYS[" #H "])\n" \
+  "      " UNDO \
+  "      return {'exhausted', string.format('%.0f', fence - 1), KEYS[" #H "]}\n" \
+  "    end\n" \
+  "    redis.call('set', KEYS[" #H "], string.format('%.0f', fence))\n" \
+  "  end\n" \
+  "end\n"
+
+// DLOCK_RESTART_RULE_AFTER_FENCE(M, W, H, UNDO): the restart rule (KEYS[M]
+// the data-set marker, ARGV[W] the window in ms, KEYS[H] the mark) for an
+// acquire that has
+// already taken the lock and its fence (DLOCK_FENCE_INCR), with a fast
+// path that does not read the marker. Nothing with a window of 0.
+//
+// Why the fast path is right. Let hwm = fence - 1, the mark before this
+// acquire. (1) A mark starts at or above the server's TIME in us at its
+// creation (FENCES: max(TIME us, marker x 1000); RedLock's RaiseFence
+// starts a missing mark the same way, then only raises it), or at 0 under
+// a trusted marker, and only grows (INCR, raises). (2) The mark lives in
+// the data set, so the data set began at or before the mark's creation.
+// Hence now_us - hwm <= now_us - TIME_us(creation) <= the data set's age,
+// and if now_us - hwm >= window_us the data set is at least the window
+// old: the rule passes without GET marker. Otherwise the full rule runs
+// (GET marker, created with now when missing; refusals as
+// DLOCK_RESTART_RULE: 'young', foreign marker), and a refusal runs UNDO
+// (the lock key is deleted), puts the mark back as it was (DLOCK_UNDO_FENCE:
+// a +1 left would be harmless, since fences need only rise, but a mark
+// created by a refused acquire would make a data set declared trusted
+// afterwards start its fences at TIME instead of 1) and returns. Cases:
+//   - a mark raised above TIME (RedLock's fence_sync to a peer's fence):
+//     now_us - hwm is small or negative, the full rule runs (cost, not
+//     safety).
+//   - a clock stepped back: now_us shrinks, the full rule runs.
+//   - a trusted marker ("0"): the full rule always passes; the fast path
+//     passes once TIME us exceeds the mark by the window (at once for a
+//     mark started at 0).
+//   - a marker deleted by hand (or foreign) while the mark lives: the full
+//     rule would restart the window (it cannot tell a deleted marker from a
+//     new data set) or refuse the foreign marker; the fast path passes,
+//     because the surviving mark proves the data set older than the window.
+//     The marker is read (and recreated) again only when the fast check
+//     fails or the mark is lost.
+//   - a lost mark: DLOCK_FENCE_INCR restarts it at TIME us (fence - 1 =
+//     TIME us), so the fast check fails and the full rule reads the marker,
+//     as the window needs after a restart.
+//   - a failover: the promoted replica inherits the mark and the marker,
+//     both written under the old master's clock; the fast path and the
+//     full rule compare them with the new master's TIME alike, so skew
+//     between the two clocks moves both by the same amount.
+//   - RedLock: each server's mark starts at its own TIME and the write-back
+//     raises lagging marks to the quorum's largest fence, so the fast path
+//     starts on every server a window after the latest mark start (plus the
+//     clock lead of that mark's server); before that the full rule runs.
+// A refusal after DLOCK_FENCE_INCR gave `fence` (never handed out; the
+// script is atomic) leaves the mark as it found it: deleted if INCR found
+// it missing (`fresh_mark`), else DECR.
+#define DLOCK_UNDO_FENCE(H) \
+  "if fresh_mark then redis.call('del', KEYS[" #H "]) " \
+  "else redis.call('decr', KEYS[" #H "]) end\n"
+#define DLOCK_RESTART_RULE_AFTER_FENCE(M, W, H, UNDO) \
+  "local window = tonumber(ARGV[" #W "]) or 0\n" \
+  "if window > 0 then\n" \
+  "  local t = redis.call('time')\n" \
+  "  if tonumber(t[1]) * 1000000 + tonumber(t[2]) - (fence - 1) < window * 1000 then\n" \
+  "    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+  "    local began = redis.pcall('get', KEYS[" #M "])\n" \
+  "    if type(began) == 'table' then\n" \
+  "      " DLOCK_UNDO_FENCE(H) UNDO \
+  "      return began\n" \
+  "    end\n" \
+  "    if began == false then\n" \
+  "      redis.call('set', KEYS[" #M "], string.format('%.0f', now))\n" \
+  "      began = now\n" \
+  "    else\n" \
+  "      local b = tonumber(began)\n" \
+  "      if b == nil or b < 0 or b > 9000000000000 or b ~= math.floor(b) then\n" \
+  "        " DLOCK_UNDO_FENCE(H) UNDO \
+  "        return {'foreign', 'marker', began}\n" \
+  "      end\n" \
+  "      began = b\n" \
+  "    end\n" \
+  "    if now - began < window then\n" \
+  "      " DLOCK_UNDO_FENCE(H) UNDO \
+  "      return {'young', window - (now - began), now - began}\n" \
+  "    end\n" \
+  "  end\n" \
+  "end\n"
+
+// After `local old = redis.pcall('set', KEYS[1], ..., 'nx', 'px', ttl,
+// 'get')` (Redis >= 7.0: the old value, nil when it set; WRONGTYPE when
+// the key is not a string, and then it does not set): returns the
+// foreign-data refusal ({'foreign', type, -1 with no TTL else 0}) when the
+// key is not a holder's (another type, or a string with no TTL), or SET's
+// own error (not WRONGTYPE: e.g. a bad PX) as it is; falls through when a
+// holder (a string with a TTL) has it. Only the refused SET pays PTTL (and
+// TYPE only for another type).
+#define DLOCK_REFUSE_FOREIGN_AFTER_SET_GET \
+  "if type(old) == 'table' then\n" \
+  "  local kind = redis.call('type', KEYS[1])['ok']\n" \
+  "  if kind == 'string' or kind == 'none' then return old end\n" \
+  "  return {'foreign', kind, redis.call('pttl', KEYS[1]) < 0 and -1 or 0}\n" \
+  "end\n" \
+  "if redis.call('pttl', KEYS[1]) < 0 then\n" \
+  "  return {'foreign', 'string', -1}\n" \
+  "end\n"
+
 // The lock key KEYS[1] (a string with a PX TTL when held), as `kind` (its
 // TYPE): anything but a string with a TTL is foreign data, refused with
 // {'foreign', type, -1 with no TTL else 0}.
@@ -148,15 +321,6 @@
   "  if kind ~= 'string' or pttl < 0 then\n" \
   "    return {'foreign', kind, pttl < 0 and -1 or 0}\n" \
   "  end\n"
-// After a refused SET NX on KEYS[1]: nil (false) when a holder (a string
-// with a TTL) has it, else the foreign-data refusal.
-#define DLOCK_HELD_OR_FOREIGN \
-  "local kind = redis.call('type', KEYS[1])['ok']\n" \
-  "local pttl = redis.call('pttl', KEYS[1])\n" \
-  "if kind == 'string' and pttl >= 0 then\n" \
-  "  return false\n" \
-  "end\n" \
-  "return {'foreign', kind, pttl < 0 and -1 or 0}\n"
 #define DLOCK_LOCK_KEY_HELD \
   "local kind = redis.call('type', KEYS[1])['ok']\n" \
   "if kind ~= 'none' then\n" \

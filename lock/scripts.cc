@@ -7,18 +7,23 @@ namespace dlock {
 namespace {
 
 // SET NX PX and the next fence (script_prelude.h: FENCES) in one script,
-// after the restart rule (only when the window is on). KEYS: lock, data-set
+// then the restart rule (only when the window is on). KEYS: lock, data-set
 // marker, fence high-water mark (each present while the lock is held and
-// the mark lives: no usually-absent key). What it touches when the resource
-// is free, the window off and the mark present: GET mark (read before any
-// write, so a bad value fails the script before the lock key is written),
-// SET NX PX, SET mark -- no TYPE, no TIME. Only a refused SET NX looks at what holds the key:
-// another type, or a string with no TTL, is foreign data ({'foreign', type,
-// -1 with no TTL else 0}); a string with a TTL is another holder (nil).
-constexpr char kAcquire[] = DLOCK_LAZY_DATA_SET_PRELUDE(2, 3) DLOCK_FENCE_NEXT(3, 2) R"lua(
-if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
-)lua" DLOCK_HELD_OR_FOREIGN R"lua(end
-)lua" DLOCK_FENCE_COMMIT(3) R"lua(return fence
+// the mark lives: no usually-absent key). The order puts the common case
+// first: `SET lock token NX PX ttl GET` (nil: granted; the old value:
+// refused, and only then PTTL tells a holder (TTL: nil) from foreign data
+// (no TTL), and WRONGTYPE -- another type -- is foreign too), then INCR of
+// the mark for the fence (DLOCK_FENCE_INCR), then the restart rule, whose
+// fast path needs the fence (DLOCK_RESTART_RULE_AFTER_FENCE). A refusal
+// after the SET deletes the lock key again (the script is atomic: nobody
+// saw it). What it touches when the resource is free, the window off and
+// the mark present: SET NX PX GET, INCR -- no TYPE, no TIME, no GET.
+constexpr char kAcquire[] = R"lua(local old = redis.pcall('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2], 'get')
+if old ~= false then
+)lua" DLOCK_REFUSE_FOREIGN_AFTER_SET_GET R"lua(  return false
+end
+)lua" DLOCK_FENCE_INCR(3, 2, "redis.call('del', KEYS[1])\n")
+    DLOCK_RESTART_RULE_AFTER_FENCE(2, 3, 3, "redis.call('del', KEYS[1])\n") R"lua(return fence
 )lua";
 
 // The acquire without a fence (SimpleLockOptions / RedLockOptions::fencing
@@ -27,10 +32,13 @@ if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
 // and the data-set marker only when the window is on (with it off the
 // script never reads KEYS[2], and the caller does not name it, so no acquire
 // names a usually-absent key). Replies 0 (granted, no fence), nil when held,
-// or a refusal as AcquireScript's.
+// or a refusal as AcquireScript's. Like it, it sends SET NX PX GET and
+// pays PTTL (and TYPE) only when refused.
 constexpr char kAcquireUnfenced[] = DLOCK_LAZY_DATA_SET_PRELUDE(2, 3) R"lua(
-if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
-)lua" DLOCK_HELD_OR_FOREIGN R"lua(end
+local old = redis.pcall('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2], 'get')
+if old ~= false then
+)lua" DLOCK_REFUSE_FOREIGN_AFTER_SET_GET R"lua(  return false
+end
 return 0
 )lua";
 
@@ -94,11 +102,10 @@ return 0
 constexpr char kReentrantAcquire[] = DLOCK_LAZY_DATA_SET_PRELUDE(3, 3) R"lua(
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
-)lua" DLOCK_FENCE_NEXT(4, 3) R"lua(
+)lua" DLOCK_FENCE_INCR(4, 3, "") R"lua(
   redis.call('hset', KEYS[1], ARGV[1], 1, '#fence', string.format('%.0f', fence))
   redis.call('pexpire', KEYS[1], ARGV[2])
   redis.call('set', KEYS[2], 1, 'px', ARGV[2])
-)lua" DLOCK_FENCE_COMMIT(4) R"lua(
   return {1, fence}
 end
 local pttl = redis.call('pttl', KEYS[1])
@@ -110,7 +117,7 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
 end
 local held = tonumber(redis.call('hget', KEYS[1], '#fence'))
 if held == nil then
-)lua" DLOCK_FENCE_NEXT(4, 3) DLOCK_FENCE_COMMIT(4) R"lua(
+)lua" DLOCK_FENCE_INCR(4, 3, "") R"lua(
   held = fence
   redis.call('hset', KEYS[1], '#fence', string.format('%.0f', fence))
 end
@@ -169,12 +176,12 @@ return 1
 }  // namespace
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
-DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "92b16a85bc04b006116af7729648e385ea4c922a")
-DLOCK_DEFINE_SCRIPT(AcquireUnfencedScript, kAcquireUnfenced, "a3a3d39fc2e40b4bafe3f99c6bc3244079a6c736")
+DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "9b48ed7ad36a1bffb9f01009f0070c12835b9501")
+DLOCK_DEFINE_SCRIPT(AcquireUnfencedScript, kAcquireUnfenced, "7307c3f325ab01f01381dd25b7f9b975e3917222")
 DLOCK_DEFINE_LATE_SAFE_SCRIPT(ReleaseScript, kRelease, "4a7024c06869cacd04e4851399793af3c417a4d6")
 DLOCK_DEFINE_SCRIPT(ExtendScript, kExtend, "71624710076548808e9a8a50d03a8bb55499c2c5")
 DLOCK_DEFINE_SCRIPT(ExtendOrReacquireScript, kExtendOrReacquire, "2e97109bf58e5111535896ecbe564d6287032eb7")
-DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "e51c24c9744d8dfbb6f51766fc98c868089eaa6f")
+DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "0190335f77015144f6c5e1b48756a23bfa59a58e")
 DLOCK_DEFINE_SCRIPT(ReentrantReleaseScript, kReentrantRelease, "fec45ffc43d415bb27c9e9a2710d3e5db0fcfe5a")
 DLOCK_DEFINE_SCRIPT(ReentrantExtendScript, kReentrantExtend, "40454865f65ef1e9f9a88ad2d3e210f44f8605ce")
 DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo, "daa3646e32b8cce98ef39be66be824172ff1e6ba")

@@ -54,11 +54,17 @@
 // can't publish to the channel mentioned in the command". Waiters are not
 // woken by a notification (they retry on their backoff timers).
 //
-// With a restart window > 0, both acquire scripts first read the data-set
-// marker (P"data-set-began", KeyScheme::DataSetKey: when this server's data
-// set began, Unix ms), or create it with the server's TIME (Redis >= 7: TIME
-// before a write needs script effects replication); with a window of 0 they
-// read neither TIME nor the marker (but for a missing fence mark). Refusals,
+// With a restart window > 0 the acquire scripts apply the restart rule on
+// the data-set marker (P"data-set-began", KeyScheme::DataSetKey: when this
+// server's data set began, Unix ms), created with the server's TIME when
+// missing (Redis >= 7: TIME before a write needs script effects
+// replication): AcquireUnfencedScript before its SET; AcquireScript (and
+// the writer) after taking the lock key and the fence, reading the marker
+// only when TIME is less than the window past the mark, and deleting the
+// lock key again on a refusal (script_prelude.h,
+// DLOCK_RESTART_RULE_AFTER_FENCE). With a window of 0 they read neither
+// TIME nor the marker (but for a missing fence mark). Both acquires send
+// SET NX PX GET (Redis >= 7.0). Refusals,
 // as arrays (AcquireRefusalStatus):
 //   {'young', ms_left, age_ms}   window_ms > 0 and the marker is younger
 //   {'foreign', type, -1|0}      the lock key holds another type, or a

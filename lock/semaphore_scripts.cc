@@ -36,9 +36,9 @@ end
 )lua" DLOCK_SEMAPHORE_TRIM_EXPIRED R"lua(if redis.call('zcard', KEYS[1]) >= tonumber(ARGV[4]) then
   return false
 end
-)lua" DLOCK_FENCE_NEXT(3, 2) R"lua(
+)lua" DLOCK_FENCE_INCR(3, 2, "") R"lua(
 redis.call('zadd', KEYS[1], string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
-)lua" DLOCK_FENCE_COMMIT(3) DLOCK_SEMAPHORE_KEY_TTL R"lua(
+)lua" DLOCK_SEMAPHORE_KEY_TTL R"lua(
 return fence
 )lua";
 
@@ -73,7 +73,7 @@ return 1
 }  // namespace
 
 // Constant SHA-1s, as in scripts.cc (scripts_sha1_test checks them).
-DLOCK_DEFINE_SCRIPT(SemaphoreAcquireScript, kSemaphoreAcquire, "7b40d62e9c92af75fdb4023ae257cf85fa540b8b")
+DLOCK_DEFINE_SCRIPT(SemaphoreAcquireScript, kSemaphoreAcquire, "5b60b73368be20b8d966a2dd81ac7dbd7c41b91e")
 DLOCK_DEFINE_SCRIPT(SemaphoreReleaseScript, kSemaphoreRelease, "4544bc9156b20e8a1022c78e1abbe6b1590e2696")
 DLOCK_DEFINE_SCRIPT(SemaphoreExtendScript, kSemaphoreExtend, "bcbee1dbc027d453d0cef1795c68e3c9df1aac6a")
 

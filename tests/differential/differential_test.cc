@@ -1480,6 +1480,51 @@ TEST(DifferentialTest, ErrorsInsideDlockScriptsMatchARealServer) {
       // Not an integer.
       {"SET", "m:hwm", "abc"},
       {"EVALSHA", DlockSha("acquire"), "3", "{r}lock", "m:began", "m:hwm", "tokA", "100000"},
+      {"EXISTS", "{r}lock"},
+      // The last exact fence: INCR then DECR (the mark is left as it was),
+      // the lock key deleted again.
+      {"SET", "m:hwm", "9007199254740991"},
+      {"EVALSHA", DlockSha("acquire"), "3", "{r}lock", "m:began", "m:hwm", "tokA", "100000"},
+      {"GET", "m:hwm"},
+      {"EXISTS", "{r}lock"},
+      // A missing mark under a foreign marker: INCR's 1 and the lock key
+      // are deleted again.
+      {"DEL", "m:hwm"},
+      {"SET", "m:began", "yesterday"},
+      {"EVALSHA", DlockSha("acquire"), "3", "{r}lock", "m:began", "m:hwm", "tokA", "100000"},
+      {"EXISTS", "m:hwm", "{r}lock"},
+      {"HSET", "m:began", "f", "1"},
+      {"EVALSHA", DlockSha("acquire"), "3", "{r}lock", "m:began", "m:hwm", "tokA", "100000"},
+      {"EXISTS", "m:hwm", "{r}lock"},
+      {"DEL", "m:began"},
+      // SET NX PX GET on another type (WRONGTYPE, caught: foreign data), on
+      // a string with no TTL (foreign), on a holder's key (nil); a bad TTL
+      // is SET's own error.
+      {"SCRIPT", "LOAD", DlockSource("write_acquire")},
+      {"SCRIPT", "LOAD", DlockSource("acquire_unfenced")},
+      {"SET", "m:hwm", "41"},
+      {"HSET", "{h}lock", "f", "1"},
+      {"EVALSHA", DlockSha("acquire"), "3", "{h}lock", "m:began", "m:hwm", "tokA", "100000", "0"},
+      {"EVALSHA", DlockSha("acquire_unfenced"), "1", "{h}lock", "tokA", "100000", "0"},
+      {"EVALSHA", DlockSha("write_acquire"), "5", "{h}lock", "{h}lock:readers", "{h}lock:w",
+       "m:began", "m:hwm", "tokA", "100000", "0", "0"},
+      {"SET", "{s}lock", "v"},
+      {"EVALSHA", DlockSha("acquire"), "3", "{s}lock", "m:began", "m:hwm", "tokA", "100000", "0"},
+      {"EVALSHA", DlockSha("acquire_unfenced"), "1", "{s}lock", "tokA", "100000", "0"},
+      {"SET", "{t}lock", "v", "PX", "3000000"},
+      {"EVALSHA", DlockSha("acquire"), "3", "{t}lock", "m:began", "m:hwm", "tokA", "100000", "0"},
+      {"EVALSHA", DlockSha("write_acquire"), "5", "{t}lock", "{t}lock:readers", "{t}lock:w",
+       "m:began", "m:hwm", "tokA", "100000", "0", "2000000"},
+      {"GET", "{t}lock:w"},
+      {"EVALSHA", DlockSha("acquire"), "3", "{u}lock", "m:began", "m:hwm", "tokA", "-5", "0"},
+      {"EVALSHA", DlockSha("acquire"), "3", "{u}lock", "m:began", "m:hwm", "tokA", "100000", "0"},
+      {"EVALSHA", DlockSha("write_acquire"), "5", "{v}lock", "{v}lock:readers", "{v}lock:w",
+       "m:began", "m:hwm", "tokA", "100000", "0", "0"},
+      {"GET", "m:hwm"},
+      // A window with a trusted marker: the fast path passes at once.
+      {"SET", "m:began", "0"},
+      {"EVALSHA", DlockSha("acquire"), "3", "{w}lock", "m:began", "m:hwm", "tokA", "100000",
+       "30000"},
       // The reentrant extend only raises the TTL.
       {"HSET", "{r}lock", "ownerX", "1"},
       {"PEXPIRE", "{r}lock", "3000000"},
