@@ -123,7 +123,7 @@ dlock_library(lock INSTALL
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
         //lock:fair_lock //lock:read_write_lock //lock:multi_lock //lock:semaphore
         //lock:replica_ack //lock:lease_command
-  SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/lease_rules.cc lock/error_text.cc lock/keys.cc
+  SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/handoff_scripts.cc lock/lease_rules.cc lock/error_text.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_core.cc lock/lease_cleanup.cc
        lock/single_server_acquire.cc lock/lease_release_extend.cc lock/lock_commands.cc
        lock/replica_ack.cc lock/lease_command.cc lock/lease_reports.cc

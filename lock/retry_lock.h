@@ -159,6 +159,9 @@ class RetryLock : public Lock {
   int64_t attempts() const;
   // Acquires still waiting (not finished or cancelled).
   size_t waiting() const;
+  // Hand-off queue scripts sent so far (joins, refreshes, leaves; see
+  // docs/handoff.md), over all waits.
+  int64_t queue_calls() const;
   // Live release-channel subscriptions (one per resource being waited on).
   size_t subscriptions() const;
   // Of those, the ones the server has confirmed: releases reach them.
