@@ -12,7 +12,8 @@ namespace {
 //   now       server time in ms (TIME is read before any write)
 //   head()    the oldest live entry and whether it is granted, removing
 //             dead entries on the way (at most 16); nil if none
-//   grant(id, ch)  marks id granted for the grace and publishes "w:" id
+//   grant(id, ch)  marks id granted for the grace and publishes "w:" id on
+//             id's own channel, ch ":w:" id (only its client hears it)
 //   join(id, ttl)  adds id at the tail (an entry there keeps its place) or
 //             refreshes it, expiry now + ttl, and keeps both keys' TTLs at
 //             least ttl
@@ -32,7 +33,7 @@ namespace {
   "end\n" \
   "local function grant(id, ch)\n" \
   "  redis.call('zadd', KEYS[3], string.format('%.0f', -(now + " DLOCK_HANDOFF_GRACE_MS ")), id)\n" \
-  "  return redis.pcall('publish', ch, 'w:' .. id)\n" \
+  "  return redis.pcall('publish', ch .. ':w:' .. id, 'w:' .. id)\n" \
   "end\n" \
   "local function join(id, ttl)\n" \
   "  if redis.call('zscore', KEYS[2], id) == false then\n" \
@@ -114,16 +115,20 @@ return 1
 
 }  // namespace
 
+std::string HandOffChannel(absl::string_view channel, absl::string_view id) {
+  return absl::StrCat(channel, ":w:", id);
+}
+
 std::string HandOffQueueKey(absl::string_view channel) { return absl::StrCat(channel, ":q"); }
 std::string HandOffQueueExpiryKey(absl::string_view channel) {
   return absl::StrCat(channel, ":qx");
 }
 
 DLOCK_DEFINE_LATE_SAFE_SCRIPT(HandOffReleaseScript, kHandOffRelease,
-                              "1ad79fecd34cddeede92046f6d5b332dfcce66b3")
+                              "827d798ee9209f6dced2e3cedb8f5a959d9c20df")
 DLOCK_DEFINE_LATE_SAFE_SCRIPT(CountingReleaseScript, kCountingRelease,
                               "e96e112efb77f415021c4418b21db6a97b5f70bd")
-DLOCK_DEFINE_SCRIPT(HandOffQueueScript, kHandOffQueue, "d0535b25ce97a284e3af134d985771cbbd7c2618")
+DLOCK_DEFINE_SCRIPT(HandOffQueueScript, kHandOffQueue, "910f5956574c1a18248a8ce4e55452ca1a183b46")
 
 std::vector<NamedScript> HandOffScripts() {
   return {{"counting_release", &CountingReleaseScript(), 1},

@@ -23,8 +23,10 @@
 //
 // The hand-off: HandOffReleaseScript deletes the lock key (compare first)
 // and, if the queue holds a live entry W, marks W granted -- its expiry
-// becomes now + DLOCK_HANDOFF_GRACE_MS -- and publishes "w:" W on C instead
-// of the released token. W stays at the head of the queue, so a queued
+// becomes now + DLOCK_HANDOFF_GRACE_MS -- and publishes "w:" W on W's own
+// channel C ":w:" W (HandOffChannel) instead of the released token on C:
+// only W's client hears it (a release costs the other waiting clients
+// nothing, however many they are). W stays at the head of the queue, so a queued
 // client's join that finds the key free but a live head that is not itself
 // queues behind it rather than attempting (no barging by queued clients).
 // Only W's client attempts; W's entry leaves the queue with W's own release
@@ -47,6 +49,10 @@
 namespace dlock {
 
 inline constexpr char kHandOffMessagePrefix[] = "w:";
+
+// The channel on which the waiter `id` of release channel `channel` hears
+// its hand-offs: channel + ":w:" + id (a channel, not a key).
+std::string HandOffChannel(absl::string_view channel, absl::string_view id);
 
 // The queue keys of the release channel `channel` (see above).
 std::string HandOffQueueKey(absl::string_view channel);        // channel + ":q"

@@ -40,6 +40,11 @@ struct RetryWaiter;
 struct RetryGroup {
   std::string resource;
   std::unique_ptr<Subscription> subscription;
+  // With the hand-off queue: the subscription to this RetryLock's own
+  // hand-off channel (HandOffChannel), made beside `subscription`; `ready`
+  // once both are confirmed.
+  std::unique_ptr<Subscription> direct;
+  int confirms_due = 0;
   // Subscribe was called and on_ready has not run yet.
   bool subscribing = false;
   // The server confirmed the subscription: releases from now on reach us.

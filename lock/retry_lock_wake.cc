@@ -28,8 +28,9 @@ RetryWakeups::RetryWakeups(EventLoop* loop, const ReleaseNotifier* notifier,
       id_(NewToken()),
       entry_ttl_(entry_ttl) {
   // The hand-off queue needs the lock's key, a transport for its scripts,
-  // and release notifications to hear "w:<id>" on.
-  if (notifier_ != nullptr && subscriber_ != nullptr &&
+  // and release notifications to hear "w:<id>" on. A wake_stagger (the
+  // older remedy, opted into) keeps the wake-everyone-staggered behaviour.
+  if (notifier_ != nullptr && subscriber_ != nullptr && wake_stagger_ == absl::ZeroDuration() &&
       !notifier_->HandOffLockKey("r").empty() && notifier_->HandOffTransport() != nullptr) {
     handoff_ = notifier_;
     handoff_transport_ = notifier_->HandOffTransport();
@@ -185,6 +186,29 @@ void RetryWakeups::EnsureSubscribed(const std::shared_ptr<RetryGroup>& g) {
   g->subscribing = true;
   RetryGroup* raw = g.get();
   std::weak_ptr<RetryGroup> weak = g;
+  g->confirms_due = 1;
+  if (handoff_enabled()) {
+    // Hand-offs to this client come on its own channel.
+    absl::StatusOr<std::unique_ptr<Subscription>> direct = subscriber_->Subscribe(
+        HandOffChannel(ChannelOf(g->resource), id_),
+        [this, raw](absl::string_view, absl::string_view message) {
+          OnReleased(raw, message);
+        },
+        [this, weak](absl::Status status) {
+          std::shared_ptr<RetryGroup> g = weak.lock();
+          if (g == nullptr) return;
+          // A hand-off channel refused: hand-offs then reach this client
+          // by its refresh only (the lost-message fallback).
+          (void)status;
+          if (--g->confirms_due == 0 && g->subscription != nullptr) {
+            OnSubscribed(g, absl::OkStatus());
+          }
+        });
+    if (direct.ok()) {
+      g->direct = std::move(*direct);
+      g->confirms_due = 2;
+    }
+  }
   absl::StatusOr<std::unique_ptr<Subscription>> sub = subscriber_->Subscribe(
       ChannelOf(g->resource),
       // The subscription is owned by the group and destroyed with it, after
@@ -195,10 +219,15 @@ void RetryWakeups::EnsureSubscribed(const std::shared_ptr<RetryGroup>& g) {
       [this, weak](absl::Status status) {
         std::shared_ptr<RetryGroup> g = weak.lock();
         if (g == nullptr) return;  // group gone (and `this` may be too)
-        OnSubscribed(g, std::move(status));
+        if (!status.ok()) {
+          g->confirms_due = -1;  // never ready
+          return OnSubscribed(g, std::move(status));
+        }
+        if (--g->confirms_due == 0) OnSubscribed(g, std::move(status));
       });
   if (!sub.ok()) {
     g->subscribing = false;  // timers only; retried on the next contention
+    g->direct.reset();
     return;
   }
   g->subscription = std::move(*sub);
