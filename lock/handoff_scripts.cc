@@ -61,16 +61,20 @@ if ARGV[3] ~= '' then
 end
 local h = head()
 local p
+local ret = 1
 if h ~= nil then
   p = grant(h, ARGV[2])
-  if ARGV[4] == '1' then join(ARGV[3], tonumber(ARGV[5])) end
+  if ARGV[4] == '1' then
+    join(ARGV[3], tonumber(ARGV[5]))
+    ret = 2
+  end
 else
   p = redis.pcall('publish', ARGV[2], ARGV[1])
 end
 if type(p) == 'table' then
   return tostring(p.err)
 end
-return 1
+return ret
 )lua";
 
 // KEYS: lock. ARGV: token, channel. ReleaseScript's work (compare, DEL,
@@ -125,7 +129,7 @@ std::string HandOffQueueExpiryKey(absl::string_view channel) {
 }
 
 DLOCK_DEFINE_LATE_SAFE_SCRIPT(HandOffReleaseScript, kHandOffRelease,
-                              "827d798ee9209f6dced2e3cedb8f5a959d9c20df")
+                              "81dd77d4fd16fad5a4ca9f5356763a00ede0174a")
 DLOCK_DEFINE_LATE_SAFE_SCRIPT(CountingReleaseScript, kCountingRelease,
                               "e96e112efb77f415021c4418b21db6a97b5f70bd")
 DLOCK_DEFINE_SCRIPT(HandOffQueueScript, kHandOffQueue, "910f5956574c1a18248a8ce4e55452ca1a183b46")

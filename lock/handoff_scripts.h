@@ -66,8 +66,9 @@ std::string HandOffQueueExpiryKey(absl::string_view channel);  // channel + ":qx
 // If the lock key holds the token: deletes it, removes the self entry, and
 // hands off to the oldest live entry (dead ones met on the way are removed,
 // at most 16) by publishing "w:<id>"; with no live entry publishes the token
-// as ReleaseScript does. Replies as ReleaseScript: 1 released, 0 not ours,
-// or the PUBLISH error's text.
+// as ReleaseScript does. Replies as ReleaseScript -- 1 released, 0 not
+// ours, or the PUBLISH error's text -- but 2 when released, handed off and
+// the self entry put back at the tail (rejoin).
 const Script& HandOffReleaseScript();
 
 // The plain release of a RetryLock that may learn of contention from it:

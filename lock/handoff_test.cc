@@ -324,6 +324,43 @@ TEST_F(HandOffTest, ACancelledWaiterLeavesTheQueue) {
   EXPECT_TRUE(absl::IsUnknown(out->status()));
 }
 
+// A release keeps the releasing client's entry at the tail (it usually
+// takes the lock again soon). Clients that stop contending pass a hand-off
+// made to them on at once (a leave), so the lock is not held up: here both
+// stop, and a newcomer gets the lock at its first attempt.
+TEST_F(HandOffTest, AClientThatStopsContendingPassesItsHandOffOn) {
+  Client& a = AddClient();
+  Client& b = AddClient();
+  Start(a);
+  loop_.RunUntilIdle();
+  Start(b);
+  loop_.RunUntilIdle();
+  ASSERT_EQ(QueueLength(), 1);
+  Release(a);  // a plain release: b takes it; a learns of the contention
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Holds(b));
+  Start(a);  // joins first
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(Holds(a));
+  Release(b);  // hands to a; b's entry goes back at the tail
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Holds(a));
+  EXPECT_EQ(QueueLength(), 2);  // a (holding, at the head) and b
+  Release(a);  // hands to b, which no longer waits: it passes it on, to a,
+  loop_.RunUntilIdle();  // which passes it on too
+  EXPECT_EQ(QueueLength(), 0);
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  Client& c = AddClient();
+  Start(c, absl::ZeroDuration());
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(Holds(c));
+  EXPECT_EQ(c.retry.attempts(), 1);
+  Release(c);
+  loop_.AdvanceTime(absl::Seconds(5));  // lingering groups leave; entries expire
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(server_.Exists(HandOffQueueKey(keys_.ChannelKey("r"))));
+}
+
 // Clients that take the lock again right after each release (the worst
 // case for barging) share it evenly, at about one attempt per critical
 // section: a client that queued moments ago joins the queue before its next

@@ -160,7 +160,9 @@ class ReleaseNotifier {
   // hears, before `callback` runs, how many clients its notification
   // reached. hand_off true: HandOffReleaseScript -- the lock goes to the
   // oldest live waiter of the queue, and `waiter_id`'s entry leaves it
-  // (back at the tail when `rejoin`, expiry `entry_ttl`).
+  // (back at the tail when `rejoin`, expiry `entry_ttl`: then
+  // `on_listeners` runs, before `callback`, if the entry did go back -- the
+  // lock was handed to another client).
   // kUnimplemented when unsupported.
   struct HandOffRelease {
     bool hand_off = false;

@@ -106,6 +106,11 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
     // contended only).
     w->sleep_start = w->start;
     attempts_->ScheduleBackoff(w, absl::AbortedError("joined the hand-off queue"));
+    // Already queued (our last release kept the entry at the tail): wait
+    // for the hand-off; the backoff timer refreshes the entry.
+    if (w->group->in_queue && w->group->ready) {
+      return AcquireHandle(std::weak_ptr<Cancellable>(w));
+    }
     if (wakeups_->Join(w)) return AcquireHandle(std::weak_ptr<Cancellable>(w));
     if (!w->group->ready) {
       // Subscribing still (a release just told us of the contention): join

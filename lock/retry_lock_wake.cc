@@ -109,7 +109,12 @@ void RetryWakeups::MaybeDrop(const std::shared_ptr<RetryGroup>& g) {
     std::shared_ptr<RetryGroup> g = weak.lock();
     if (g == nullptr) return;
     g->linger_timer = 0;
-    if (g->fifo.empty() && g->held == 0) groups_.erase(g->resource);
+    if (!g->fifo.empty() || g->held > 0) return;
+    if (g->in_queue && handoff_enabled()) {
+      g->in_queue = false;
+      (void)SendQueue(g, "leave", {});  // the entry our release kept
+    }
+    groups_.erase(g->resource);
   });
 }
 
@@ -262,7 +267,18 @@ void RetryWakeups::OnSubscribed(const std::shared_ptr<RetryGroup>& g, absl::Stat
 void RetryWakeups::OnReleased(RetryGroup* g, absl::string_view message) {
   if (handoff_enabled() && absl::StartsWith(message, kHandOffMessagePrefix)) {
     // A hand-off: only the client it names attempts.
-    if (message.substr(sizeof(kHandOffMessagePrefix) - 1) == id_) Wake(g, /*hand_off=*/false);
+    if (message.substr(sizeof(kHandOffMessagePrefix) - 1) != id_) return;
+    if (!g->fifo.empty()) {
+      Wake(g, /*hand_off=*/false);
+      return;
+    }
+    // Nobody of ours waits (our entry was kept at the tail by our release):
+    // leave, passing the hand-off on to the next live entry.
+    if (g->in_queue) {
+      g->in_queue = false;
+      auto it = groups_.find(g->resource);
+      if (it != groups_.end()) (void)SendQueue(it->second, "leave", {});
+    }
     return;
   }
   // Our own release, already handed to a local waiter.
@@ -353,14 +369,24 @@ absl::Status RetryWakeups::Release(Lock* inner, const Lease& lease, StatusCallba
     // to the queue's oldest live waiter (another client, or ours back at
     // the tail when local waiters remain).
     std::shared_ptr<RetryGroup> g = it->second;
+    // Our entry goes back at the tail: a client that contends takes the
+    // lock again soon (its next Acquire then only waits, no join); one that
+    // does not passes the hand-off on when it comes (OnReleased) or leaves
+    // when its group stops lingering.
     ReleaseNotifier::HandOffRelease how;
     how.hand_off = true;
     how.waiter_id = id_;
-    how.rejoin = !g->fifo.empty();
+    how.rejoin = true;
     how.entry_ttl = entry_ttl_;
+    // Told (before the caller's callback) whether our entry went back in:
+    // only when the lock was handed to another client.
+    std::weak_ptr<RetryGroup> weak = g;
+    how.on_listeners = [weak](int64_t) {
+      if (std::shared_ptr<RetryGroup> g = weak.lock()) g->in_queue = true;
+    };
     absl::Status s = handoff_->ReleaseForHandOff(lease, std::move(how), std::move(callback));
     if (!s.ok()) return s;
-    g->in_queue = !g->fifo.empty();
+    g->in_queue = false;
     if (g->held > 0) --g->held;
     MaybeDrop(g);
     return s;
