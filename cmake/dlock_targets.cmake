@@ -140,7 +140,7 @@ dlock_library(lock INSTALL
        lock/lease_reports.h
        lock/simple_lock.h lock/retry_lock.h lock/retry_backoff.h
        lock/retry_lock_internal.h lock/reentrant_lock.h
-       lock/fair_scripts.h lock/fair_commands.h lock/fair_lock.h
+       lock/fair_scripts.h lock/handoff_scripts.h lock/fair_commands.h lock/fair_lock.h
        lock/fair_lock_internal.h
        lock/read_write_scripts.h lock/read_write_lock.h lock/multi_lock.h
        lock/semaphore_scripts.h lock/semaphore.h
@@ -380,6 +380,8 @@ dlock_test(policy_options_test BAZEL //lock:policy_options_test
   SRCS lock/policy_options_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::acquire_result dlock::status_matchers)
+dlock_test(handoff_test BAZEL //lock:handoff_test
+  SRCS lock/handoff_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fair_lock_test BAZEL //lock:fair_lock_test
   SRCS lock/fair_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fence_hwm_test BAZEL //lock:fence_hwm_test
