@@ -324,10 +324,11 @@ TEST_F(HandOffTest, ACancelledWaiterLeavesTheQueue) {
   EXPECT_TRUE(absl::IsUnknown(out->status()));
 }
 
-// A release keeps the releasing client's entry at the tail (it usually
-// takes the lock again soon). Clients that stop contending pass a hand-off
-// made to them on at once (a leave), so the lock is not held up: here both
-// stop, and a newcomer gets the lock at its first attempt.
+// A client that came back for the lock soon after releasing it keeps its
+// entry at the tail when it releases (it usually takes the lock again
+// soon); a one-shot client does not. Clients that stop contending pass a
+// hand-off made to them on at once (a leave), so the lock is not held up:
+// here both stop, and a newcomer gets the lock at its first attempt.
 TEST_F(HandOffTest, AClientThatStopsContendingPassesItsHandOffOn) {
   Client& a = AddClient();
   Client& b = AddClient();
@@ -339,14 +340,21 @@ TEST_F(HandOffTest, AClientThatStopsContendingPassesItsHandOffOn) {
   Release(a);  // a plain release: b takes it; a learns of the contention
   loop_.RunUntilIdle();
   ASSERT_TRUE(Holds(b));
-  Start(a);  // joins first
+  Start(a);  // back soon: joins first
   loop_.RunUntilIdle();
   EXPECT_FALSE(Holds(a));
-  Release(b);  // hands to a; b's entry goes back at the tail
+  Release(b);  // hands to a; b came back for nothing yet: no entry kept
   loop_.RunUntilIdle();
   ASSERT_TRUE(Holds(a));
-  EXPECT_EQ(QueueLength(), 2);  // a (holding, at the head) and b
-  Release(a);  // hands to b, which no longer waits: it passes it on, to a,
+  EXPECT_EQ(QueueLength(), 1);  // a (holding, at the head)
+  Start(b);  // b back soon: joins
+  loop_.RunUntilIdle();
+  EXPECT_EQ(QueueLength(), 2);
+  Release(a);  // hands to b; a keeps its entry at the tail (it came back before)
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Holds(b));
+  EXPECT_EQ(QueueLength(), 2);  // b (holding) and a
+  Release(b);  // hands to a, which no longer waits: it passes it on, to b,
   loop_.RunUntilIdle();  // which passes it on too
   EXPECT_EQ(QueueLength(), 0);
   EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
@@ -359,6 +367,30 @@ TEST_F(HandOffTest, AClientThatStopsContendingPassesItsHandOffOn) {
   loop_.AdvanceTime(absl::Seconds(5));  // lingering groups leave; entries expire
   loop_.RunUntilIdle();
   EXPECT_FALSE(server_.Exists(HandOffQueueKey(keys_.ChannelKey("r"))));
+}
+
+// A one-shot client (it releases and never comes back, as `dlock run`)
+// leaves no entry in the queue behind it.
+TEST_F(HandOffTest, AOneShotClientLeavesNoEntryBehind) {
+  Client& a = AddClient();
+  Client& b = AddClient();
+  Client& c = AddClient();
+  Start(a);
+  loop_.RunUntilIdle();
+  Start(b);
+  loop_.RunUntilIdle();
+  Start(c);
+  loop_.RunUntilIdle();
+  Release(a);  // plain: b, the head, takes it
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Holds(b));
+  Release(b);  // hands to c; b does not come back
+  loop_.RunUntilIdle();
+  ASSERT_TRUE(Holds(c));
+  EXPECT_EQ(QueueLength(), 1);  // c alone
+  Release(c);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(QueueLength(), 0);
 }
 
 // Clients that take the lock again right after each release (the worst

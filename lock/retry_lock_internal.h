@@ -70,6 +70,13 @@ struct RetryGroup {
   // released through this RetryLock.
   int held = 0;
   TimerId linger_timer = 0;
+  // When a lease of this resource was last released through this
+  // RetryLock (InfinitePast: never), and whether this client came back for
+  // the resource within kHandOffLinger of a release: then its releases keep
+  // its queue entry at the tail (it will wait again), else they drop it (a
+  // one-shot process, e.g. `dlock run`, leaves nothing queued behind).
+  absl::Time last_release = absl::InfinitePast();
+  bool repeats = false;
 };
 
 // How long a contended group outlives its last waiter and lease.

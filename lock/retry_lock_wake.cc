@@ -72,6 +72,7 @@ size_t RetryWakeups::Join(RetryWaiter* w) {
     loop_->Cancel(g->linger_timer);
     g->linger_timer = 0;
   }
+  if (!w->single && loop_->Now() - g->last_release <= kHandOffLinger) g->repeats = true;
   w->group = g;
   w->pos = g->fifo.insert(g->fifo.end(), w);
   size_t older = 0;  // older local waiters that wait (not one-shot TryLocks)
@@ -359,6 +360,7 @@ absl::Status RetryWakeups::Release(Lock* inner, const Lease& lease, StatusCallba
         g->resource = resource;
       }
       g->contended = true;
+      g->last_release = loop_->Now();
       EnsureSubscribed(g);
       MaybeDrop(g);  // lingers, subscribed, for the next Acquire
     };
@@ -369,15 +371,17 @@ absl::Status RetryWakeups::Release(Lock* inner, const Lease& lease, StatusCallba
     // to the queue's oldest live waiter (another client, or ours back at
     // the tail when local waiters remain).
     std::shared_ptr<RetryGroup> g = it->second;
-    // Our entry goes back at the tail: a client that contends takes the
-    // lock again soon (its next Acquire then only waits, no join); one that
-    // does not passes the hand-off on when it comes (OnReleased) or leaves
-    // when its group stops lingering.
+    // Our entry goes back at the tail when this client has waiters left or
+    // came back for the lock soon after its last release (it will again:
+    // its next Acquire then only waits, no join); should it not, it passes
+    // the hand-off on when it comes (OnReleased) or leaves when its group
+    // stops lingering.
     ReleaseNotifier::HandOffRelease how;
     how.hand_off = true;
     how.waiter_id = id_;
-    how.rejoin = true;
+    how.rejoin = g->repeats || !g->fifo.empty();
     how.entry_ttl = entry_ttl_;
+    g->last_release = loop_->Now();
     // Told (before the caller's callback) whether our entry went back in:
     // only when the lock was handed to another client.
     std::weak_ptr<RetryGroup> weak = g;
