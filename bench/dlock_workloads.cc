@@ -84,6 +84,8 @@ struct DlockStack {
     if (with_retry) {
       RetryLockOptions ro;
       ro.wake_stagger = wake_stagger;
+      // The lock gives its channel and subscriber (SimpleLock also its
+      // hand-off queue; RedLock wakes every waiter).
       retry = std::make_unique<RetryLock>(loop, base, ro);
     }
     return absl::OkStatus();
@@ -530,7 +532,11 @@ absl::StatusOr<BenchResult> AsyncContend(const DlockOptions& o) {
   // Acquire scripts sent (RetryLock: inner attempts; FairLock: joins,
   // wake-ups and refreshes).
   int64_t attempts = 0;
+  int64_t queue_calls = 0;  // RetryLock's hand-off queue scripts (joins, refreshes, leaves)
   for (auto& s : stacks) attempts += fair ? s->fair->attempts() : s->retry->attempts();
+  if (!fair) {
+    for (auto& s : stacks) queue_calls += s->retry->queue_calls();
+  }
   destroy();
   if (!sh.error.ok()) return sh.error;
   std::vector<int64_t> per;
@@ -539,6 +545,10 @@ absl::StatusOr<BenchResult> AsyncContend(const DlockOptions& o) {
   if (separate) r.Set("clients", static_cast<int64_t>(workers));
   r.SetString("policy", o.policy);
   r.Set("wake_stagger_us", absl::ToInt64Microseconds(o.wake_stagger));
+  if (!fair) {
+    const int64_t cs = sh.claimed;
+    r.Set("queue_calls_per_cs", cs > 0 ? static_cast<double>(queue_calls) / cs : 0.0);
+  }
   if (absl::Status fs = FinishContend(o, keys, per, attempts, t1 - t0, before, after, &r);
       !fs.ok()) {
     return fs;

@@ -123,7 +123,7 @@ dlock_library(lock INSTALL
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
         //lock:fair_lock //lock:read_write_lock //lock:multi_lock //lock:semaphore
         //lock:replica_ack //lock:lease_command
-  SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/lease_rules.cc lock/error_text.cc lock/keys.cc
+  SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/handoff_scripts.cc lock/lease_rules.cc lock/error_text.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_core.cc lock/lease_cleanup.cc
        lock/single_server_acquire.cc lock/lease_release_extend.cc lock/lock_commands.cc
        lock/replica_ack.cc lock/lease_command.cc lock/lease_reports.cc
@@ -140,7 +140,7 @@ dlock_library(lock INSTALL
        lock/lease_reports.h
        lock/simple_lock.h lock/retry_lock.h lock/retry_backoff.h
        lock/retry_lock_internal.h lock/reentrant_lock.h
-       lock/fair_scripts.h lock/fair_commands.h lock/fair_lock.h
+       lock/fair_scripts.h lock/handoff_scripts.h lock/fair_commands.h lock/fair_lock.h
        lock/fair_lock_internal.h
        lock/read_write_scripts.h lock/read_write_lock.h lock/multi_lock.h
        lock/semaphore_scripts.h lock/semaphore.h
@@ -380,6 +380,8 @@ dlock_test(policy_options_test BAZEL //lock:policy_options_test
   SRCS lock/policy_options_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(retry_lock_test BAZEL //lock:retry_lock_test
   SRCS lock/retry_lock_test.cc DEPS dlock::lock dlock::fake dlock::acquire_result dlock::status_matchers)
+dlock_test(handoff_test BAZEL //lock:handoff_test
+  SRCS lock/handoff_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fair_lock_test BAZEL //lock:fair_lock_test
   SRCS lock/fair_lock_test.cc DEPS dlock::lock dlock::fake dlock::status_matchers)
 dlock_test(fence_hwm_test BAZEL //lock:fence_hwm_test

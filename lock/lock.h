@@ -143,6 +143,41 @@ class ReleaseNotifier {
   // The transport to SUBSCRIBE on (the lock's own; it must outlive the
   // lock). nullptr: none, the waiter polls with backoff.
   virtual Transport* ReleaseSubscriber() const = 0;
+
+  // The cross-client hand-off queue (docs/handoff.md; SimpleLock has it,
+  // the defaults below say "none": RetryLock then wakes every client's
+  // oldest waiter per release, as before).
+  // The lock key of `resource` (the queue's scripts name it in KEYS); empty
+  // when the lock has no hand-off queue.
+  virtual std::string HandOffLockKey(absl::string_view resource) const {
+    (void)resource;
+    return std::string();
+  }
+  // The transport to run the queue's scripts on (the lock's own).
+  virtual Transport* HandOffTransport() const { return nullptr; }
+  // Releases `lease` as Lock::Release does (same outcomes and reporting).
+  // hand_off false: the plain release's work, and `on_listeners` (when set)
+  // hears, before `callback` runs, how many clients its notification
+  // reached. hand_off true: HandOffReleaseScript -- the lock goes to the
+  // oldest live waiter of the queue, and `waiter_id`'s entry leaves it
+  // (back at the tail when `rejoin`, expiry `entry_ttl`: then
+  // `on_listeners` runs, before `callback`, if the entry did go back -- the
+  // lock was handed to another client).
+  // kUnimplemented when unsupported.
+  struct HandOffRelease {
+    bool hand_off = false;
+    std::string waiter_id;
+    bool rejoin = false;
+    absl::Duration entry_ttl;
+    absl::AnyInvocable<void(int64_t listeners) &&> on_listeners;
+  };
+  virtual absl::Status ReleaseForHandOff(const Lease& lease, HandOffRelease how,
+                                         StatusCallback callback) const {
+    (void)lease;
+    (void)how;
+    (void)callback;
+    return absl::UnimplementedError("no hand-off queue");
+  }
 };
 
 class Lock {

@@ -396,6 +396,7 @@ TYPED_TEST_P(LockBehaviorTest, RetryWaiterWakesWithinOneRoundTripOfRelease) {
   SimpleLock holder(this->loop(), t1);
   SimpleLock inner(this->loop(), t2);
   RetryLockOptions ro;
+  ro.handoff_queue = false;  // asserts the broadcast wake-up (queue: handoff_test)
   ro.initial_backoff = absl::Seconds(20);  // the timer alone would be far too slow
   ro.max_backoff = absl::Seconds(20);
   ro.jitter = [](absl::Duration cap) { return cap; };
@@ -439,6 +440,7 @@ TYPED_TEST_P(LockBehaviorTest, RetryGivesUpWithDeadlineExceededAfterWait) {
   SimpleLock holder(this->loop(), this->env_->NewClient());
   SimpleLock inner(this->loop(), t);
   RetryLockOptions ro;
+  ro.handoff_queue = false;  // asserts the broadcast wake-up (queue: handoff_test)
   ro.initial_backoff = absl::Milliseconds(10);
   ro.max_backoff = absl::Milliseconds(40);
   RetryLock waiter(this->loop(), &inner, ro);
@@ -475,6 +477,7 @@ TYPED_TEST_P(LockBehaviorTest, CancelDuringWaitLeavesNothingBehind) {
   SimpleLock holder(this->loop(), this->env_->NewClient());
   SimpleLock inner(this->loop(), t);
   RetryLockOptions ro;
+  ro.handoff_queue = false;  // asserts the broadcast wake-up (queue: handoff_test)
   ro.initial_backoff = absl::Milliseconds(10);
   ro.max_backoff = absl::Milliseconds(20);
   RetryLock waiter(this->loop(), &inner, ro);
@@ -521,6 +524,7 @@ TYPED_TEST_P(LockBehaviorTest, NoStampedeOneAttemptPerReleasePerLocalWaiter) {
   SimpleLock holder(this->loop(), this->env_->NewClient());
   SimpleLock inner(this->loop(), t);
   RetryLockOptions ro;
+  ro.handoff_queue = false;  // asserts the broadcast wake-up (queue: handoff_test)
   ro.initial_backoff = absl::Seconds(30);  // timers never fire in this test
   ro.max_backoff = absl::Seconds(30);
   ro.jitter = [](absl::Duration cap) { return cap; };

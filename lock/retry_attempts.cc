@@ -132,6 +132,13 @@ void RetryAttempts::OnAttemptResult(const std::shared_ptr<RetryWaiter>& w,
     wakeups_->EnsureSubscribed(w->group);
   }
   ScheduleBackoff(w, error);
+  // Contended and subscribed: join the cross-client queue (or refresh the
+  // entry); it answers "attempt now" if the lock went free meanwhile.
+  if (absl::IsAborted(error) && w->timer != 0 && wakeups_->handoff_enabled() &&
+      w->group->ready) {
+    w->group->contended = true;
+    (void)wakeups_->Join(w);
+  }
 }
 
 void RetryAttempts::ScheduleBackoff(const std::shared_ptr<RetryWaiter>& w,
@@ -148,6 +155,15 @@ void RetryAttempts::ScheduleBackoff(const std::shared_ptr<RetryWaiter>& w,
     std::shared_ptr<RetryWaiter> w = weak.lock();
     if (w == nullptr || w->state != RetryWaiter::State::kPending) return;
     w->timer = 0;
+    // Queued across clients: refresh the entry (the fallback for a lost
+    // "w:<id>": the queue answers "attempt now" to its head), and sleep
+    // again until the next refresh.
+    if (wakeups_->Join(w)) {
+      w->waited += loop_->Now() - w->sleep_start;
+      w->sleep_start = loop_->Now();
+      ScheduleBackoff(w, w->last_error.ok() ? absl::AbortedError("queued") : w->last_error);
+      return;
+    }
     StartAttempt(w);
   });
 }
@@ -185,7 +201,7 @@ void RetryAttempts::Detach(RetryWaiter* w) {
     if (*t != 0) loop_->Cancel(*t);
     *t = 0;
   }
-  wakeups_->Leave(w);
+  wakeups_->Leave(w, w->acquired);
   w->owner = nullptr;
   waiters_.erase(w);
 }
@@ -193,6 +209,7 @@ void RetryAttempts::Detach(RetryWaiter* w) {
 void RetryAttempts::Finish(const std::shared_ptr<RetryWaiter>& w,
                            absl::StatusOr<Lease> result) {
   w->state = RetryWaiter::State::kDone;
+  w->acquired = result.ok();
   LeaseCallback cb = std::move(w->callback);
   ReportAcquire(observer_, kPolicy, w->resource, result, loop_->Now() - w->start, w->waited,
                 w->attempts);

@@ -3,6 +3,7 @@
 // (retry_attempts.cc), the wake-ups RetryWakeups (retry_lock_wake.cc).
 #include "dlock/lock/retry_lock.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -30,7 +31,11 @@ RetryLock::RetryLock(EventLoop* loop, Lock* inner, RetryLockOptions options)
                          ? absl::InvalidArgumentError("wake_stagger must not be negative")
                          : absl::OkStatus()),
       wakeups_(std::make_unique<RetryWakeups>(loop, NotifierOf(inner, options_),
-                                              options_.wake_stagger)),
+                                              options_.handoff_queue, options_.wake_stagger,
+                                              // A queue entry outlives the
+                                              // longest sleep between refreshes.
+                                              std::max(absl::Seconds(2),
+                                                       3 * options_.max_backoff))),
       attempts_(std::make_unique<RetryAttempts>(loop, inner, options_, wakeups_.get())) {
   wakeups_->set_attempts(attempts_.get());
 }
@@ -43,6 +48,7 @@ RetryLock::~RetryLock() {
 
 int64_t RetryLock::attempts() const { return attempts_->attempts(); }
 size_t RetryLock::waiting() const { return attempts_->waiting(); }
+int64_t RetryLock::queue_calls() const { return wakeups_->queue_calls(); }
 size_t RetryLock::subscriptions() const { return wakeups_->subscriptions(); }
 size_t RetryLock::confirmed_subscriptions() const {
   return wakeups_->confirmed_subscriptions();
@@ -86,6 +92,31 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
     if (wakeups_->enabled()) wakeups_->EnsureSubscribed(w->group);
     attempts_->ScheduleBackoff(
         w, absl::AbortedError(absl::StrCat("queued behind ", older, " local waiter(s)")));
+    return AcquireHandle(std::weak_ptr<Cancellable>(w));
+  }
+  if (older == 0 && wakeups_->JoinFirst(*w) && ValidateTtl(options.ttl).ok()) {
+    // Another client waited for this resource moments ago (the group
+    // lingers, subscribed): join the cross-client queue before attempting,
+    // so as not to barge in on the waiter a release just handed the lock
+    // to. The queue answers "attempt now" when the lock is free and nobody
+    // live is queued ahead (one round trip more, on a resource recently
+    // contended only).
+    w->sleep_start = w->start;
+    attempts_->ScheduleBackoff(w, absl::AbortedError("joined the hand-off queue"));
+    // Already queued (our last release kept the entry at the tail): wait
+    // for the hand-off; the backoff timer refreshes the entry.
+    if (w->group->in_queue && w->group->ready) {
+      return AcquireHandle(std::weak_ptr<Cancellable>(w));
+    }
+    if (wakeups_->Join(w)) return AcquireHandle(std::weak_ptr<Cancellable>(w));
+    if (!w->group->ready) {
+      // Subscribing still (a release just told us of the contention): join
+      // once the subscription is confirmed.
+      w->pending_ready = true;
+      wakeups_->EnsureSubscribed(w->group);
+      return AcquireHandle(std::weak_ptr<Cancellable>(w));
+    }
+    attempts_->StartAttempt(w);
     return AcquireHandle(std::weak_ptr<Cancellable>(w));
   }
   absl::Status s = attempts_->First(w);

@@ -31,9 +31,25 @@
 //     live yet: tasks of one process get the lock in the order they asked,
 //     one attempt per hand-over once the channel is live. (TryLocks, wait
 //     == 0, always make their one attempt.)
-//     Waiters in other processes compete on equal terms at each release;
-//     the lock is not fair across processes (FairLock is; wake_stagger
-//     below damps the stampede of separate clients).
+//   - Across processes (separate clients), over a lock with a hand-off
+//     queue (SimpleLock; docs/handoff.md): a waiter refused by another
+//     client's hold joins a queue on the server (one entry per RetryLock
+//     and resource), and a release of a contended lock hands it to the
+//     oldest live entry: only that client hears it (on its own channel)
+//     and attempts, one attempt per hand-over; a client that met the
+//     contention moments ago joins before its next attempt instead of
+//     barging. A lost hand-off message is covered by the backoff timer,
+//     which refreshes the entry (the queue then tells its head to attempt);
+//     a waiter that died is skipped once its hand-off's grace (200 ms) or
+//     its entry (max(2 s, 3 x max_backoff) after its last refresh) lapses;
+//     one that gives up leaves the queue. A lock nobody waits for is
+//     released with the plain release's work. The order is FIFO among
+//     queued clients while messages arrive; not a guarantee as FairLock's
+//     (a client unaware of the contention can take a free lock once).
+//     With wake_stagger > 0, handoff_queue = false, or a lock without the
+//     queue (RedLock),
+//     waiters of other processes compete on equal
+//     terms at each release instead (wake_stagger damps that stampede).
 //   - A backoff timer still runs in case a notification is lost (or the
 //     holder crashed and the key simply expired): capped exponential
 //     backoff, initial_backoff * multiplier^(n-1) up to max_backoff, with
@@ -102,12 +118,22 @@ struct RetryLockOptions {
   // channel permission) or one that must not hold a subscription per
   // resource waited on.
   bool notifications = true;
+  // Whether waits of separate clients queue on the server and a release
+  // hands the lock to the oldest live one (the hand-off queue above, over
+  // a lock that has one: SimpleLock; docs/handoff.md). false: every
+  // notified client wakes and attempts at each release (wake_stagger
+  // spreads them) -- e.g. on a Cluster whose slots migrate often (a
+  // release of a contended lock names the queue keys, which a migrating
+  // slot answers TRYAGAIN until it moves) or where no queue keys may be
+  // written. No effect with notifications off.
+  bool handoff_queue = true;
   // Backoff before attempt n+1: cap = min(max_backoff, initial_backoff *
   // backoff_multiplier^(n-1)), then jitter(cap).
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(1);
   double backoff_multiplier = 2.0;
-  // When > 0: a release notification (not a local hand-off) wakes the
+  // When > 0 (and then the cross-client hand-off queue is not used):
+  // a release notification (not a local hand-off) wakes the
   // oldest local waiter after a delay jitter(wake_stagger) instead of at
   // once, and a further notification during that delay draws it again.
   // Waiters of separate processes woken by one release then seldom attempt
@@ -159,6 +185,9 @@ class RetryLock : public Lock {
   int64_t attempts() const;
   // Acquires still waiting (not finished or cancelled).
   size_t waiting() const;
+  // Hand-off queue scripts sent so far (joins, refreshes, leaves; see
+  // docs/handoff.md), over all waits.
+  int64_t queue_calls() const;
   // Live release-channel subscriptions (one per resource being waited on).
   size_t subscriptions() const;
   // Of those, the ones the server has confirmed: releases reach them.

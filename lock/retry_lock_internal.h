@@ -39,6 +39,11 @@ struct RetryWaiter;
 struct RetryGroup {
   std::string resource;
   std::unique_ptr<Subscription> subscription;
+  // With the hand-off queue: the subscription to this RetryLock's own
+  // hand-off channel (HandOffChannel), made beside `subscription`; `ready`
+  // once both are confirmed.
+  std::unique_ptr<Subscription> direct;
+  int confirms_due = 0;
   // Subscribe was called and on_ready has not run yet.
   bool subscribing = false;
   // The server confirmed the subscription: releases from now on reach us.
@@ -49,7 +54,32 @@ struct RetryGroup {
   // local waiter (the hand-off in Release): their notifications must not
   // wake another.
   absl::flat_hash_set<std::string> handed_off;
+  // The cross-client hand-off queue (handoff_scripts.h), when the wrapped
+  // lock has one. `contended`: a waiter of this group ran the queue script
+  // (it met another client's hold); from then on the group takes part in
+  // the queue: releases through this RetryLock hand off, a new Acquire
+  // joins before it attempts, and the group (with its subscription) lingers
+  // kHandOffLinger after its last waiter and its last lease.
+  bool contended = false;
+  // This RetryLock's entry may be in the server's queue.
+  bool in_queue = false;
+  // A queue script of this group is in flight.
+  bool joining = false;
+  // Leases of this resource granted to this group's waiters and not yet
+  // released through this RetryLock.
+  int held = 0;
+  TimerId linger_timer = 0;
+  // When a lease of this resource was last released through this
+  // RetryLock (InfinitePast: never), and whether this client came back for
+  // the resource within kHandOffLinger of a release: then its releases keep
+  // its queue entry at the tail (it will wait again), else they drop it (a
+  // one-shot process, e.g. `dlock run`, leaves nothing queued behind).
+  absl::Time last_release = absl::InfinitePast();
+  bool repeats = false;
 };
+
+// How long a contended group outlives its last waiter and lease.
+inline constexpr absl::Duration kHandOffLinger = absl::Seconds(1);
 
 // Bounds RetryGroup::handed_off (a notification that never comes -- lost on
 // a reconnect -- must not make it grow); past it, hand-offs are not recorded
@@ -84,6 +114,8 @@ struct RetryWaiter : public Cancellable {
   bool sent_ready = false;
   // A release notification arrived while the attempt was in flight.
   bool notified = false;
+  // Got the lease (Leave: the group's queue entry stays until the release).
+  bool acquired = false;
   // Met contention before the subscription was ready: attempt once it is.
   bool pending_ready = false;
   std::shared_ptr<RetryGroup> group;
@@ -99,8 +131,11 @@ class RetryWakeups {
  public:
   // Channels and the transport to subscribe on: `notifier`'s (nullptr, or
   // a notifier without a subscriber: no wake-ups, backoff timers only).
-  RetryWakeups(EventLoop* loop, const ReleaseNotifier* notifier,
-               absl::Duration wake_stagger);
+  // `handoff_queue`: use the notifier's hand-off queue when it has one
+  // (RetryLockOptions::handoff_queue). `entry_ttl`: how long a queue entry
+  // lives without a refresh (longer than the backoff timer's longest sleep).
+  RetryWakeups(EventLoop* loop, const ReleaseNotifier* notifier, bool handoff_queue,
+               absl::Duration wake_stagger, absl::Duration entry_ttl);
   ~RetryWakeups();
 
   // Set once, before any waiter joins: who makes the attempts.
@@ -111,9 +146,25 @@ class RetryWakeups {
   // Puts `w` at the back of its resource's FIFO (sets w->group, w->pos);
   // returns how many older waiters of it wait (one-shot tries not counted).
   size_t Join(RetryWaiter* w);
-  // Takes `w` out of its FIFO; the last one out drops the group and its
-  // subscription.
-  void Leave(RetryWaiter* w);
+  // Takes `w` out of its FIFO (`acquired`: it got the lease); the last one
+  // out drops the group and its subscription (a contended group lingers).
+  void Leave(RetryWaiter* w, bool acquired);
+  // Whether the hand-off queue is in use for `w`'s resource (its group is
+  // contended and its subscription confirmed): then `w` joins or refreshes
+  // its entry (Join) instead of attempting blind.
+  bool Queued(const RetryWaiter& w) const;
+  // Whether `w` (wait > 0, no older local waiters) should join the queue
+  // before any attempt: its group lingers from recent contention.
+  bool JoinFirst(const RetryWaiter& w) const;
+  // Runs the queue script (join or refresh) for `w`'s group; told "free,
+  // you are the head" the group's oldest idle waiter attempts at once; told
+  // "queued" it sleeps until "w:<id>" or its backoff timer (which calls
+  // Join again). False when the queue is not usable (then attempt instead).
+  bool Join(const std::shared_ptr<RetryWaiter>& w);
+  // Whether the hand-off queue can be used at all.
+  bool handoff_enabled() const { return handoff_ != nullptr && !handoff_broken_; }
+  // Queue scripts sent (joins, refreshes, leaves), for the bench's profile.
+  int64_t queue_calls() const { return queue_calls_; }
   // Subscribes to `g`'s release channel unless done or under way.
   void EnsureSubscribed(const std::shared_ptr<RetryGroup>& g);
   // `inner`->Release, handing the resource to the oldest local waiter.
@@ -132,6 +183,13 @@ class RetryWakeups {
   // jittered delay; an attempt in flight is marked to retry instead.
   void StaggerWake(RetryGroup* g);
   std::string ChannelOf(absl::string_view resource) const;
+  // Sends the queue script in `mode` ("join" or "leave") for `g`.
+  absl::Status SendQueue(const std::shared_ptr<RetryGroup>& g, absl::string_view mode,
+                         std::weak_ptr<RetryWaiter> w);
+  void OnJoined(const std::shared_ptr<RetryGroup>& g, const std::shared_ptr<RetryWaiter>& w,
+                absl::StatusOr<int64_t> reply);
+  // Drops `g` now, or arms its linger timer when it is contended.
+  void MaybeDrop(const std::shared_ptr<RetryGroup>& g);
 
   EventLoop* const loop_;
   const ReleaseNotifier* const notifier_;
@@ -139,6 +197,18 @@ class RetryWakeups {
   const absl::Duration wake_stagger_;
   RetryAttempts* attempts_ = nullptr;
   absl::flat_hash_map<std::string, std::shared_ptr<RetryGroup>> groups_;
+  // The hand-off queue: `handoff_` is the notifier when it has one.
+  const ReleaseNotifier* handoff_ = nullptr;
+  Transport* handoff_transport_ = nullptr;
+  // Set when a queue script failed (e.g. refused by an ACL): from then on
+  // this RetryLock wakes as without a queue.
+  bool handoff_broken_ = false;
+  // This RetryLock's entry id in every queue (random, like a token).
+  const std::string id_;
+  const absl::Duration entry_ttl_;
+  int64_t queue_calls_ = 0;
+  // Guards callbacks of scripts in flight against this object's end.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 // The attempt loop of a RetryLock's waiters (see retry_lock.h): each attempt

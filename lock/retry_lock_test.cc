@@ -215,6 +215,7 @@ TEST_F(RetryLockTest, ReleaseBeforeTheSubscriptionIsConfirmedIsNotMissed) {
 
 TEST_F(RetryLockTest, LostNotificationFallsBackToTheBackoffTimer) {
   RetryLockOptions o;
+  o.handoff_queue = false;  // asserts the broadcast wake-up (queue: handoff_test)
   o.initial_backoff = absl::Milliseconds(300);
   o.max_backoff = absl::Milliseconds(300);
   o.jitter = [](absl::Duration cap) { return cap; };
@@ -360,6 +361,7 @@ TEST_F(RetryLockTest, ReleaseHandsOffToTheOldestLocalWaiterInTheSameWrite) {
   const absl::Duration rtt = absl::Milliseconds(10);
   conn_.SetLatency(rtt);
   RetryLockOptions o;
+  o.handoff_queue = false;  // asserts the broadcast wake-up (queue: handoff_test)
   o.initial_backoff = absl::Seconds(5);  // only a wake-up can explain progress
   o.max_backoff = absl::Seconds(5);
   o.jitter = [](absl::Duration cap) { return cap; };
@@ -395,6 +397,7 @@ TEST_F(RetryLockTest, NewWaitersQueueBehindLocalWaitersInArrivalOrderWithoutAtte
   const absl::Duration rtt = absl::Milliseconds(10);
   conn_.SetLatency(rtt);
   RetryLockOptions o;
+  o.handoff_queue = false;  // asserts the broadcast wake-up (queue: handoff_test)
   o.initial_backoff = absl::Seconds(5);
   o.max_backoff = absl::Seconds(5);
   o.jitter = [](absl::Duration cap) { return cap; };

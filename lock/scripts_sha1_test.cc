@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "dlock/lock/handoff_scripts.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/semaphore_scripts.h"
 #include "dlock/transport/fake/fake_redis.h"
@@ -14,10 +15,11 @@
 namespace dlock {
 namespace {
 
-// AllScripts() and the semaphore's.
+// AllScripts(), the semaphore's and the hand-off queue's.
 std::vector<NamedScript> EveryScript() {
   std::vector<NamedScript> all = AllScripts();
   for (const NamedScript& s : SemaphoreScripts()) all.push_back(s);
+  for (const NamedScript& s : HandOffScripts()) all.push_back(s);
   return all;
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/lock/handoff_scripts.h"
 #include "dlock/lock/lease_cleanup.h"
 #include "dlock/lock/lease_core.h"
 #include "dlock/lock/lease_release_extend.h"
@@ -103,6 +104,49 @@ absl::Status SimpleLock::Release(const Lease& lease, StatusCallback callback) {
                 }
                 std::move(on_notice)(std::move(notice));
               });
+  });
+}
+
+std::string SimpleLock::HandOffLockKey(absl::string_view resource) const {
+  return keys().LockKey(resource);
+}
+
+Transport* SimpleLock::HandOffTransport() const { return core_->commands.transport(); }
+
+absl::Status SimpleLock::ReleaseForHandOff(const Lease& lease, HandOffRelease how,
+                                           StatusCallback callback) const {
+  return ReleaseAndReport(core_, "simple", lease, std::move(callback), [&](auto on_notice) {
+    // As Release, with CountingReleaseScript (KEYS: the lock key; the plain
+    // release's work, replying 1 + the PUBLISH's receivers) or the hand-off
+    // script (handoff_scripts.h: KEYS lock, C:q, C:qx). An unknown outcome
+    // is cleaned up by the plain release (queued waiters then learn of it
+    // from the released token, or from their refresh).
+    ResourceKeys rk(core_->commands.keys().prefix, lease.resource);
+    const std::string channel(rk.channel());
+    const std::string q = HandOffQueueKey(channel);
+    const std::string qx = HandOffQueueExpiryKey(channel);
+    const std::string ttl_ms = absl::StrCat(absl::ToInt64Milliseconds(how.entry_ttl));
+    const absl::string_view keys[3] = {rk.lock(), q, qx};
+    const absl::string_view args[5] = {lease.token, channel, how.waiter_id,
+                                       how.rejoin ? "1" : "0", ttl_ms};
+    const Script& script = how.hand_off ? HandOffReleaseScript() : CountingReleaseScript();
+    return script.Invoke(
+        *core_->commands.transport(), absl::MakeConstSpan(keys, how.hand_off ? 3 : 1),
+        absl::MakeConstSpan(args, how.hand_off ? 5 : 2), core_->command_timeout,
+        [core = core_, resource = lease.resource, token = lease.token,
+         key_expiry = core_->loop->Now() + lease.ttl, on_listeners = std::move(how.on_listeners),
+         on_notice = std::move(on_notice)](absl::StatusOr<Reply> reply) mutable {
+          // Counting: 1 + receivers when released; read as the plain reply.
+          if (reply.ok() && reply->is_integer() && reply->integer > 1) {
+            if (on_listeners) std::move(on_listeners)(reply->integer - 1);
+            reply->integer = 1;
+          }
+          absl::StatusOr<ReleaseNotice> notice = ReleaseNoticeReply{}(std::move(reply), {});
+          if (!notice.ok() && IsUnknownOutcome(notice.status())) {
+            CleanupToken(core, std::move(resource), std::move(token), key_expiry);
+          }
+          std::move(on_notice)(std::move(notice));
+        });
   });
 }
 

@@ -140,6 +140,10 @@ class SimpleLock : public Lock, private ReleaseNotifier {
  private:
   std::string ReleaseChannel(absl::string_view resource) const override;
   Transport* ReleaseSubscriber() const override;
+  std::string HandOffLockKey(absl::string_view resource) const override;
+  Transport* HandOffTransport() const override;
+  absl::Status ReleaseForHandOff(const Lease& lease, HandOffRelease how,
+                                 StatusCallback callback) const override;
 
   std::shared_ptr<Core> core_;
 };

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "dlock/lock/handoff_scripts.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/semaphore_scripts.h"
 #include "dlock/redlock/fence_sync.h"
@@ -19,6 +20,7 @@ TEST(ScriptsSha1RealTest, ScriptLoadAnswersEachConstant) {
   ASSERT_TRUE(server.ok()) << server.status();
   std::vector<NamedScript> scripts = AllScripts();
   for (const NamedScript& s : SemaphoreScripts()) scripts.push_back(s);
+  for (const NamedScript& s : HandOffScripts()) scripts.push_back(s);
   for (const NamedScript& s : scripts) {
     absl::StatusOr<Reply> reply =
         (*server)->Command({"SCRIPT", "LOAD", s.script->source()});
