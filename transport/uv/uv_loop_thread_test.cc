@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -128,6 +129,43 @@ TEST(UvLoopThreadTest, PostFailsOnceStoppingAndDestroysTheFunction) {
   destroyer.join();
   EXPECT_FALSE(posted_during_stop.load());
   EXPECT_TRUE(weak.expired());
+}
+
+}  // namespace
+}  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// A caller turn waiting for `n` chained zero-delay timers.
+bool RunChain(UvLoopThread& thread, int n, bool* ran_on_caller) {
+  std::atomic<bool> finished{false};
+  const std::thread::id me = std::this_thread::get_id();
+  struct Step {
+    static void Go(UvLoopThread* t, int left, std::atomic<bool>* f) {
+      if (left == 0) {
+        f->store(true);
+        t->NotifyDone();
+        return;
+      }
+      t->loop()->RunAfter(absl::ZeroDuration(), [t, left, f] { Go(t, left - 1, f); });
+    }
+  };
+  absl::AnyInvocable<void() &&> fn = [&] {
+    *ran_on_caller = std::this_thread::get_id() == me && thread.InLoopThread();
+    Step::Go(&thread, n, &finished);
+  };
+  return thread.RunOnCaller(fn, [&] { return finished.load(); });
+}
+
+TEST(UvLoopThreadCallerTurnTest, ACallerRunsTheLoopOnItsOwnThreadUntilDone) {
+  UvLoopThread thread;
+  for (int i = 0; i < 100; ++i) {
+    bool on_caller = false;
+    ASSERT_TRUE(RunChain(thread, 5, &on_caller));
+    EXPECT_TRUE(on_caller);
+    EXPECT_FALSE(thread.InLoopThread());
+  }
 }
 
 }  // namespace
