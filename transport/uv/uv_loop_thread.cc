@@ -1,6 +1,8 @@
 #include "dlock/transport/uv/uv_loop_thread.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include <algorithm>
@@ -18,10 +20,14 @@ struct UvLoopThread::Impl {
   uv_async_t wakeup;
   bool async_closed = false;  // guarded by mu_
   bool loop_closed = false;
+  // Wakes the background thread out of its poll without touching the loop
+  // (whose async handle may be closed by then).
+  int wake_fd = -1;
 };
 
 UvLoopThread::UvLoopThread() : impl_(new Impl) {
   uv_loop_init(&impl_->loop);
+  impl_->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   impl_->wakeup.data = this;
   uv_async_init(&impl_->loop, &impl_->wakeup, [](uv_async_t* a) {
     static_cast<UvLoopThread*>(a->data)->RunQueue();
@@ -43,9 +49,10 @@ UvLoopThread::~UvLoopThread() {
     MutexLock lock(&mu_);
     stopping_ = true;
     uv_async_send(&impl_->wakeup);
-    background_cv_.SignalAll();
+    WakeBackground();
   }
   thread_.join();
+  if (impl_->wake_fd >= 0) close(impl_->wake_fd);
   if (!impl_->loop_closed) {
     // A handle was left open on the loop: freeing the loop now would leave
     // it dangling, so leak it and say so.
@@ -97,13 +104,17 @@ Clock::time_point UvLoopThread::NextDue() {
   return Clock::now() + std::chrono::milliseconds(timeout);
 }
 
-void UvLoopThread::WakeBackgroundFor(Clock::time_point due) {
-  if (due >= background_wakes_) return;
+void UvLoopThread::WakeBackground() {
   if (background_parked_) {
     background_cv_.Signal();
-  } else if (background_polling_ && !impl_->async_closed) {
-    uv_async_send(&impl_->wakeup);
+  } else if (background_polling_) {
+    const uint64_t one = 1;
+    (void)!write(impl_->wake_fd, &one, sizeof(one));
   }
+}
+
+void UvLoopThread::WakeBackgroundFor(Clock::time_point due) {
+  if (due < background_wakes_) WakeBackground();
 }
 
 void UvLoopThread::NotifyDone() {
@@ -194,7 +205,7 @@ bool UvLoopThread::RunOnCaller(absl::AnyInvocable<void() &&>& fn,
     WakeBackgroundFor(due);
   }
   --callers_;
-  if (callers_ == 0 && stopping_) background_cv_.Signal();
+  if (callers_ == 0 && stopping_) WakeBackground();
   mu_.Unlock();
   return true;
 }
@@ -220,8 +231,12 @@ void UvLoopThread::Background() {
         background_wakes_ = timeout < 0 ? Clock::time_point::max()
                                         : Clock::now() + std::chrono::milliseconds(timeout);
         mu_.Unlock();
-        struct pollfd fd = {uv_backend_fd(loop), POLLIN, 0};
-        (void)poll(&fd, 1, timeout);
+        struct pollfd fds[2] = {{uv_backend_fd(loop), POLLIN, 0}, {impl_->wake_fd, POLLIN, 0}};
+        (void)poll(fds, 2, timeout);
+        if ((fds[1].revents & POLLIN) != 0) {
+          uint64_t n;
+          (void)!read(impl_->wake_fd, &n, sizeof(n));
+        }
         mu_.Lock();
         background_polling_ = false;
         background_wakes_ = Clock::time_point::max();

@@ -106,6 +106,8 @@ class UvLoopThread : public LoopThread {
   void Disown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Owner only, before giving the loop back: when the next timer is due.
   std::chrono::steady_clock::time_point NextDue();
+  // Wakes the background thread out of its park or poll (mu_ held).
+  void WakeBackground() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes the background thread if it sleeps past `due` (mu_ held).
   void WakeBackgroundFor(std::chrono::steady_clock::time_point due)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
