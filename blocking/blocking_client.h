@@ -53,7 +53,12 @@
 //
 // Thread-safety: TryLock/Lock/facade() may be called from any number of
 // threads at once, but never from the client's loop thread (e.g. inside an
-// on_lost hook): that returns kFailedPrecondition.
+// on_lost hook or an observer event): that returns kFailedPrecondition.
+// With ConnectBlockingClient (a UvLoopThread) each call does its I/O on the
+// calling thread (caller turns, dlock/transport/uv/uv_loop_thread.h), so
+// hooks and observer events run on whichever thread runs the loop then --
+// possibly a thread inside another TryLock/Lock -- and the client's own
+// thread renews leases and handles I/O while no call is running.
 //
 // Lifetime and destruction. The destructor may run while other threads
 // are inside TryLock/Lock/facade() calls or a guard's Unlock: every call
@@ -158,7 +163,8 @@ struct BlockingClientOptions {
   int min_replicas = 0;
   absl::Duration replica_ack_timeout = absl::Milliseconds(500);
 
-  // Receives the policies' and the watchdog's events, on the loop thread.
+  // Receives the policies' and the watchdog's events, on the loop thread
+  // (whichever thread runs the loop; see "Thread-safety" above).
   // Not owned; must outlive the client. Null: none.
   LockObserver* observer = nullptr;
 };

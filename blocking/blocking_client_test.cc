@@ -215,6 +215,118 @@ TEST_F(BlockingClientTest, AutoRenewedGuardOutlivesItsTtl) {
   EXPECT_THAT(guard->Unlock(), IsOk());
 }
 
+// Caller-thread I/O (UvLoopThread caller turns): a thread inside a long call
+// runs the loop on its own thread; another thread's call must not wait for
+// it to end.
+TEST_F(BlockingClientTest, ACallIsNotHeldUpByAnotherThreadsWaitingLock) {
+  WaitCounter waits;
+  ConnectOptions options = Options();
+  options.observer = &waits;
+  auto client = MustConnect(options);
+  auto rival = MustConnect(Options());
+  ASSERT_NE(client, nullptr);
+  ASSERT_NE(rival, nullptr);
+  absl::StatusOr<LockGuard> held = rival->TryLock("busy", absl::Seconds(30));
+  ASSERT_THAT(held.status(), IsOk());
+  absl::StatusOr<LockGuard> waited = absl::UnknownError("not run");
+  std::thread waiter([&] {
+    // Returns only once the rival lets go, which it does only after the
+    // other calls below returned.
+    waited = client->Lock("busy", absl::Seconds(10), absl::Seconds(60));
+  });
+  ASSERT_TRUE(waits.WaitForWaits(1, absl::Seconds(30)));
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<LockGuard> other = client->TryLock("free", absl::Seconds(10));
+    ASSERT_THAT(other.status(), IsOk());
+    EXPECT_EQ(other->lease().resource, "free");
+    EXPECT_THAT(other->Unlock(), IsOk());
+  }
+  EXPECT_THAT(held->Unlock(), IsOk());
+  waiter.join();
+  ASSERT_THAT(waited.status(), IsOk());
+  EXPECT_EQ(waited->lease().resource, "busy");
+}
+
+TEST_F(BlockingClientTest, ThreadsCallingAtOnceEachGetTheirOwnResult) {
+  auto client = MustConnect(Options());
+  ASSERT_NE(client, nullptr);
+  constexpr int kThreads = 6;
+  constexpr int kRounds = 150;
+  std::mutex mu;
+  std::vector<std::string> wrong;
+  std::atomic<int> shared_holders{0};
+  std::atomic<int> shared_overlaps{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string mine = absl::StrCat("own/", t);
+      auto note = [&](std::string what) {
+        std::lock_guard<std::mutex> l(mu);
+        wrong.push_back(absl::StrCat("thread ", t, ": ", what));
+      };
+      for (int i = 0; i < kRounds; ++i) {
+        absl::StatusOr<LockGuard> own = client->TryLock(mine, absl::Seconds(10));
+        if (!own.ok()) {
+          note(std::string(own.status().message()));
+          continue;
+        }
+        if (own->lease().resource != mine) note("got " + own->lease().resource);
+        // One resource all threads contend for: at most one holder.
+        absl::StatusOr<LockGuard> shared = client->TryLock("shared", absl::Seconds(10));
+        if (shared.ok()) {
+          if (shared_holders.fetch_add(1) != 0) shared_overlaps.fetch_add(1);
+          if (shared->lease().resource != "shared") note("got " + shared->lease().resource);
+          shared_holders.fetch_sub(1);
+          absl::Status s = shared->Unlock();
+          if (!s.ok()) note(absl::StrCat("shared unlock: ", s.ToString()));
+        } else if (shared.status().code() != absl::StatusCode::kAborted) {
+          note(shared.status().ToString());
+        }
+        absl::Status s = own->Unlock();
+        if (!s.ok()) note(absl::StrCat("unlock: ", s.ToString()));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(wrong.empty()) << absl::StrJoin(wrong, "\n");
+  EXPECT_EQ(shared_overlaps.load(), 0);
+}
+
+// Observer callbacks run on whichever thread runs the loop -- with caller
+// turns, the calling thread itself. A blocking call made from there must
+// fail at once, not wait for the loop it is running.
+class CallsBackIntoTheClient : public LockObserver {
+ public:
+  void OnAcquire(const AcquireEvent& event) override {
+    BlockingClient* c = client.load();
+    if (c == nullptr || event.resource != "outer") return;
+    absl::Status s = c->TryLock("inner", absl::Seconds(10)).status();
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(s);
+  }
+  std::atomic<BlockingClient*> client{nullptr};
+  std::mutex mu;
+  std::vector<absl::Status> seen;
+};
+
+TEST_F(BlockingClientTest, ABlockingCallFromALoopCallbackFailsInsteadOfDeadlocking) {
+  CallsBackIntoTheClient observer;
+  ConnectOptions options = Options();
+  options.observer = &observer;
+  auto client = MustConnect(options);
+  ASSERT_NE(client, nullptr);
+  observer.client = client.get();
+  absl::StatusOr<LockGuard> guard = client->TryLock("outer", absl::Seconds(10));
+  ASSERT_THAT(guard.status(), IsOk());
+  EXPECT_THAT(guard->Unlock(), IsOk());
+  observer.client = nullptr;
+  std::lock_guard<std::mutex> lock(observer.mu);
+  ASSERT_FALSE(observer.seen.empty());
+  for (const absl::Status& s : observer.seen) {
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition));
+  }
+}
+
 TEST_F(BlockingClientTest, WithoutAutoRenewTheLeaseExpires) {
   ConnectOptions options = Options();
   options.auto_renew = false;

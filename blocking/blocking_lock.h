@@ -1,9 +1,14 @@
 // This header defines `BlockingLock` and `LockGuard`: the blocking facade
 // for ordinary threaded programs, with optional auto-renewal. It does not
-// implement locking itself: each call is posted to a `LoopThread` and runs
-// the async `Lock` there (the same core loop hosts use), through
-// `PostAndWait` (post_and_wait.h); the calling thread sleeps until the
-// callback delivers the outcome.
+// implement locking itself: each call runs the async `Lock` (the same core
+// loop hosts use) on the `LoopThread`'s loop, through `PostAndWait`
+// (post_and_wait.h). On a UvLoopThread the calling thread runs the loop
+// itself until its callback delivered the outcome (a caller turn: no
+// hand-off to another thread, see dlock/transport/loop_thread.h); on a
+// LoopThread without caller turns the call is posted and the calling
+// thread sleeps. Either way "the loop thread" below is whichever thread
+// runs the loop at that moment -- hooks and observer events may run on a
+// thread that is inside a blocking call.
 //
 //   UvLoopThread thread;                            // //transport/uv
 //   // Build the transport and the policy on the loop thread, e.g.

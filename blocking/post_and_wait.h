@@ -26,6 +26,11 @@
 // are one call's handles: the call returns when all are gone, with the
 // first result any of them gave.
 //
+// When the loop thread has caller turns (UvLoopThread; see
+// dlock/transport/loop_thread.h), `fn` and the loop run on the calling
+// thread until the call is answered; otherwise `fn` is posted and the
+// caller sleeps.
+//
 // Called on the loop thread itself, `PostAndWait` cannot wait for its own
 // thread: it returns kFailedPrecondition without running `fn`.
 //
@@ -74,24 +79,44 @@ absl::StatusOr<U> Detached(absl::StatusOr<U> value) {
 template <typename T>
 class PendingCall {
  public:
+  explicit PendingCall(LoopThread* thread) : thread_(thread) {}
   void AddRef() {
     std::lock_guard<std::mutex> l(mu_);
     ++refs_;
   }
   void CompleteAndDrop(std::optional<T> value) {
     if (value.has_value()) value = Detached(*std::move(value));
-    std::lock_guard<std::mutex> l(mu_);
-    if (value.has_value() && !result_.has_value()) result_ = std::move(value);
-    if (--refs_ == 0) cv_.notify_all();
+    LoopThread* const thread = thread_;  // `this` may be gone once unlocked
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (value.has_value() && !result_.has_value()) result_ = std::move(value);
+      if (--refs_ != 0) return;
+      cv_.notify_all();
+    }
+    // A caller turn (LoopThread::RunOnCaller) sleeping on the loop thread's
+    // own lock checks Finished() again.
+    thread->NotifyDone();
   }
-  T Wait() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return refs_ == 0; });
+  bool Finished() {
+    std::lock_guard<std::mutex> l(mu_);
+    return refs_ == 0;
+  }
+  // Once Finished().
+  T Take() {
+    std::lock_guard<std::mutex> l(mu_);
     if (!result_.has_value()) return absl::CancelledError("the loop thread is stopping");
     return std::move(*result_);
   }
+  T Wait() {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [this] { return refs_ == 0; });
+    }
+    return Take();
+  }
 
  private:
+  LoopThread* const thread_;
   std::mutex mu_;
   std::condition_variable cv_;
   int refs_ = 0;
@@ -151,11 +176,17 @@ T PostAndWait(LoopThread* thread, Fn fn) {
     return absl::FailedPreconditionError(
         "blocking dlock call on the loop thread would deadlock");
   }
-  blocking_internal::PendingCall<T> call;
-  // A refused Post destroys the function and the Completion in it.
-  thread->Post([done = Completion<T>(&call), fn = std::move(fn)]() mutable {
+  blocking_internal::PendingCall<T> call(thread);
+  absl::AnyInvocable<void() &&> task = [done = Completion<T>(&call),
+                                        fn = std::move(fn)]() mutable {
     fn(std::move(done));
-  });
+  };
+  // A caller turn: this thread runs the loop itself until the call is
+  // answered (no hand-off, no wake-up of another thread).
+  if (thread->RunOnCaller(task, [&call] { return call.Finished(); })) return call.Take();
+  // No caller turns (or stopping): the loop thread runs it. A refused Post
+  // destroys the function and the Completion in it.
+  thread->Post(std::move(task));
   return call.Wait();
 }
 

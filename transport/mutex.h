@@ -22,6 +22,7 @@
 #ifndef DLOCK_TRANSPORT_MUTEX_H_
 #define DLOCK_TRANSPORT_MUTEX_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 
@@ -70,6 +71,14 @@ class CondVar {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);
     lock.release();  // still held; the caller's guard unlocks it
+  }
+
+  // As Wait, but returns by `deadline` at the latest.
+  void WaitUntil(Mutex* mu, std::chrono::steady_clock::time_point deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    (void)cv_.wait_until(lock, deadline);
+    lock.release();
   }
 
   void Signal() { cv_.notify_one(); }

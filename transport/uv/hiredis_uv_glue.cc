@@ -9,8 +9,14 @@ namespace {
 
 struct UvPoll {
   uv_poll_t handle;
+  // Writes of a connected context: flushed from the loop's idle phase
+  // instead of waiting for the socket's writability (see OnFlush).
+  uv_idle_t flush;
   redisAsyncContext* context;  // null once hiredis has cleaned up
-  int events;
+  int events;                  // what `handle` watches
+  bool flush_armed;
+  bool flushing;  // inside OnFlush's redisAsyncHandleWrite
+  int open_handles;
   AfterIo after_io;
   void* arg;
 };
@@ -50,9 +56,40 @@ void PollSetEvent(void* data, int flag, bool on) {
   p->events = events;
   PollUpdate(p);
 }
+// The idle phase of the next loop iteration (before it polls): write what
+// hiredis buffered since, in one write -- every command issued in one loop
+// turn still goes out together -- without watching the socket for
+// writability first. libuv's uv_poll_start removes and re-adds the fd to
+// epoll on every change of events (two epoll_ctl calls each), so watching
+// for writability around each command cost four system calls per round
+// trip. Only a write the socket did not take whole (hiredis asks again from
+// inside HandleWrite) waits for writability.
+void OnFlush(uv_idle_t* idle) {
+  UvPoll* p = static_cast<UvPoll*>(idle->data);
+  uv_idle_stop(idle);
+  p->flush_armed = false;
+  if (p->context == nullptr) return;
+  p->flushing = true;
+  redisAsyncHandleWrite(p->context);
+  p->flushing = false;
+  if (p->after_io != nullptr) p->after_io(p->arg);
+}
+
 void PollAddRead(void* data) { PollSetEvent(data, UV_READABLE, true); }
 void PollDelRead(void* data) { PollSetEvent(data, UV_READABLE, false); }
-void PollAddWrite(void* data) { PollSetEvent(data, UV_WRITABLE, true); }
+void PollAddWrite(void* data) {
+  UvPoll* p = static_cast<UvPoll*>(data);
+  // Before the connection is up, writability is how a non-blocking connect
+  // reports that it finished: watch for it.
+  if (!p->flushing && p->context != nullptr && (p->context->c.flags & REDIS_CONNECTED) != 0) {
+    if (!p->flush_armed) {
+      p->flush_armed = true;
+      uv_idle_start(&p->flush, OnFlush);
+    }
+    return;
+  }
+  PollSetEvent(data, UV_WRITABLE, true);
+}
 void PollDelWrite(void* data) { PollSetEvent(data, UV_WRITABLE, false); }
 void PollCleanup(void* data) {
   UvPoll* p = static_cast<UvPoll*>(data);
@@ -61,8 +98,12 @@ void PollCleanup(void* data) {
   // (e.g. a protocol error later in the same read) are still delivered by
   // it. After uv_close the poll callback never runs again.
   // The memory may only be freed in the close callback.
-  uv_close(reinterpret_cast<uv_handle_t*>(&p->handle),
-           [](uv_handle_t* h) { delete static_cast<UvPoll*>(h->data); });
+  auto closed = [](uv_handle_t* h) {
+    UvPoll* q = static_cast<UvPoll*>(h->data);
+    if (--q->open_handles == 0) delete q;
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&p->handle), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&p->flush), closed);
 }
 
 }  // namespace
@@ -74,7 +115,10 @@ bool Attach(redisAsyncContext* ac, uv_loop_s* loop, AfterIo after_io, void* arg)
     delete p;  // not registered with the loop when init fails
     return false;
   }
+  uv_idle_init(loop, &p->flush);
+  p->open_handles = 2;
   p->handle.data = p;
+  p->flush.data = p;
   p->context = ac;
   p->after_io = after_io;
   p->arg = arg;

@@ -9,7 +9,13 @@
 // to hiredis as "readable/writable", so its own read/write sees the socket
 // error and fails the connection.
 //
-// `after_io`, when set, runs after every poll event, once hiredis's
+// Writes: once the connection is up, what hiredis buffers is written from
+// the loop's idle phase of the next iteration (one write for every command
+// of a loop turn), not after a writability event: libuv re-registers the fd
+// with epoll (two epoll_ctl calls) on every change of watched events. Only a
+// write the socket did not take whole waits for writability.
+//
+// `after_io`, when set, runs after every poll event and every such write, once hiredis's
 // redisAsyncHandleRead/HandleWrite have returned, i.e. outside every
 // hiredis callback of the context: the transport delivers the replies
 // collected during the read there, in the same loop turn. It may free the

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -128,6 +129,134 @@ TEST(UvLoopThreadTest, PostFailsOnceStoppingAndDestroysTheFunction) {
   destroyer.join();
   EXPECT_FALSE(posted_during_stop.load());
   EXPECT_TRUE(weak.expired());
+}
+
+}  // namespace
+}  // namespace dlock
+
+namespace dlock {
+namespace {
+
+// A caller turn waiting for `n` chained zero-delay timers.
+bool RunChain(UvLoopThread& thread, int n, bool* ran_on_caller) {
+  std::atomic<bool> finished{false};
+  const std::thread::id me = std::this_thread::get_id();
+  struct Step {
+    static void Go(UvLoopThread* t, int left, std::atomic<bool>* f) {
+      if (left == 0) {
+        f->store(true);
+        t->NotifyDone();
+        return;
+      }
+      t->loop()->RunAfter(absl::ZeroDuration(), [t, left, f] { Go(t, left - 1, f); });
+    }
+  };
+  absl::AnyInvocable<void() &&> fn = [&] {
+    *ran_on_caller = std::this_thread::get_id() == me && thread.InLoopThread();
+    Step::Go(&thread, n, &finished);
+  };
+  return thread.RunOnCaller(fn, [&] { return finished.load(); });
+}
+
+TEST(UvLoopThreadCallerTurnTest, ACallerRunsTheLoopOnItsOwnThreadUntilDone) {
+  UvLoopThread thread;
+  for (int i = 0; i < 100; ++i) {
+    bool on_caller = false;
+    ASSERT_TRUE(RunChain(thread, 5, &on_caller));
+    EXPECT_TRUE(on_caller);
+    EXPECT_FALSE(thread.InLoopThread());
+  }
+}
+
+TEST(UvLoopThreadCallerTurnTest, CallersOnSeveralThreadsEachFinish) {
+  UvLoopThread thread;
+  std::atomic<int> finished{0};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&] {
+      for (int i = 0; i < 300; ++i) {
+        bool on_caller = false;
+        if (!RunChain(thread, 3, &on_caller)) refused.fetch_add(1);
+        finished.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& c : callers) c.join();
+  EXPECT_EQ(finished.load(), 1200);
+  EXPECT_EQ(refused.load(), 0);
+}
+
+// Timers a caller set run on time although no caller is inside a call any
+// more (the watchdog's renewals while the user holds a guard): the
+// background thread runs them.
+TEST(UvLoopThreadCallerTurnTest, TimersRunWhileNoCallerIsInside) {
+  UvLoopThread thread;
+  std::promise<std::thread::id> ran;
+  std::atomic<bool> set{false};
+  absl::AnyInvocable<void() &&> fn = [&] {
+    thread.loop()->RunAfter(absl::Milliseconds(50),
+                            [&] { ran.set_value(std::this_thread::get_id()); });
+    set = true;
+    thread.NotifyDone();
+  };
+  ASSERT_TRUE(thread.RunOnCaller(fn, [&] { return set.load(); }));
+  std::future<std::thread::id> f = ran.get_future();
+  // This thread waits here, outside any call.
+  ASSERT_EQ(f.wait_for(kWait), std::future_status::ready);
+  EXPECT_NE(f.get(), std::this_thread::get_id());
+}
+
+// A posted function runs while a caller waits in its turn (on that caller).
+TEST(UvLoopThreadCallerTurnTest, PostsRunWhileACallerRunsTheLoop) {
+  UvLoopThread thread;
+  std::atomic<bool> posted_ran{false};
+  std::thread poster;
+  absl::AnyInvocable<void() &&> fn = [&] {
+    poster = std::thread([&] {
+      ASSERT_TRUE(thread.Post([&] {
+        posted_ran = true;
+        thread.NotifyDone();
+      }));
+    });
+  };
+  ASSERT_TRUE(thread.RunOnCaller(fn, [&] { return posted_ran.load(); }));
+  poster.join();
+  EXPECT_TRUE(posted_ran.load());
+}
+
+// Destroyed while a caller waits for a timer: the timer is dropped (its
+// callback destroyed), which answers the caller; the destructor returns.
+TEST(UvLoopThreadCallerTurnTest, DestructorEndsACallerWaitingForADroppedTimer) {
+  auto thread = std::make_unique<UvLoopThread>();
+  std::atomic<bool> dropped{false};
+  std::promise<void> waiting;
+  struct OnDrop {
+    UvLoopThread* t;
+    std::atomic<bool>* dropped;
+    OnDrop(UvLoopThread* t, std::atomic<bool>* d) : t(t), dropped(d) {}
+    OnDrop(OnDrop&& o) noexcept : t(o.t), dropped(std::exchange(o.dropped, nullptr)) {}
+    ~OnDrop() {
+      if (dropped != nullptr) {
+        *dropped = true;
+        t->NotifyDone();
+      }
+    }
+  };
+  bool accepted = false;
+  std::thread caller([&] {
+    UvLoopThread* t = thread.get();
+    absl::AnyInvocable<void() &&> fn = [&, t] {
+      t->loop()->RunAfter(absl::Hours(1), [d = OnDrop(t, &dropped)] {});
+      waiting.set_value();
+    };
+    accepted = t->RunOnCaller(fn, [&] { return dropped.load(); });
+  });
+  ASSERT_EQ(waiting.get_future().wait_for(kWait), std::future_status::ready);
+  thread.reset();
+  caller.join();
+  EXPECT_TRUE(accepted);
+  EXPECT_TRUE(dropped.load());
 }
 
 }  // namespace
