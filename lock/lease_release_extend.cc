@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dlock/lock/observer.h"
-#include "dlock/lock/replica_ack.h"
+#include "dlock/lock/replica_ack_options.h"
 #include "dlock/lock/reply_status.h"
 
 namespace dlock {
