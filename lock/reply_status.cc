@@ -140,10 +140,11 @@ absl::Status UnexpectedReplyStatus(absl::string_view what, const Reply& reply) {
 }
 
 std::string UnpublishedReleaseWarning(absl::string_view publish_error) {
-  return absl::StrCat(
-      "released, but the release notification was refused (", publish_error,
-      "): waiters on other connections will not be woken and retry only on their "
-      "backoff timers; give the Redis user channel permission (ACL &<pattern>)");
+  return ErrorText(
+      "released, but the release notification was refused (%): waiters on other "
+      "connections will not be woken and retry only on their backoff timers; give the "
+      "Redis user channel permission (ACL &<pattern>)",
+      {publish_error});
 }
 
 }  // namespace dlock
