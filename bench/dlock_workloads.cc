@@ -22,6 +22,7 @@
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
 #include "dlock/lock/retry_lock.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
 #include "dlock/transport/uv/hiredis_transport.h"
@@ -64,7 +65,7 @@ struct DlockStack {
     if (o.ports.size() == 1) {
       SimpleLockOptions so;
       so.key_prefix = prefix;
-      so.replica_ack.min_replicas = min_replicas;
+      so.replica_ack = dlock::ReplicaAck(min_replicas);
       so.fencing = fencing;
       simple = std::make_unique<SimpleLock>(loop, transports[0].get(), so);
       base = simple.get();

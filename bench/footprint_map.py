@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/footprint_map.py: what a GNU ld link kept, per package, from its map.
 
-    bench/footprint_map.py LINK.map [--title T] [--target BYTES] [--top N]
+    bench/footprint_map.py LINK.map [--title T] [--target BYTES] [--top N] [--objects]
 
 Reads the map written by `-Wl,-Map=LINK.map` (with --gc-sections, the map's
 memory map lists only the input sections the linker kept) and sums the
@@ -10,7 +10,8 @@ object's name, `<package>_<file>.o`, as bench/footprint names them:
 transport, lock, watchdog, redlock; lock/retry_*.o counted as
 "lock (retry)"), Abseil, libstdc++, libc/libm/libgcc and the rest. Prints
 .text (code) and read-only data, the dlock total against --target, and the
---top largest kept dlock functions.
+--top largest kept dlock functions; with --objects, also the .text kept of
+each dlock object file (largest first).
 """
 import collections
 import re
@@ -72,7 +73,7 @@ def parse(path):
 
 
 def main(argv):
-    title, target, top, args = "", None, 15, []
+    title, target, top, args, objects = "", None, 15, [], False
     i = 1
     while i < len(argv):
         if argv[i] == "--title":
@@ -81,6 +82,8 @@ def main(argv):
             target, i = int(argv[i + 1]), i + 2
         elif argv[i] == "--top":
             top, i = int(argv[i + 1]), i + 2
+        elif argv[i] == "--objects":
+            objects, i = True, i + 1
         else:
             args.append(argv[i])
             i += 1
@@ -89,6 +92,7 @@ def main(argv):
         return 2
     sums = collections.defaultdict(lambda: collections.Counter())
     funcs = collections.Counter()
+    per_object = collections.Counter()
     for section, size, path in parse(args[0]):
         k = kind(section)
         if k is None or size == 0:
@@ -97,6 +101,8 @@ def main(argv):
         sums[(group, name)][k] += size
         if group == "dlock" and k == "text" and section.startswith(".text."):
             funcs[section[len(".text."):]] += size
+        if group == "dlock" and k == "text":
+            per_object[re.sub(r"^.*[(/]", "", path).rstrip(")")] += size
     dlock = sorted(((n, c) for (g, n), c in sums.items() if g == "dlock"), key=lambda x: -x[1]["text"])
     other = sorted(((n, c) for (g, n), c in sums.items() if g != "dlock"), key=lambda x: -x[1]["text"])
     total_text = sum(c["text"] for _, c in dlock)
@@ -113,6 +119,12 @@ def main(argv):
     print(f"| **dlock total** | **{total_text:,}** ({total_text / 1024:.1f} KiB){verdict} | {total_ro:,} |")
     for n, c in other:
         print(f"| {n} | {c['text']:,} | {c['rodata']:,} |")
+    if objects and per_object:
+        print()
+        print("| dlock object | .text bytes kept |")
+        print("|---|---|")
+        for name, size in per_object.most_common():
+            print(f"| {name} | {size:,} |")
     if top > 0 and funcs:
         names = list(funcs)
         demangled = {}

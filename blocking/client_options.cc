@@ -43,10 +43,8 @@ absl::Status CheckClientOptions(const BlockingClientOptions& options, size_t ser
         "BlockingClient: min_replicas cannot be combined with fair (the fair queue does "
         "not wait for replicas)");
   }
-  ReplicaAckOptions ack;
-  ack.min_replicas = options.min_replicas;
-  ack.timeout = options.replica_ack_timeout;
-  absl::Status s = ValidateReplicaAck(ack);
+  absl::Status s =
+      ValidateReplicaAck(ReplicaAck(options.min_replicas, options.replica_ack_timeout));
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("BlockingClient: ", s.message()));
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 #include "dlock/blocking/blocking_client.h"
 #include "dlock/blocking/blocking_lock.h"
 #include "dlock/lock/observer.h"
+#include "dlock/lock/replica_ack.h"
 
 namespace dlock {
 namespace blocking_internal {
@@ -43,8 +44,7 @@ O PolicyOptions(const BlockingClientOptions& options) {
 template <typename O>
 O AckedPolicyOptions(const BlockingClientOptions& options) {
   O o = PolicyOptions<O>(options);
-  o.replica_ack.min_replicas = options.min_replicas;
-  o.replica_ack.timeout = options.replica_ack_timeout;
+  o.replica_ack = ReplicaAck(options.min_replicas, options.replica_ack_timeout);
   return o;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "dlock/lock/replica_ack.h"
 
 namespace dlock {
 namespace cli {
@@ -61,8 +62,7 @@ absl::Status RunLock::BuildResourceLock() {
   if (s_.size() != 1) return BuildRedLock();
   ReadWriteLockOptions o;
   SetLeaseOptions(o);
-  o.replica_ack.min_replicas = run_.min_replicas;
-  o.replica_ack.timeout = run_.min_replicas_timeout;
+  o.replica_ack = ReplicaAck(run_.min_replicas, run_.min_replicas_timeout);
   rw_ = std::make_unique<ReadWriteLock>(s_.loop(), s_.transport(0), o);
   lock_ = run_.shared ? &rw_->reader() : &rw_->writer();
   // Woken by the view's release notifications (its channel, its transport).

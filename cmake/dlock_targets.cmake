@@ -122,11 +122,12 @@ dlock_library(lock INSTALL
         //lock:lease_release_extend
         //lock:lock_commands //lock:simple_lock //lock:retry_lock //lock:reentrant_lock
         //lock:fair_lock //lock:read_write_lock //lock:multi_lock //lock:semaphore
-        //lock:replica_ack //lock:lease_command
+        //lock:replica_ack //lock:replica_ack_options //lock:lease_command
   SRCS lock/observer.cc lock/scripts.cc lock/fair_scripts.cc lock/handoff_scripts.cc lock/lease_rules.cc lock/error_text.cc lock/keys.cc
        lock/tokens.cc lock/reply_status.cc lock/lease_core.cc lock/lease_cleanup.cc
        lock/single_server_acquire.cc lock/lease_release_extend.cc lock/lock_commands.cc
-       lock/replica_ack.cc lock/lease_command.cc lock/lease_reports.cc
+       lock/replica_ack.cc lock/replica_ack_options.cc lock/lease_command.cc
+       lock/lease_reports.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/retry_attempts.cc lock/retry_lock_wake.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
        lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
@@ -136,7 +137,8 @@ dlock_library(lock INSTALL
        lock/lease_options.h
        lock/keys.h lock/tokens.h lock/reply_status.h lock/lease_core.h
        lock/lease_cleanup.h lock/single_server_acquire.h lock/lease_release_extend.h
-       lock/lock_commands.h lock/replica_ack.h lock/lease_command.h
+       lock/lock_commands.h lock/replica_ack.h lock/replica_ack_options.h
+       lock/lease_command.h
        lock/lease_reports.h
        lock/simple_lock.h lock/retry_lock.h lock/retry_backoff.h
        lock/retry_lock_internal.h lock/reentrant_lock.h

@@ -60,7 +60,7 @@ struct FairReply {
     r.fence = *fence;
     return r;
   }
-  bool Wrote(const Reply&) const { return false; }  // never acknowledged
+  WroteRule wrote() const { return WroteRule::Never(); }  // never acknowledged
 };
 
 }  // namespace

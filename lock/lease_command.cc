@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
+#include "dlock/lock/error_text.h"
 #include "dlock/lock/reply_status.h"
 
 namespace dlock {
@@ -41,8 +41,8 @@ absl::Status OwnedReply::operator()(absl::StatusOr<Reply> reply,
   if (reply->is_integer() && reply->integer == 1) return absl::OkStatus();
   if (reply->is_integer() && reply->integer == 0) {
     if (!lost.empty()) return absl::FailedPreconditionError(lost);
-    return absl::FailedPreconditionError(
-        absl::StrCat(what, ": the lease no longer owns the key"));
+    return ErrorStatus(absl::StatusCode::kFailedPrecondition,
+                       "%: the lease no longer owns the key", {what});
   }
   return UnexpectedReplyStatus(what, *reply);
 }

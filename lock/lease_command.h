@@ -16,7 +16,7 @@
 //   using Output = ...;  // what the callback gets, e.g. absl::StatusOr<int64_t>
 //   Output operator()(absl::StatusOr<Reply> reply,
 //                     absl::Span<const absl::string_view> keys) const;
-//   bool Wrote(const Reply& reply) const;  // what replicas must acknowledge
+//   WroteRule wrote() const;  // which replies replicas must acknowledge
 // `keys` are the call's KEYS (to name them in an error). A transport failure
 // passes through unchanged.
 //
@@ -33,13 +33,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "dlock/lock/keys.h"
-#include "dlock/lock/replica_ack.h"
+#include "dlock/lock/replica_ack_options.h"
 #include "dlock/transport/reply.h"
 #include "dlock/transport/script.h"
 #include "dlock/transport/transport.h"
@@ -59,31 +60,24 @@ struct LeaseCommand {
   // Sends the command on `transport`, each round trip bounded by `timeout`
   // (with ack: WAIT right behind it, RunAcknowledged). `cb(Output)`
   // runs exactly once, never inside this call, unless this returns an error
-  // (the transport's rejection, or RunAcknowledged's kInvalidArgument on a
-  // cluster): then never. Without ack the callable is kept inside the
-  // script call's one heap allocation (Script::Invoke): the lean path.
+  // (the transport's rejection, or kInvalidArgument: on a cluster, or an
+  // ack not made by dlock::ReplicaAck()): then never. The callable is kept
+  // inside the script call's one heap allocation (Script::Invoke).
   template <typename F>  // void(Output) &&
   absl::Status Send(Transport& transport, absl::Duration timeout, F cb) const {
-    if (ack.min_replicas > 0) {
-      // Not the allocation-lean path: it costs a replication round trip anyway.
-      std::vector<std::string> k(keys.begin(), keys.end());
-      std::vector<std::string> a(args.begin(), args.end());
-      std::vector<std::string> named = k;
-      return RunAcknowledged(
-          *script, transport, std::move(k), std::move(a), timeout, ack,
-          [parser = parser](const Reply& r) { return parser.Wrote(r); },
-          [parser = parser, named = std::move(named),
-           cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-            std::vector<absl::string_view> views(named.begin(), named.end());
-            std::move(cb)(parser(std::move(reply), views));
+    // One call site of Invoke per command type: with ack, SendWithReplicaAck
+    // runs it on the transport of the runner dlock::ReplicaAck() installed
+    // (replica_ack_options.h), so the acknowledgement adds no code per
+    // parser, and none at all to a program that never asks for it.
+    return SendWithReplicaAck(transport, ack, parser.wrote(), [&](Transport& t) {
+      return script->Invoke(
+          t, keys, args, timeout,
+          [parser = parser, cb = std::move(cb)](
+              absl::StatusOr<Reply> reply,
+              absl::Span<const absl::string_view> call_keys) mutable {
+            std::move(cb)(parser(std::move(reply), call_keys));
           });
-    }
-    return script->Invoke(transport, keys, args, timeout,
-                          [parser = parser, cb = std::move(cb)](
-                              absl::StatusOr<Reply> reply,
-                              absl::Span<const absl::string_view> call_keys) mutable {
-                            std::move(cb)(parser(std::move(reply), call_keys));
-                          });
+    });
   }
 };
 
@@ -122,12 +116,12 @@ struct FenceReply {
 
   absl::StatusOr<int64_t> operator()(absl::StatusOr<Reply> reply,
                                      absl::Span<const absl::string_view> keys) const;
-  bool Wrote(const Reply& r) const { return r.is_integer() && r.integer >= min_fence; }
+  WroteRule wrote() const { return WroteRule::IntegerAtLeast(min_fence); }
 };
 
 // A 1/0 reply as OK / kFailedPrecondition "<what>: the lease no longer owns
 // the key" (or `lost`, when set, as the whole message); anything else
-// UnexpectedReplyStatus(what). Extends use it (Wrote: a 1).
+// UnexpectedReplyStatus(what). Extends use it (wrote: a 1).
 struct OwnedReply {
   using Output = absl::Status;
   absl::string_view what = "extend";  // a literal
@@ -135,7 +129,7 @@ struct OwnedReply {
 
   absl::Status operator()(absl::StatusOr<Reply> reply,
                           absl::Span<const absl::string_view> keys) const;
-  bool Wrote(const Reply& r) const { return r.is_integer() && r.integer == 1; }
+  WroteRule wrote() const { return WroteRule::IntegerIs(1); }
 };
 
 // A release that deleted the key: did its notification go out?
@@ -153,7 +147,7 @@ struct ReleaseNoticeReply {
   using Output = absl::StatusOr<ReleaseNotice>;
   absl::StatusOr<ReleaseNotice> operator()(absl::StatusOr<Reply> reply,
                                            absl::Span<const absl::string_view> keys) const;
-  bool Wrote(const Reply&) const { return false; }  // releases never wait
+  WroteRule wrote() const { return WroteRule::Never(); }  // releases never wait
 };
 
 // The same readings as plain functions (for callers that hold a Reply):

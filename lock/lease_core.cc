@@ -1,7 +1,6 @@
 #include "dlock/lock/lease_core.h"
 
 #include <algorithm>
-#include <initializer_list>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -10,11 +9,9 @@ namespace dlock {
 
 namespace {
 
-absl::Status FirstError(std::initializer_list<absl::Status> statuses) {
-  for (const absl::Status& s : statuses) {
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
+// `first` when it is an error, else `second` (the checks in order).
+absl::Status FirstError(const absl::Status& first, absl::Status second) {
+  return first.ok() ? second : first;
 }
 
 }  // namespace
@@ -32,14 +29,15 @@ LeaseCore::LeaseCore(EventLoop* loop, const LeaseOptions& options,
       release_check(options.command_timeout > absl::ZeroDuration()
                         ? absl::OkStatus()
                         : absl::InvalidArgumentError("command_timeout must be positive")),
-      extend_check(FirstError({release_check, ValidateReplicaAck(replica_ack),
-                               std::move(extend_extra)})),
+      extend_check(FirstError(
+          release_check,
+          FirstError(ValidateReplicaAck(replica_ack), std::move(extend_extra)))),
       acquire_check(FirstError(
-          {extend_check,
-           options.restart_window < absl::ZeroDuration()
-               ? absl::InvalidArgumentError("restart_window must be >= 0")
-               : absl::OkStatus(),
-           std::move(acquire_extra)})) {}
+          extend_check,
+          FirstError(options.restart_window < absl::ZeroDuration()
+                         ? absl::InvalidArgumentError("restart_window must be >= 0")
+                         : absl::OkStatus(),
+                     std::move(acquire_extra)))) {}
 
 absl::Status LeaseCore::CheckAcquire(absl::string_view resource, absl::Duration ttl) const {
   if (!acquire_check.ok()) return acquire_check;

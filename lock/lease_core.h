@@ -18,7 +18,7 @@
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
-#include "dlock/lock/replica_ack.h"
+#include "dlock/lock/replica_ack_options.h"
 #include "dlock/transport/event_loop.h"
 
 namespace dlock {

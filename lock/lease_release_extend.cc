@@ -4,8 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dlock/lock/error_text.h"
 #include "dlock/lock/observer.h"
-#include "dlock/lock/replica_ack.h"
+#include "dlock/lock/replica_ack_options.h"
 #include "dlock/lock/reply_status.h"
 
 namespace dlock {
@@ -59,7 +60,8 @@ absl::Status GiveUpOnShortfall(absl::Status status, absl::string_view what,
                                absl::FunctionRef<void()> give_up) {
   if (!IsReplicaShortfall(status)) return status;
   give_up();
-  return absl::UnavailableError(absl::StrCat(status.message(), "; ", what, " was released"));
+  return ErrorStatus(absl::StatusCode::kUnavailable, "%; % was released",
+                     {status.message(), what});
 }
 
 }  // namespace dlock

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "absl/strings/str_cat.h"
+#include "dlock/lock/error_text.h"
 
 namespace dlock {
 
@@ -41,8 +41,8 @@ void ReportAcquireWait(LockObserver* observer, absl::string_view policy,
 }
 
 std::string WaitDeadlineMessage(absl::string_view what, absl::Duration wait, int attempts) {
-  return absl::StrCat(what, " not acquired within the wait of ", absl::FormatDuration(wait),
-                      " (", attempts, attempts == 1 ? " attempt" : " attempts");
+  return ErrorText("% not acquired within the wait of % (%%",
+                   {what, wait, attempts, attempts == 1 ? " attempt" : " attempts"});
 }
 
 }  // namespace dlock

@@ -26,7 +26,7 @@
 #include "dlock/lock/keys.h"
 #include "dlock/lock/lease_command.h"
 #include "dlock/lock/lease_rules.h"
-#include "dlock/lock/replica_ack.h"
+#include "dlock/lock/replica_ack_options.h"
 #include "dlock/lock/reply_status.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/tokens.h"

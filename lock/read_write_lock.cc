@@ -12,7 +12,7 @@
 #include "dlock/lock/single_server_acquire.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/read_write_scripts.h"
-#include "dlock/lock/replica_ack.h"
+#include "dlock/lock/replica_ack_options.h"
 #include "dlock/lock/reply_status.h"
 #include "dlock/lock/tokens.h"
 #include "dlock/transport/reply.h"

@@ -96,7 +96,7 @@
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock.h"
 #include "dlock/lock/observer.h"
-#include "dlock/lock/replica_ack.h"
+#include "dlock/lock/replica_ack_options.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/transport.h"
 
@@ -110,7 +110,8 @@ struct ReadWriteLockOptions : LeaseOptions {
   // How long a failed write attempt keeps new readers out (see POLICY).
   // Whole ms; zero: never (reader preference). Must be >= 0.
   absl::Duration writer_intent_ttl = absl::Seconds(3);
-  // Replica acknowledgement (replica_ack.h; off by default), as
+  // Replica acknowledgement (off by default; set it with dlock::ReplicaAck(),
+  // replica_ack.h), as
   // SimpleLockOptions::replica_ack: a read or write grant, and an extend,
   // counts only once `WAIT min_replicas timeout` confirmed it; too few
   // acknowledgements -> kUnavailable (IsReplicaShortfall) and what the

@@ -113,7 +113,7 @@ class ReentrantAcquireOp : public SingleServerAcquire {
       }
       return UnexpectedReplyStatus("reentrant acquire", *reply);
     }
-    bool Wrote(const Reply& r) const { return r.is_array(); }
+    WroteRule wrote() const { return WroteRule::Array(); }
   };
 
   void Undo() override {
@@ -147,7 +147,7 @@ struct ReentrantReleaseReply {
     }
     return UnexpectedReplyStatus("reentrant release", *reply);
   }
-  bool Wrote(const Reply&) const { return false; }
+  WroteRule wrote() const { return WroteRule::Never(); }
 };
 
 }  // namespace

@@ -57,7 +57,7 @@
 #include "absl/time/time.h"
 #include "dlock/lock/lease_options.h"
 #include "dlock/lock/lock.h"
-#include "dlock/lock/replica_ack.h"
+#include "dlock/lock/replica_ack_options.h"
 #include "dlock/lock/keys.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/reply_status.h"
@@ -75,8 +75,8 @@ struct ReentrantLockOptions : LeaseOptions {
   // Identity of this client. Lock objects sharing it are one owner (per task
   // id). Empty: a fresh random id (NewToken()) for this object.
   std::string client_id;
-  // Replica acknowledgement of acquisitions and extends (replica_ack.h; off
-  // by default). Too few acknowledgements: an acquisition is undone, an
+  // Replica acknowledgement of acquisitions and extends (off by default;
+  // set it with dlock::ReplicaAck(), replica_ack.h). Too few acknowledgements: an acquisition is undone, an
   // extend gives up this hold (one release), and the callback gets
   // kUnavailable (IsReplicaShortfall). Invalid: kInvalidArgument from the
   // calls.

@@ -19,7 +19,11 @@
 // unless it is late-safe (Script::LateRun::kSafe, the plain release): that
 // one is sent again after the first WAIT, so a second WAIT follows it.
 //
-// Internal to //:__subpackages__. Call only on the loop's thread.
+// The option itself (ReplicaAckOptions, ValidateReplicaAck,
+// IsReplicaShortfall) is in replica_ack_options.h, which every policy
+// includes; this header and its target (//lock:replica_ack) are what a
+// program that uses the acknowledgement links. Call only on the loop's
+// thread.
 #ifndef DLOCK_LOCK_REPLICA_ACK_H_
 #define DLOCK_LOCK_REPLICA_ACK_H_
 
@@ -29,49 +33,42 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "dlock/lock/replica_ack_options.h"
 #include "dlock/transport/reply.h"
 #include "dlock/transport/script.h"
 #include "dlock/transport/transport.h"
 
 namespace dlock {
 
-struct ReplicaAckOptions {
-  // How many replicas must acknowledge a grant or an extend; 0 (the
-  // default) turns acknowledgement off (nothing extra is sent).
-  int min_replicas = 0;
-  // WAIT's own timeout: how long the master waits for the acknowledgements.
-  // The reply's deadline is the command timeout plus this. Must be positive
-  // when min_replicas > 0 (WAIT 0 would wait forever).
-  absl::Duration timeout = absl::Milliseconds(500);
-};
-
-// kInvalidArgument for min_replicas < 0, or a non-positive or sub-millisecond
-// timeout while min_replicas > 0.
-absl::Status ValidateReplicaAck(const ReplicaAckOptions& ack);
-
-// True for the status a write gets when fewer than min_replicas replicas
-// acknowledged it (kUnavailable, message starting "replica acknowledgement:").
-// The write itself ran on the master; the lock policies release what it
-// granted before reporting this.
-bool IsReplicaShortfall(const absl::Status& status);
-
-// Which replies say the script wrote (what replicas must acknowledge).
-using WroteFn = absl::AnyInvocable<bool(const Reply&) const>;
+// Replica acknowledgement, ready to assign to a policy's `replica_ack`
+// option: `min_replicas` replicas must acknowledge every grant and extend,
+// WAIT waiting at most `timeout` for them. This function is what links the
+// acknowledgement code into a program (replica_ack_options.h): an option
+// with min_replicas > 0 that was not made here is refused with
+// kInvalidArgument. ReplicaAck(0) is off, as the default option is.
+//
+//   SimpleLockOptions options;
+//   options.replica_ack = dlock::ReplicaAck(2, absl::Milliseconds(500));
+ReplicaAckOptions ReplicaAck(int min_replicas,
+                             absl::Duration timeout = absl::Milliseconds(500));
 
 // Runs `script` on `transport` and, when ack.min_replicas > 0, `WAIT
 // min_replicas timeout` right behind it. The callback gets the script's
-// reply or failure unchanged, except when `wrote(reply)` says the script
-// changed the key and the acknowledgement fell short: then kUnavailable
+// reply or failure unchanged, except when `wrote` says the script changed
+// the key and the acknowledgement fell short: then kUnavailable
 // ("replica acknowledgement: only K of N replicas ..."; IsReplicaShortfall),
 // also when the WAIT failed or its connection was not the script's (the
 // acknowledgement is unknown). With min_replicas == 0 this is Script::Run.
 // Returns the transport's rejection of the script, or kInvalidArgument when
 // min_replicas > 0 on a Redis Cluster transport (Transport::cluster(): WAIT
 // cannot be routed to the script's master); the callback then never runs.
+// A late-safe script that Script sends again after a SCRIPT FLUSH gets a
+// WAIT of its own right behind it; the first WAIT's answer is ignored.
+// (The policies reach the same code through ReplicaAckOptions::runner.)
 absl::Status RunAcknowledged(const Script& script, Transport& transport,
                              std::vector<std::string> keys,
                              std::vector<std::string> args, absl::Duration timeout,
-                             const ReplicaAckOptions& ack, WroteFn wrote,
+                             const ReplicaAckOptions& ack, WroteRule wrote,
                              ReplyCallback callback);
 
 }  // namespace dlock

@@ -39,8 +39,7 @@ class ReplicaAckTest : public ::testing::Test {
 
   static SimpleLockOptions Acked(int n) {
     SimpleLockOptions o;
-    o.replica_ack.min_replicas = n;
-    o.replica_ack.timeout = absl::Milliseconds(50);
+    o.replica_ack = ReplicaAck(n, absl::Milliseconds(50));
     return o;
   }
 
@@ -145,7 +144,7 @@ TEST_F(ReplicaAckTest, ColdScriptCacheStillNeedsOneWaitBehindTheScript) {
 TEST_F(ReplicaAckTest, ReentrantAcquisitionWithTooFewAcknowledgementsIsUndone) {
   server_.SetAcknowledgingReplicas(2);
   ReentrantLockOptions o;
-  o.replica_ack.min_replicas = 2;
+  o.replica_ack = ReplicaAck(2);
   ReentrantLock lock(&loop_, &conn_, o);
   absl::StatusOr<Lease> first = AcquireNow(lock, "r", "t");
   ASSERT_THAT(first, IsOk());
@@ -163,7 +162,7 @@ TEST_F(ReplicaAckTest, ReentrantAcquisitionWithTooFewAcknowledgementsIsUndone) {
 TEST_F(ReplicaAckTest, ReentrantExtendWithTooFewAcknowledgementsGivesUpTheHold) {
   server_.SetAcknowledgingReplicas(1);
   ReentrantLockOptions o;
-  o.replica_ack.min_replicas = 1;
+  o.replica_ack = ReplicaAck(1);
   ReentrantLock lock(&loop_, &conn_, o);
   absl::StatusOr<Lease> lease = AcquireNow(lock, "r", "t");
   ASSERT_THAT(lease, IsOk());
@@ -186,12 +185,44 @@ TEST_F(ReplicaAckTest, BadOptionsAreRejectedByTheCall) {
 }
 
 
+// The acknowledgement code is linked only through ReplicaAck(): an option
+// with min_replicas set by hand has none to run, and every policy that
+// takes the option refuses it from the call (nothing is sent) instead of
+// granting a lease nobody confirmed was replicated.
+TEST_F(ReplicaAckTest, AnAckNotMadeByReplicaAckIsRefusedNotIgnored) {
+  server_.SetAcknowledgingReplicas(2);
+  ReplicaAckOptions by_hand;
+  by_hand.min_replicas = 1;
+  EXPECT_THAT(ValidateReplicaAck(by_hand), StatusIs(absl::StatusCode::kInvalidArgument));
+  SimpleLockOptions simple;
+  simple.replica_ack = by_hand;
+  ReentrantLockOptions reentrant;
+  reentrant.replica_ack = by_hand;
+  ReadWriteLockOptions rw_options;
+  rw_options.replica_ack = by_hand;
+  SimpleLock simple_lock(&loop_, &conn_, simple);
+  ReentrantLock reentrant_lock(&loop_, &conn_, reentrant);
+  ReadWriteLock rw(&loop_, &conn_, rw_options);
+  AcquireOptions a;
+  for (Lock* lock : {static_cast<Lock*>(&simple_lock), static_cast<Lock*>(&reentrant_lock),
+                     &rw.reader(), &rw.writer()}) {
+    absl::Status s = lock->Acquire("r", a, [](absl::StatusOr<Lease>) { FAIL(); }).status();
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("dlock::ReplicaAck()"));
+  }
+  loop_.RunUntilIdle();
+  EXPECT_TRUE(server_.log().empty());
+  // ReplicaAck(0) is off, as the default option is.
+  EXPECT_THAT(ValidateReplicaAck(ReplicaAck(0)), IsOk());
+  EXPECT_THAT(ValidateReplicaAck(ReplicaAckOptions()), IsOk());
+  EXPECT_THAT(ValidateReplicaAck(ReplicaAck(1)), IsOk());
+}
+
 // The read-write lock (dlock run's exclusive and --shared locks) goes
 // through the same acknowledgement: reader and writer grants and extends.
 ReadWriteLockOptions AckedRw(int n) {
   ReadWriteLockOptions o;
-  o.replica_ack.min_replicas = n;
-  o.replica_ack.timeout = absl::Milliseconds(50);
+  o.replica_ack = ReplicaAck(n, absl::Milliseconds(50));
   return o;
 }
 

@@ -100,37 +100,37 @@ absl::Status ErrorReplyStatus(const Reply& reply) {
   // error inside a script keeps the failing call's code (Redis 7 appends
   // " script: <sha>, on @user_script:<line>.").
   const absl::string_view code = text.substr(0, text.find(' '));
-  // Permanent: the user may not do this; retrying cannot help.
+  // One message, "<prefix><the server's text>", built once below (one
+  // StrCat instead of one per outcome: smaller code, same messages).
+  absl::StatusCode status = absl::StatusCode::kInternal;
+  absl::string_view prefix = "server error: ";
+  // Transient: failover, memory pressure, loading, a busy script, cluster or
+  // replica trouble, too many clients. Worth another attempt.
+  static constexpr absl::string_view kTransient[] = {
+      "READONLY", "OOM",         "LOADING",    "BUSY",   "MASTERDOWN",
+      "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "MISCONF"};
+  bool transient = absl::StartsWith(text, "ERR max number of clients");
+  for (absl::string_view t : kTransient) transient = transient || code == t;
   if (code == "NOPERM" || code == "NOAUTH" || code == "WRONGPASS" ||
       absl::StartsWith(text, "ERR The user executing the script can't") ||
       // A client that did not authenticate may not send more than 10
       // arguments (the read-write lock's scripts take more); the server
       // answers this instead of NOAUTH (and closes the connection).
       absl::StartsWith(text, "ERR Protocol error: unauthenticated")) {
-    return absl::PermissionDeniedError(absl::StrCat("server refused: ", text));
-  }
-  // Transient: failover, memory pressure, loading, a busy script, cluster or
-  // replica trouble, too many clients. Worth another attempt.
-  static constexpr absl::string_view kTransient[] = {
-      "READONLY", "OOM",         "LOADING",    "BUSY",   "MASTERDOWN",
-      "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "MISCONF"};
-  for (absl::string_view t : kTransient) {
-    if (code == t) return absl::UnavailableError(absl::StrCat("server error: ", text));
-  }
-  if (absl::StartsWith(text, "ERR max number of clients")) {
-    return absl::UnavailableError(absl::StrCat("server error: ", text));
-  }
-  // Permanent: foreign data under a lock or fence key.
-  if (code == "WRONGTYPE" || absl::StrContains(text, "value is not an integer")) {
-    return absl::InternalError(absl::StrCat("foreign data under a lock key: ", text));
-  }
-  if (absl::StrContains(text, "increment or decrement would overflow")) {
-    return absl::InternalError(absl::StrCat(
-        "the resource's fencing counter is at its maximum (2^63 - 1): ", text));
+    // Permanent: the user may not do this; retrying cannot help.
+    status = absl::StatusCode::kPermissionDenied;
+    prefix = "server refused: ";
+  } else if (transient) {
+    status = absl::StatusCode::kUnavailable;
+  } else if (code == "WRONGTYPE" || absl::StrContains(text, "value is not an integer")) {
+    // Permanent: foreign data under a lock or fence key.
+    prefix = "foreign data under a lock key: ";
+  } else if (absl::StrContains(text, "increment or decrement would overflow")) {
+    prefix = "the resource's fencing counter is at its maximum (2^63 - 1): ";
   }
   // Everything else (unknown command, a script error, a code we do not
   // know) is permanent: retrying the same script cannot fix it.
-  return absl::InternalError(absl::StrCat("server error: ", text));
+  return absl::Status(status, absl::StrCat(prefix, text));
 }
 
 absl::Status UnexpectedReplyStatus(absl::string_view what, const Reply& reply) {
@@ -140,10 +140,11 @@ absl::Status UnexpectedReplyStatus(absl::string_view what, const Reply& reply) {
 }
 
 std::string UnpublishedReleaseWarning(absl::string_view publish_error) {
-  return absl::StrCat(
-      "released, but the release notification was refused (", publish_error,
-      "): waiters on other connections will not be woken and retry only on their "
-      "backoff timers; give the Redis user channel permission (ACL &<pattern>)");
+  return ErrorText(
+      "released, but the release notification was refused (%): waiters on other "
+      "connections will not be woken and retry only on their backoff timers; give the "
+      "Redis user channel permission (ACL &<pattern>)",
+      {publish_error});
 }
 
 }  // namespace dlock

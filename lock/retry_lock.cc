@@ -7,7 +7,7 @@
 #include <memory>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
+#include "dlock/lock/error_text.h"
 #include "dlock/lock/retry_lock_internal.h"
 
 namespace dlock {
@@ -91,7 +91,7 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
     w->sleep_start = w->start;
     if (wakeups_->enabled()) wakeups_->EnsureSubscribed(w->group);
     attempts_->ScheduleBackoff(
-        w, absl::AbortedError(absl::StrCat("queued behind ", older, " local waiter(s)")));
+        w, ErrorStatus(absl::StatusCode::kAborted, "queued behind % local waiter(s)", {older}));
     return AcquireHandle(std::weak_ptr<Cancellable>(w));
   }
   if (older == 0 && wakeups_->JoinFirst(*w) && ValidateTtl(options.ttl).ok()) {

@@ -76,7 +76,8 @@ namespace dlock {
 // LeaseOptions (lease_options.h: key prefix, command timeout, drift, restart
 // window, observer -- policy "simple"), plus replica acknowledgement.
 struct SimpleLockOptions : LeaseOptions {
-  // Replica acknowledgement (replica_ack.h; off by default): a grant or an
+  // Replica acknowledgement (off by default; set it with dlock::ReplicaAck(),
+  // dlock/lock/replica_ack.h, target //lock:replica_ack): a grant or an
   // extend counts only once `WAIT min_replicas timeout` confirmed it. Too
   // few acknowledgements: the key is released (in the background) and the
   // callback gets kUnavailable (IsReplicaShortfall; RetryLock retries it).

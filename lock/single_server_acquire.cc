@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
+#include "dlock/lock/error_text.h"
 #include "dlock/lock/lease_reports.h"
 #include "dlock/lock/reply_status.h"
 
@@ -19,9 +19,9 @@ absl::StatusOr<Lease> FinishAcquire(const AcquireAttempt& attempt,
     if (now >= attempt.deadline) {
       undo();
       ReportLateGrant(observer, attempt.policy, attempt.resource, kLateGrantExpired);
-      result = absl::DeadlineExceededError(absl::StrCat(
-          "acquire reply came ", absl::FormatDuration(now - attempt.sent_at),
-          " after sending, past the lease deadline"));
+      result = ErrorStatus(absl::StatusCode::kDeadlineExceeded,
+                           "acquire reply came % after sending, past the lease deadline",
+                           {now - attempt.sent_at});
     } else {
       Lease lease;
       lease.resource = std::string(attempt.resource);

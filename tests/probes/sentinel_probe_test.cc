@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "dlock/lock/keys.h"
 #include "dlock/lock/observer.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/testing/sentinel_deployment.h"
 #include "dlock/testing/status_matchers.h"
@@ -55,7 +56,7 @@ TEST(SentinelProbeTest, Redisson2515_RenewalContinuesAfterSentinelFailovers) {
     }
     // The grant is acknowledged by both replicas, so the promoted one has it.
     SimpleLockOptions acked;
-    acked.replica_ack.min_replicas = 2;
+    acked.replica_ack = ReplicaAck(2);
     acked.replica_ack.timeout = absl::Milliseconds(500);
     SimpleLock granting(&loop, conns[0].get(), acked);
     SimpleLock holder(&loop, conns[0].get());

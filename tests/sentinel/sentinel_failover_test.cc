@@ -75,7 +75,7 @@ class SentinelFailoverTest : public ::testing::Test {
 
   SimpleLock* Lock(Transport* t, int min_replicas) {
     SimpleLockOptions o;
-    o.replica_ack.min_replicas = min_replicas;
+    o.replica_ack = ReplicaAck(min_replicas);
     o.replica_ack.timeout = absl::Milliseconds(500);
     locks_.push_back(std::make_unique<SimpleLock>(events_.get(), t, o));
     return locks_.back().get();

@@ -35,6 +35,7 @@
 #include "dlock/lock/read_write_lock.h"
 #include "dlock/lock/retry_lock.h"
 #include "dlock/lock/semaphore.h"
+#include "dlock/lock/replica_ack.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/redlock/redlock.h"
 #include "dlock/tests/torture/torture_client.h"
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
   dlock::Lock* lock = nullptr;
   if (raw.size() == 1) {
     dlock::SimpleLockOptions so;
-    so.replica_ack.min_replicas = absl::GetFlag(FLAGS_min_replicas);
+    so.replica_ack = dlock::ReplicaAck(absl::GetFlag(FLAGS_min_replicas));
     so.restart_window = absl::Milliseconds(absl::GetFlag(FLAGS_single_restart_window_ms));
     if (absl::GetFlag(FLAGS_command_timeout_ms) > 0) {
       so.command_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_command_timeout_ms));
