@@ -129,6 +129,7 @@ dlock_library(lock INSTALL
        lock/replica_ack.cc lock/replica_ack_options.cc lock/lease_command.cc
        lock/lease_reports.cc
        lock/simple_lock.cc lock/retry_lock.cc lock/retry_attempts.cc lock/retry_lock_wake.cc
+       lock/retry_handoff_queue.cc lock/retry_release.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
        lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
        lock/read_write_scripts.cc lock/read_write_lock.cc lock/multi_lock.cc

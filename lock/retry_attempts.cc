@@ -134,10 +134,10 @@ void RetryAttempts::OnAttemptResult(const std::shared_ptr<RetryWaiter>& w,
   ScheduleBackoff(w, error);
   // Contended and subscribed: join the cross-client queue (or refresh the
   // entry); it answers "attempt now" if the lock went free meanwhile.
-  if (absl::IsAborted(error) && w->timer != 0 && wakeups_->handoff_enabled() &&
+  if (absl::IsAborted(error) && w->timer != 0 && wakeups_->queue().enabled() &&
       w->group->ready) {
     w->group->contended = true;
-    (void)wakeups_->Join(w);
+    (void)wakeups_->queue().Join(w);
   }
 }
 
@@ -158,7 +158,7 @@ void RetryAttempts::ScheduleBackoff(const std::shared_ptr<RetryWaiter>& w,
     // Queued across clients: refresh the entry (the fallback for a lost
     // "w:<id>": the queue answers "attempt now" to its head), and sleep
     // again until the next refresh.
-    if (wakeups_->Join(w)) {
+    if (wakeups_->queue().Join(w)) {
       w->waited += loop_->Now() - w->sleep_start;
       w->sleep_start = loop_->Now();
       ScheduleBackoff(w, w->last_error.ok() ? absl::AbortedError("queued") : w->last_error);

@@ -1,6 +1,7 @@
 // RetryLock, the facade (see retry_lock.h): checks an Acquire and places it
 // in its resource's FIFO; the attempt loop is RetryAttempts
-// (retry_attempts.cc), the wake-ups RetryWakeups (retry_lock_wake.cc).
+// (retry_attempts.cc), the wake-ups RetryWakeups (retry_lock_wake.cc) with
+// their cross-client hand-off queue RetryHandOffQueue (retry_handoff_queue.cc).
 #include "dlock/lock/retry_lock.h"
 
 #include <algorithm>
@@ -48,7 +49,7 @@ RetryLock::~RetryLock() {
 
 int64_t RetryLock::attempts() const { return attempts_->attempts(); }
 size_t RetryLock::waiting() const { return attempts_->waiting(); }
-int64_t RetryLock::queue_calls() const { return wakeups_->queue_calls(); }
+int64_t RetryLock::queue_calls() const { return wakeups_->queue().queue_calls(); }
 size_t RetryLock::subscriptions() const { return wakeups_->subscriptions(); }
 size_t RetryLock::confirmed_subscriptions() const {
   return wakeups_->confirmed_subscriptions();
@@ -94,7 +95,7 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
         w, ErrorStatus(absl::StatusCode::kAborted, "queued behind % local waiter(s)", {older}));
     return AcquireHandle(std::weak_ptr<Cancellable>(w));
   }
-  if (older == 0 && wakeups_->JoinFirst(*w) && ValidateTtl(options.ttl).ok()) {
+  if (older == 0 && wakeups_->queue().JoinFirst(*w) && ValidateTtl(options.ttl).ok()) {
     // Another client waited for this resource moments ago (the group
     // lingers, subscribed): join the cross-client queue before attempting,
     // so as not to barge in on the waiter a release just handed the lock
@@ -108,7 +109,7 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
     if (w->group->in_queue && w->group->ready) {
       return AcquireHandle(std::weak_ptr<Cancellable>(w));
     }
-    if (wakeups_->Join(w)) return AcquireHandle(std::weak_ptr<Cancellable>(w));
+    if (wakeups_->queue().Join(w)) return AcquireHandle(std::weak_ptr<Cancellable>(w));
     if (!w->group->ready) {
       // Subscribing still (a release just told us of the contention): join
       // once the subscription is confirmed.

@@ -5,7 +5,11 @@
 //     the wait's deadline, finishing and cancelling;
 //   - RetryWakeups (retry_lock_wake.cc): the wake-ups -- the per-resource
 //     FIFO of local waiters, its release-channel subscription, the
-//     notification that wakes one waiter, and the local hand-off on Release.
+//     notification that wakes one waiter; with its parts
+//     RetryHandOffQueue (retry_handoff_queue.cc): the cross-client hand-off
+//     queue, when the wrapped lock has one, and RetryRelease
+//     (retry_release.cc): a Release and the hand-off it makes (to the oldest
+//     local waiter, or through the queue).
 // RetryWaiter is one Acquire's state, RetryGroup one resource's; both are
 // plain data the two parts share. Not thread-safe: the loop's thread only.
 #ifndef DLOCK_LOCK_RETRY_LOCK_INTERNAL_H_
@@ -16,6 +20,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -33,6 +38,7 @@
 namespace dlock {
 
 class RetryAttempts;
+class RetryWakeups;
 struct RetryWaiter;
 
 // The local waiters of one resource and its release-channel subscription.
@@ -122,33 +128,27 @@ struct RetryWaiter : public Cancellable {
   std::list<RetryWaiter*>::iterator pos;
 };
 
-// The wake-ups of a RetryLock's waiters (see retry_lock.h): one
-// subscription per resource being waited on, shared by its waiters and
-// dropped with the last of them; a notification wakes the oldest waiter
-// (after a jittered delay with wake_stagger); a Release through the
-// RetryLock wakes it at once (the local hand-off).
-class RetryWakeups {
+// The cross-client hand-off queue of a RetryLock (handoff_scripts.h,
+// docs/handoff.md), over a notifier that has one. Owns this RetryLock's
+// entry id, the queue scripts (join, refresh, leave) and what their replies
+// start, the hand-offs heard on this client's own channel, the linger of a
+// contended group, and whether the queue still works here (its release
+// script is RetryRelease's). Owns no group: it is part of RetryWakeups,
+// whose groups it marks (contended, in_queue, joining) and wakes, drops.
+class RetryHandOffQueue {
  public:
-  // Channels and the transport to subscribe on: `notifier`'s (nullptr, or
-  // a notifier without a subscriber: no wake-ups, backoff timers only).
-  // `handoff_queue`: use the notifier's hand-off queue when it has one
+  // `handoff_queue`: use the notifier's queue when it has one
   // (RetryLockOptions::handoff_queue). `entry_ttl`: how long a queue entry
   // lives without a refresh (longer than the backoff timer's longest sleep).
-  RetryWakeups(EventLoop* loop, const ReleaseNotifier* notifier, bool handoff_queue,
-               absl::Duration wake_stagger, absl::Duration entry_ttl);
-  ~RetryWakeups();
+  // Built last of `wakeups`' members: reads its subscriber and stagger.
+  RetryHandOffQueue(RetryWakeups* wakeups, const ReleaseNotifier* notifier, bool handoff_queue,
+                    absl::Duration entry_ttl);
+  ~RetryHandOffQueue();
 
-  // Set once, before any waiter joins: who makes the attempts.
-  void set_attempts(RetryAttempts* attempts) { attempts_ = attempts; }
-  // Whether release notifications can be subscribed to at all.
-  bool enabled() const { return subscriber_ != nullptr; }
-
-  // Puts `w` at the back of its resource's FIFO (sets w->group, w->pos);
-  // returns how many older waiters of it wait (one-shot tries not counted).
-  size_t Join(RetryWaiter* w);
-  // Takes `w` out of its FIFO (`acquired`: it got the lease); the last one
-  // out drops the group and its subscription (a contended group lingers).
-  void Leave(RetryWaiter* w, bool acquired);
+  // Whether the hand-off queue can be used at all.
+  bool enabled() const { return handoff_ != nullptr && !handoff_broken_; }
+  // Queue scripts sent (joins, refreshes, leaves), for the bench's profile.
+  int64_t queue_calls() const { return queue_calls_; }
   // Whether the hand-off queue is in use for `w`'s resource (its group is
   // contended and its subscription confirmed): then `w` joins or refreshes
   // its entry (Join) instead of attempting blind.
@@ -161,43 +161,31 @@ class RetryWakeups {
   // "queued" it sleeps until "w:<id>" or its backoff timer (which calls
   // Join again). False when the queue is not usable (then attempt instead).
   bool Join(const std::shared_ptr<RetryWaiter>& w);
-  // Whether the hand-off queue can be used at all.
-  bool handoff_enabled() const { return handoff_ != nullptr && !handoff_broken_; }
-  // Queue scripts sent (joins, refreshes, leaves), for the bench's profile.
-  int64_t queue_calls() const { return queue_calls_; }
-  // Subscribes to `g`'s release channel unless done or under way.
-  void EnsureSubscribed(const std::shared_ptr<RetryGroup>& g);
-  // `inner`->Release, handing the resource to the oldest local waiter.
-  absl::Status Release(Lock* inner, const Lease& lease, StatusCallback callback);
-  // Live subscriptions.
-  size_t subscriptions() const;
-  size_t confirmed_subscriptions() const;
+  // Takes `g`'s entry out of the queue (in_queue), passing a hand-off made
+  // to it on to the next live entry.
+  void Leave(const std::shared_ptr<RetryGroup>& g);
+  // enabled(): subscribes `g` to this client's own hand-off channel
+  // (g->direct), the second confirmation `g` waits for.
+  void SubscribeDirect(const std::shared_ptr<RetryGroup>& g);
+  // A message on `g`'s channels: true if it was a hand-off (handled here).
+  bool OnHandOff(RetryGroup* g, absl::string_view message);
+  // A release notification that handed to nobody: true if the queue, in
+  // use for `g`, decides who attempts (then nobody else is woken).
+  bool OnRelease(RetryGroup* g);
+  // `g` (contended, no waiter, no lease) stays kHandOffLinger, subscribed.
+  void Linger(const std::shared_ptr<RetryGroup>& g);
 
  private:
-  void OnSubscribed(const std::shared_ptr<RetryGroup>& g, absl::Status status);
-  void OnReleased(RetryGroup* g, absl::string_view message);
-  // Wakes the oldest waiter of `g` not already woken; false if none.
-  // `hand_off`: woken by a local Release rather than a notification.
-  bool Wake(RetryGroup* g, bool hand_off);
-  // wake_stagger > 0: (re)arms the oldest waiter's attempt after a
-  // jittered delay; an attempt in flight is marked to retry instead.
-  void StaggerWake(RetryGroup* g);
-  std::string ChannelOf(absl::string_view resource) const;
+  friend class RetryRelease;  // releases through the queue
+
   // Sends the queue script in `mode` ("join" or "leave") for `g`.
   absl::Status SendQueue(const std::shared_ptr<RetryGroup>& g, absl::string_view mode,
                          std::weak_ptr<RetryWaiter> w);
   void OnJoined(const std::shared_ptr<RetryGroup>& g, const std::shared_ptr<RetryWaiter>& w,
                 absl::StatusOr<int64_t> reply);
-  // Drops `g` now, or arms its linger timer when it is contended.
-  void MaybeDrop(const std::shared_ptr<RetryGroup>& g);
 
-  EventLoop* const loop_;
-  const ReleaseNotifier* const notifier_;
-  Transport* const subscriber_;
-  const absl::Duration wake_stagger_;
-  RetryAttempts* attempts_ = nullptr;
-  absl::flat_hash_map<std::string, std::shared_ptr<RetryGroup>> groups_;
-  // The hand-off queue: `handoff_` is the notifier when it has one.
+  RetryWakeups* const wakeups_;
+  // The notifier when it has a usable queue, else nullptr.
   const ReleaseNotifier* handoff_ = nullptr;
   Transport* handoff_transport_ = nullptr;
   // Set when a queue script failed (e.g. refused by an ACL): from then on
@@ -209,6 +197,105 @@ class RetryWakeups {
   int64_t queue_calls_ = 0;
   // Guards callbacks of scripts in flight against this object's end.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// The releases made through a RetryLock, and what they start for its
+// waiters: the local hand-off (the oldest local waiter attempts at once,
+// right behind the release); on a resource contended across clients, the
+// hand-off queue's release, which hands the lock to the queue's oldest live
+// waiter; with the queue, on a resource nobody of ours waits for, a release
+// that counts who heard it (another client's waiter: the resource is
+// contended). Owns only its callbacks' guard: it is part of RetryWakeups,
+// whose groups it acts on, beside its hand-off queue.
+class RetryRelease {
+ public:
+  RetryRelease(RetryWakeups* wakeups, RetryHandOffQueue* queue)
+      : wakeups_(wakeups), queue_(queue) {}
+  ~RetryRelease() { *alive_ = false; }
+
+  // `inner`->Release, handing the resource to the oldest local waiter.
+  absl::Status Release(Lock* inner, const Lease& lease, StatusCallback callback);
+
+ private:
+  // The queue's release of `lease`, none of whose waiters are ours.
+  absl::Status Counting(const Lease& lease, StatusCallback callback);
+  // The queue's release of `lease`, whose group `g` is contended.
+  absl::Status HandOff(std::shared_ptr<RetryGroup> g, const Lease& lease,
+                       StatusCallback callback);
+
+  RetryWakeups* const wakeups_;
+  RetryHandOffQueue* const queue_;
+  // Guards callbacks of releases in flight against this object's end.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// The wake-ups of a RetryLock's waiters (see retry_lock.h): one
+// subscription per resource being waited on, shared by its waiters and
+// dropped with the last of them; a notification wakes the oldest waiter
+// (after a jittered delay with wake_stagger); a Release through the
+// RetryLock wakes it at once (the local hand-off). Owns the groups (with
+// their FIFOs and subscriptions) and its parts RetryHandOffQueue and
+// RetryRelease, which act on them.
+class RetryWakeups {
+ public:
+  // Channels and the transport to subscribe on: `notifier`'s (nullptr, or
+  // a notifier without a subscriber: no wake-ups, backoff timers only).
+  // `handoff_queue`, `entry_ttl`: the hand-off queue's (RetryHandOffQueue).
+  RetryWakeups(EventLoop* loop, const ReleaseNotifier* notifier, bool handoff_queue,
+               absl::Duration wake_stagger, absl::Duration entry_ttl);
+  ~RetryWakeups();
+
+  // Set once, before any waiter joins: who makes the attempts.
+  void set_attempts(RetryAttempts* attempts) { attempts_ = attempts; }
+  // Whether release notifications can be subscribed to at all.
+  bool enabled() const { return subscriber_ != nullptr; }
+  // The cross-client hand-off queue (Queued, JoinFirst, Join, ...).
+  RetryHandOffQueue& queue() { return queue_; }
+
+  // Puts `w` at the back of its resource's FIFO (sets w->group, w->pos);
+  // returns how many older waiters of it wait (one-shot tries not counted).
+  size_t Join(RetryWaiter* w);
+  // Takes `w` out of its FIFO (`acquired`: it got the lease); the last one
+  // out drops the group and its subscription (a contended group lingers).
+  void Leave(RetryWaiter* w, bool acquired);
+  // Subscribes to `g`'s release channel unless done or under way.
+  void EnsureSubscribed(const std::shared_ptr<RetryGroup>& g);
+  // `inner`->Release (RetryRelease::Release).
+  absl::Status Release(Lock* inner, const Lease& lease, StatusCallback callback) {
+    return release_.Release(inner, lease, std::move(callback));
+  }
+  // Live subscriptions.
+  size_t subscriptions() const;
+  size_t confirmed_subscriptions() const;
+
+ private:
+  friend class RetryHandOffQueue;  // act on the groups
+  friend class RetryRelease;
+
+  void OnSubscribed(const std::shared_ptr<RetryGroup>& g, absl::Status status);
+  void OnReleased(RetryGroup* g, absl::string_view message);
+  // Wakes the oldest waiter of `g` not already woken; false if none.
+  // `hand_off`: woken by a local Release rather than a notification.
+  bool Wake(RetryGroup* g, bool hand_off);
+  // wake_stagger > 0: (re)arms the oldest waiter's attempt after a
+  // jittered delay; an attempt in flight is marked to retry instead.
+  void StaggerWake(RetryGroup* g);
+  std::string ChannelOf(absl::string_view resource) const;
+  // The group of `resource`, made if there is none.
+  std::shared_ptr<RetryGroup>& GroupOf(const std::string& resource);
+  // Drops `g` now, or lets it linger (RetryHandOffQueue::Linger).
+  void MaybeDrop(const std::shared_ptr<RetryGroup>& g);
+
+  EventLoop* const loop_;
+  const ReleaseNotifier* const notifier_;
+  Transport* const subscriber_;
+  const absl::Duration wake_stagger_;
+  RetryAttempts* attempts_ = nullptr;
+  absl::flat_hash_map<std::string, std::shared_ptr<RetryGroup>> groups_;
+  // Last: built from the members above, destroyed first (the queue's
+  // constructor reads subscriber_ and wake_stagger_).
+  RetryHandOffQueue queue_;
+  RetryRelease release_{this, &queue_};
 };
 
 // The attempt loop of a RetryLock's waiters (see retry_lock.h): each attempt
