@@ -393,7 +393,12 @@ TEST_F(FenceHwmTest, WithFencingOffAnAcquireIsSetNxPxAlone) {
   absl::StatusOr<Lease> lease = Acquire(lock, "r");
   ASSERT_THAT(lease, IsOk());
   EXPECT_EQ(lease->fence, 0);
-  EXPECT_THAT(ScriptCommands(server_), ElementsAre("set"));
+  // The window off too: no script at all, one plain SET NX PX GET.
+  std::vector<std::vector<std::string>> sent;
+  for (const FakeRedis::LogEntry& e : server_.log()) sent.push_back(e.argv);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_THAT(sent[0], ElementsAre("SET", keys_.LockKey("r"), lease->token, "NX", "PX",
+                                   ::testing::_, "GET"));
   EXPECT_THAT(server_.Keys(), ElementsAre(keys_.LockKey("r")));
   EXPECT_THAT(Acquire(lock, "r"), test_support::StatusIs(absl::StatusCode::kAborted));
   ASSERT_THAT(Release(lock, *lease), IsOk());
@@ -401,6 +406,9 @@ TEST_F(FenceHwmTest, WithFencingOffAnAcquireIsSetNxPxAlone) {
 
   server_.Execute({"HSET", keys_.LockKey("h"), "f", "v"});
   EXPECT_THAT(Acquire(lock, "h"), test_support::StatusIs(absl::StatusCode::kInternal));
+  // What the plain command gives up: a string with no TTL reads as held.
+  server_.Execute({"SET", keys_.LockKey("s"), "left-behind"});
+  EXPECT_THAT(Acquire(lock, "s"), test_support::StatusIs(absl::StatusCode::kAborted));
 
   SimpleLockOptions windowed = o;
   windowed.restart_window = absl::Seconds(30);

@@ -3,6 +3,9 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
 
 #include "dlock/lock/error_text.h"
 #include "dlock/lock/reply_status.h"
@@ -29,6 +32,24 @@ std::optional<absl::Status> AcquireNonGrant(const absl::StatusOr<Reply>& reply,
 
 absl::StatusOr<int64_t> FenceReply::operator()(
     absl::StatusOr<Reply> reply, absl::Span<const absl::string_view> keys) const {
+  if (set_get && reply.ok()) {
+    // SET NX GET answers the old value: nil when it set the key.
+    if (reply->is_nil()) return 0;
+    if (reply->is_string()) return absl::AbortedError(held);
+    if (reply->is_error() && absl::StartsWith(reply->str, "WRONGTYPE")) {
+      // Another type under the lock key: the scripts' foreign refusal
+      // (the plain command cannot tell which type).
+      std::vector<Reply> foreign;
+      foreign.push_back(Reply::String("foreign"));
+      foreign.push_back(Reply::String("not a string"));
+      foreign.push_back(Reply::Integer(0));
+      std::optional<absl::Status> refusal =
+          AcquireRefusalStatus(keys.empty() ? absl::string_view() : keys[0], absl::string_view(),
+                               absl::string_view(), Reply::Array(std::move(foreign)));
+      if (refusal.has_value()) return *std::move(refusal);
+    }
+    return UnexpectedReplyStatus("acquire", *reply);
+  }
   std::optional<absl::Status> not_granted = AcquireNonGrant(reply, keys, slots, held);
   if (not_granted.has_value()) return *std::move(not_granted);
   if (reply->is_integer() && reply->integer >= min_fence) return reply->integer;

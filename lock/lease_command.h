@@ -1,7 +1,9 @@
 // This header defines `LeaseCommand`: THE way a lease policy sends one
 // lease command to one server and reads its reply. A command is a value:
 //
-//   script   | the Lua script (EVALSHA, loaded first on a new connection)
+//   script   | the Lua script (EVALSHA, loaded first on a new connection),
+//            | or nullptr: the plain `SET keys[0] args[0] NX PX args[1] GET`
+//            | (the unfenced acquire with the restart window off, no ack)
 //   keys     | its KEYS, as views
 //   args     | its ARGV, as views
 //   parser   | how its reply reads (Parser::Output)
@@ -65,6 +67,19 @@ struct LeaseCommand {
   // inside the script call's one heap allocation (Script::Invoke).
   template <typename F>  // void(Output) &&
   absl::Status Send(Transport& transport, absl::Duration timeout, F cb) const {
+    if (script == nullptr) {
+      // No script: one plain command, the work of node-redlock's acquire
+      // minus the Lua (FenceReply::set_get reads its reply). Never with
+      // replica acknowledgement (LockCommands does not build it then).
+      const absl::string_view argv[] = {"SET", keys[0], args[0], "NX", "PX", args[1], "GET"};
+      return transport.SendArgv(
+          argv, timeout,
+          [parser = parser, key = std::string(keys[0]),
+           cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+            const absl::string_view call_keys[] = {key};
+            std::move(cb)(parser(std::move(reply), call_keys));
+          });
+    }
     // One call site of Invoke per command type: with ack, SendWithReplicaAck
     // runs it on the transport of the runner dlock::ReplicaAck() installed
     // (replica_ack_options.h), so the acknowledgement adds no code per
@@ -113,6 +128,9 @@ struct FenceReply {
   int64_t min_fence = 1;
   absl::string_view held = "lock is held by another owner";  // a literal
   AcquireKeySlots slots;
+  // The reply of a plain `SET NX PX GET` (LeaseCommand without a script):
+  // nil = granted (fence 0), a string = held, WRONGTYPE = foreign data.
+  bool set_get = false;
 
   absl::StatusOr<int64_t> operator()(absl::StatusOr<Reply> reply,
                                      absl::Span<const absl::string_view> keys) const;

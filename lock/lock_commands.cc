@@ -54,6 +54,13 @@ LeaseCommand<FenceReply> LockCommands::AcquireCommand(absl::string_view resource
     const size_t num_keys = restart_window > absl::ZeroDuration() ? 2 : 1;
     FenceReply granted_as_zero;
     granted_as_zero.min_fence = 0;
+    if (num_keys == 1 && ack_.min_replicas == 0) {
+      // Nothing to decide on the server but SET NX: the plain command, no
+      // script (what is lost: a string with no TTL under the lock key reads
+      // as held, not as foreign data -- docs/fences.md).
+      granted_as_zero.set_get = true;
+      return LeaseCommand<FenceReply>{nullptr, {a.keys, 1}, {a.args, 2}, granted_as_zero, ack_};
+    }
     return MakeLeaseCommand(AcquireUnfencedScript(), {a.keys, num_keys}, {a.args, 3},
                             granted_as_zero, ack_);
   }

@@ -89,6 +89,9 @@ struct SimpleLockOptions : LeaseOptions {
   // lease's fence is 0 -- the work a Redlock without fencing does
   // (node-redlock, redsync), for a resource that cannot check a fence
   // anyway. A fenced store refuses fence 0 as stale once it saw a fence.
+  // With the window off too (and no replica_ack) the acquire is one plain
+  // `SET NX PX GET`, no script; a string with no TTL under the lock key then
+  // reads as held (kAborted) instead of foreign data.
   bool fencing = true;
 };
 

@@ -274,7 +274,9 @@ struct RedLockOptions {
   // Fencing tokens (see FENCING). Default on. Off: each server's acquire is
   // SET NX PX alone (no fence mark read, written or synced) and every
   // lease's fence is 0 -- the work node-redlock and redsync do, for a
-  // resource that cannot check a fence anyway.
+  // resource that cannot check a fence anyway. With delayed_restart off
+  // too, each server's acquire is one plain `SET NX PX GET` (no script;
+  // SimpleLockOptions::fencing).
   bool fencing = true;
   // Send `INFO server` with every Extend instead of once per connection
   // (see RESTART SAFETY). Default off; turn it on when a proxy (twemproxy,

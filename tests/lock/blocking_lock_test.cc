@@ -107,6 +107,38 @@ TEST_F(BlockingLockTest, AThousandResourcesLeaveTwoKeysOnARealServer) {
   EXPECT_EQ(Server({"EXISTS", keys_.FenceHwmKey(), keys_.DataSetKey()}), Reply::Integer(2));
 }
 
+// Fencing and the restart window off: the acquire is one plain
+// `SET NX PX GET` (no script); on a real server it grants, refuses a holder,
+// refuses another type as foreign data, and writes no fence mark.
+TEST_F(BlockingLockTest, WithFencingOffAnAcquireIsOnePlainCommandOnARealServer) {
+  std::unique_ptr<SimpleLock> unfenced;
+  env_.Run([&] {
+    SimpleLockOptions o;
+    o.fencing = false;
+    unfenced = std::make_unique<SimpleLock>(env_.loop(), env_.transport(), o);
+  });
+  auto locks = std::make_unique<BlockingLock>(thread_, unfenced.get());
+  Server({"CONFIG", "RESETSTAT"});
+  absl::StatusOr<LockGuard> guard = locks->TryLock("plain", absl::Seconds(10));
+  ASSERT_THAT(guard, IsOk());
+  EXPECT_EQ(guard->lease().fence, 0);
+  EXPECT_EQ(Server({"GET", keys_.LockKey("plain")}), Reply::String(guard->lease().token));
+  const Reply pttl = Server({"PTTL", keys_.LockKey("plain")});
+  EXPECT_GT(pttl.integer, 0) << pttl.DebugString();
+  const Reply stats = Server({"INFO", "commandstats"});
+  EXPECT_THAT(stats.str, ::testing::HasSubstr("cmdstat_set:calls=1,"));
+  EXPECT_THAT(stats.str, ::testing::Not(::testing::HasSubstr("cmdstat_evalsha")));
+  EXPECT_THAT(locks->TryLock("plain", absl::Seconds(10)), StatusIs(absl::StatusCode::kAborted));
+  ASSERT_THAT(guard->Unlock(), IsOk());
+  Server({"HSET", keys_.LockKey("hash"), "f", "v"});
+  EXPECT_THAT(locks->TryLock("hash", absl::Seconds(10)), StatusIs(absl::StatusCode::kInternal));
+  EXPECT_EQ(Server({"TYPE", keys_.LockKey("hash")}), Reply::Status("hash"));
+  // Released, and no fence mark was ever written.
+  EXPECT_EQ(Server({"EXISTS", keys_.LockKey("plain"), keys_.FenceHwmKey()}), Reply::Integer(0));
+  locks.reset();
+  env_.Run([&] { unfenced.reset(); });
+}
+
 TEST_F(BlockingLockTest, UnlockReportsAReleaseThatFoundTheKeyGone) {
   absl::StatusOr<LockGuard> guard = simple_locks_->TryLock("r", absl::Seconds(10));
   ASSERT_THAT(guard, IsOk());
