@@ -39,7 +39,9 @@ dlock_library(uv INSTALL
   SRCS transport/uv/hiredis_reply.cc transport/uv/uv_event_loop.cc
        transport/uv/command_deadlines.cc
        transport/uv/reconnect_backoff.cc transport/uv/host_lookup.cc
-       transport/uv/uv_loop_thread.cc transport/uv/connection_options.cc
+       transport/uv/uv_loop_thread.cc transport/uv/loop_turns.cc
+       transport/uv/background_wait.cc
+       transport/uv/connection_options.cc
        transport/uv/command_ledger.cc transport/uv/pubsub_channels.cc
        transport/uv/reconnecting_connection.cc
        transport/uv/reconnecting_transport.cc transport/uv/hiredis_transport.cc
@@ -59,7 +61,9 @@ dlock_library(uv INSTALL
        transport/uv/cluster_redirect.cc transport/uv/cluster_router.cc
        transport/uv/cluster_slot_map.cc transport/uv/cluster_topology.cc
   HDRS transport/uv/hiredis_reply.h transport/uv/uv_event_loop.h
-       transport/uv/uv_loop_thread.h transport/uv/hiredis_transport.h
+       transport/uv/uv_loop_thread.h transport/uv/loop_turns.h
+       transport/uv/background_wait.h
+       transport/uv/hiredis_transport.h
        transport/uv/redis_url.h transport/uv/tls_options.h
        transport/uv/tls_transport.h transport/uv/uv_transport.h
        transport/uv/sentinel_transport.h

@@ -28,6 +28,8 @@
 // whether or not a caller is inside a call; I/O that arrives while no caller
 // is inside a call (a renewal's reply, a release notification nobody waits
 // for) is handled within `kParkAfterCaller` of the last call's end.
+// `LoopTurns` (loop_turns.h) implements this protocol; this class owns the
+// loop, the thread and the post queue.
 //
 // Shutdown: the destructor stops accepting posts and caller turns (`Post` and
 // `RunOnCaller` return false from then on), runs every function already
@@ -44,7 +46,6 @@
 #ifndef DLOCK_TRANSPORT_UV_UV_LOOP_THREAD_H_
 #define DLOCK_TRANSPORT_UV_UV_LOOP_THREAD_H_
 
-#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -55,7 +56,7 @@
 #include "absl/functional/function_ref.h"
 #include "dlock/transport/event_loop.h"
 #include "dlock/transport/loop_thread.h"
-#include "dlock/transport/mutex.h"
+#include "dlock/transport/uv/loop_turns.h"
 
 struct uv_loop_s;
 
@@ -63,11 +64,15 @@ namespace dlock {
 
 class UvEventLoop;
 
+// Owns the libuv loop, its async wake-up handle, the UvEventLoop on it, the
+// post queue and the background thread; who runs the loop when is `turns_`'s
+// business (LoopTurns, loop_turns.h), whose lock also guards the queue.
 class UvLoopThread : public LoopThread {
  public:
   // How long the background thread keeps off the loop after it saw a caller
   // run it (see the header comment).
-  static constexpr std::chrono::milliseconds kParkAfterCaller{2};
+  static constexpr std::chrono::milliseconds kParkAfterCaller =
+      LoopTurns::kParkAfterCaller;
 
   // Creates the loop and starts the background thread.
   UvLoopThread();
@@ -88,50 +93,18 @@ class UvLoopThread : public LoopThread {
 
   // Counters for tests and profiles: turns the background thread took, and
   // times it woke (from poll or park) to find a caller on the loop.
-  struct Stats {
-    uint64_t background_turns = 0;
-    uint64_t background_wakeups_during_callers = 0;
-    uint64_t caller_turns = 0;
-    uint64_t handovers = 0;
-  };
+  using Stats = LoopTurns::Stats;
   Stats stats() const;
 
  private:
   struct Impl;  // libuv handles
   void RunQueue();
   void Shutdown();
-  void Background();
-  // Takes the loop for the calling thread (mu_ held).
-  void Own() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Disown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Owner only, before giving the loop back: when the next timer is due.
-  std::chrono::steady_clock::time_point NextDue();
-  // Wakes the background thread out of its park or poll (mu_ held).
-  void WakeBackground() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Wakes the background thread if it sleeps past `due` (mu_ held).
-  void WakeBackgroundFor(std::chrono::steady_clock::time_point due)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<UvEventLoop> event_loop_;  // touched only on the loop thread
-  mutable Mutex mu_;
-  CondVar callers_cv_;     // callers waiting for the loop or their answer
-  CondVar background_cv_;  // the background thread, parked
-  std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool owned_ ABSL_GUARDED_BY(mu_) = false;   // some thread runs the loop
-  int starting_ ABSL_GUARDED_BY(mu_) = 0;     // callers waiting to start
-  int callers_ ABSL_GUARDED_BY(mu_) = 0;      // callers inside RunOnCaller
-  int sleeping_callers_ ABSL_GUARDED_BY(mu_) = 0;
-  // When the background thread wakes up by itself (poll timeout or park
-  // deadline); max() while it runs.
-  std::chrono::steady_clock::time_point background_wakes_ ABSL_GUARDED_BY(mu_);
-  bool background_parked_ ABSL_GUARDED_BY(mu_) = false;
-  bool background_polling_ ABSL_GUARDED_BY(mu_) = false;
-  Stats stats_ ABSL_GUARDED_BY(mu_);
-  // The thread running the loop now (default id: none). Each thread only
-  // ever compares it with its own id, which it alone writes.
-  std::atomic<std::thread::id> owner_{};
+  LoopTurns turns_;  // over impl_'s loop and async handle
+  std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(turns_.mu());
   std::thread thread_;
 };
 
