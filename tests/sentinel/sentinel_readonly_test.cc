@@ -124,7 +124,12 @@ TEST_F(SentinelReadonlyTest, ReadonlyReplyRediscoversTheRealMaster) {
       [&] { return client_->master_address() == Address(new_master) && client_->connected(); },
       absl::Seconds(10)))
       << client_->master_address() << " " << client_->last_error();
-  EXPECT_EQ(client_->master_changes(), changes + 1);
+  // One change (the round found the new master at once) or two (a round
+  // first met the old master, now a replica, and dropped it -- "demoted" in
+  // sentinel_discovery.h -- then the next round found the new one); which
+  // depends on the order the sentinels answer in. Never more: no flapping.
+  EXPECT_GE(client_->master_changes(), changes + 1);
+  EXPECT_LE(client_->master_changes(), changes + 2);
 
   // The next command goes there: the lock is granted by the real master.
   absl::StatusOr<Lease> granted = AcquireNow("after");
