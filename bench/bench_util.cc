@@ -39,6 +39,12 @@ double LatencyRecorder::PercentileUs(double q) {
   return ns_[rank] / 1000.0;
 }
 
+int64_t LatencyRecorder::CountAboveUs(double us) const {
+  int64_t n = 0;
+  for (int64_t ns : ns_) n += ns > us * 1000.0 ? 1 : 0;
+  return n;
+}
+
 void BenchResult::Set(const std::string& name, int64_t v) {
   fields.emplace_back(name, absl::StrCat(v));
 }
@@ -66,6 +72,9 @@ void BenchResult::SetCycleStats(int64_t n, int64_t wall_ns, const Usage& before,
   if (lat != nullptr && lat->size() > 0) {
     Set("p50_us", lat->PercentileUs(0.50));
     Set("p99_us", lat->PercentileUs(0.99));
+    Set("p999_us", lat->PercentileUs(0.999));
+    Set("max_us", lat->PercentileUs(1.0));
+    Set("cycles_over_1ms", lat->CountAboveUs(1000.0));
   }
   Set("client_cpu_us_per_cycle",
       n > 0 ? static_cast<double>(after.cpu_us - before.cpu_us) / n : 0.0);

@@ -46,6 +46,8 @@ class LatencyRecorder {
   size_t size() const { return ns_.size(); }
   // The q-quantile (0 <= q <= 1) in microseconds (nearest rank); 0 if empty.
   double PercentileUs(double q);
+  // Samples above `us` microseconds.
+  int64_t CountAboveUs(double us) const;
 
  private:
   std::vector<int64_t> ns_;
@@ -68,7 +70,8 @@ struct BenchResult {
 
   // Sets n, wall_s, cycles_per_s, client_cpu_us_per_cycle, peak_rss_kb,
   // allocs_per_cycle (malloc-family calls, operator new included),
-  // news_per_cycle, and p50_us/p99_us from `lat` when it holds samples.
+  // news_per_cycle, and p50_us/p99_us/p999_us/max_us/cycles_over_1ms from
+  // `lat` when it holds samples.
   void SetCycleStats(int64_t n, int64_t wall_ns, const Usage& before,
                      const Usage& after, LatencyRecorder* lat);
 

@@ -330,11 +330,17 @@ absl::StatusOr<BenchResult> BlockingSeq(const DlockOptions& o) {
   for (int64_t i = 0; i < o.raw.n && error.ok(); ++i) cycle(absl::StrCat("seq:", i), &lat);
   int64_t t1 = NowNanos();
   Usage after = Usage::Now();
+  const UvLoopThread::Stats turns = ts.thread.stats();
   ts.Close();
   if (!error.ok()) return error;
   BenchResult r = Header("blocking", "seq", static_cast<int>(o.raw.ports.size()));
   r.SetCycleStats(o.raw.n, t1 - t0, before, after, &lat);
   r.Set("failed", failed);
+  // Whole run (warm-up included): who ran the loop (see loop_turns.h).
+  r.Set("caller_turns", static_cast<int64_t>(turns.caller_turns));
+  r.Set("background_turns", static_cast<int64_t>(turns.background_turns));
+  r.Set("background_wakeups_during_callers",
+        static_cast<int64_t>(turns.background_wakeups_during_callers));
   return r;
 }
 

@@ -74,7 +74,7 @@ ABSL_FLAG(bool, raw_at_quorum, false,
           "hiredis-raw async over several ports: next phase once a majority "
           "answered (the RedLock ceiling); otherwise wait for every server");
 ABSL_FLAG(bool, dlock_scripts, false,
-          "hiredis-raw async seq/pipelined: run dlock's acquire/release Lua scripts");
+          "hiredis-raw sync seq, async seq/pipelined: run dlock's acquire/release Lua scripts");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);

@@ -362,8 +362,17 @@ absl::StatusOr<BenchResult> RawSyncSeq(const RawOptions& o) {
   if (o.ports.size() != 1) {
     return absl::InvalidArgumentError("raw sync seq runs on one server");
   }
-  auto sha = LoadScript(o.host, o.ports[0]);
+  // --dlock_scripts: dlock's fenced acquire and release scripts (the server
+  // work of `--peer dlock --api blocking`), as the async row does.
+  auto sha = LoadScript(o.host, o.ports[0],
+                        o.dlock_scripts ? ReleaseScript().source() : kRawReleaseScript);
   if (!sha.ok()) return sha.status();
+  std::string acquire_sha;
+  if (o.dlock_scripts) {
+    auto a = LoadScript(o.host, o.ports[0], AcquireScript().source());
+    if (!a.ok()) return a.status();
+    acquire_sha = *a;
+  }
   SyncConn conn;
   if (absl::Status s = SyncConnect(o.host, o.ports[0], &conn); !s.ok()) return s;
   TokenSource tokens;
@@ -371,14 +380,22 @@ absl::StatusOr<BenchResult> RawSyncSeq(const RawOptions& o) {
   LatencyRecorder lat;
   lat.Reserve(o.n);
   int64_t failed = 0;
-  auto cycle = [&](const std::string& key, bool record) -> absl::Status {
+  auto cycle = [&](const std::string& name, bool record) -> absl::Status {
     int64_t t = NowNanos();
     std::string token = tokens.Next();
-    auto a = SyncArgv(conn.c, {"SET", key, token, "NX", "PX", ttl});
+    // dlock's key scheme: P{R}, P{R}:released.
+    const std::string key = o.dlock_scripts ? absl::StrCat("{", name, "}") : name;
+    auto a = o.dlock_scripts
+                 ? SyncArgv(conn.c, {"EVALSHA", acquire_sha, "3", key, "dlock:data-set-began",
+                                     "dlock:fence-hwm", token, ttl, "0"})
+                 : SyncArgv(conn.c, {"SET", key, token, "NX", "PX", ttl});
     if (!a.ok()) return a.status();
-    if ((*a)->type != REDIS_REPLY_STATUS) ++failed;
+    if ((*a)->type != REDIS_REPLY_STATUS && (*a)->type != REDIS_REPLY_INTEGER) ++failed;
     freeReplyObject(*a);
-    auto rel = SyncArgv(conn.c, {"EVALSHA", *sha, "1", key, token});
+    auto rel = o.dlock_scripts
+                   ? SyncArgv(conn.c, {"EVALSHA", *sha, "1", key, token,
+                                       absl::StrCat(key, ":released")})
+                   : SyncArgv(conn.c, {"EVALSHA", *sha, "1", key, token});
     if (!rel.ok()) return rel.status();
     freeReplyObject(*rel);
     if (record) lat.Add(NowNanos() - t);
@@ -397,7 +414,7 @@ absl::StatusOr<BenchResult> RawSyncSeq(const RawOptions& o) {
   int64_t t1 = NowNanos();
   Usage after = Usage::Now();
   BenchResult r;
-  r.peer = "hiredis-raw";
+  r.peer = o.dlock_scripts ? "hiredis-raw-dlock-scripts" : "hiredis-raw";
   r.api = "sync";
   r.workload = "seq";
   r.instances = 1;

@@ -156,6 +156,35 @@ TEST_F(HiredisTransportTest, ReplyIsDeliveredInTheLoopTurnThatReadIt) {
   loop_.RunFor(absl::Milliseconds(1));
 }
 
+TEST_F(HiredisTransportTest, ACommandSentBetweenLoopRunsIsAnsweredInOneRunOnce) {
+  // What a caller turn (loop_turns.h) does per round trip: send from
+  // outside the loop, then uv_run(UV_RUN_ONCE) until the reply came. The
+  // write must go out before that run's poll, and the poll must wait for
+  // the reply rather than return empty and cost a second run. The server
+  // holds each reply back (BLPOP on a missing key with a 50 ms timeout), so
+  // a poll that does not wait cannot find it, however fast the server is.
+  MakeTransport(Options());
+  ASSERT_THAT(ConnectAndWait(*transport_), IsOk());
+  uv_loop_t* loop = loop_.get();
+  for (int i = 0; i < 5; ++i) {
+    // Nothing left due from the previous command (deferred events, timers).
+    while (uv_backend_timeout(loop) == 0) uv_run(loop, UV_RUN_NOWAIT);
+    bool answered = false;
+    ASSERT_THAT(transport_->Send({"BLPOP", "no-such-list", "0.05"}, kLong,
+                                 [&](absl::StatusOr<Reply> r) {
+                                   EXPECT_THAT(r, IsOkAndHolds(Reply::Nil()));
+                                   answered = true;
+                                 }),
+                IsOk());
+    int runs = 0;
+    while (!answered && runs < 100) {
+      uv_run(loop, UV_RUN_ONCE);
+      ++runs;
+    }
+    EXPECT_EQ(runs, 1) << "command " << i;
+  }
+}
+
 TEST_F(HiredisTransportTest, KilledServerFailsPendingCommandsWithUnavailable) {
   MakeTransport(Options());
   ASSERT_THAT(ConnectAndWait(*transport_), IsOk());

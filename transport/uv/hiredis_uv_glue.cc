@@ -9,9 +9,9 @@ namespace {
 
 struct UvPoll {
   uv_poll_t handle;
-  // Writes of a connected context: flushed from the loop's idle phase
-  // instead of waiting for the socket's writability (see OnFlush).
-  uv_idle_t flush;
+  // Writes of a connected context: flushed by a zero-delay timer instead
+  // of waiting for the socket's writability (see OnFlush).
+  uv_timer_t flush;
   redisAsyncContext* context;  // null once hiredis has cleaned up
   int events;                  // what `handle` watches
   bool flush_armed;
@@ -56,17 +56,22 @@ void PollSetEvent(void* data, int flag, bool on) {
   p->events = events;
   PollUpdate(p);
 }
-// The idle phase of the next loop iteration (before it polls): write what
-// hiredis buffered since, in one write -- every command issued in one loop
-// turn still goes out together -- without watching the socket for
-// writability first. libuv's uv_poll_start removes and re-adds the fd to
-// epoll on every change of events (two epoll_ctl calls each), so watching
-// for writability around each command cost four system calls per round
-// trip. Only a write the socket did not take whole (hiredis asks again from
-// inside HandleWrite) waits for writability.
-void OnFlush(uv_idle_t* idle) {
-  UvPoll* p = static_cast<UvPoll*>(idle->data);
-  uv_idle_stop(idle);
+// A zero-delay timer, i.e. the next timer phase (before the loop polls, or
+// right after the poll phase in UV_RUN_ONCE): write what hiredis buffered
+// since, in one write -- every command issued in one loop phase still goes
+// out together -- without watching the socket for writability first.
+// libuv's uv_poll_start removes and re-adds the fd to epoll on every change
+// of events (two epoll_ctl calls each), so watching for writability around
+// each command cost four system calls per round trip. Only a write the
+// socket did not take whole (hiredis asks again from inside HandleWrite)
+// waits for writability.
+// Not an idle handle: the libuv here (Debian's 1.44.2-1+deb12u1; seen in
+// its uv_run) lets a UV_RUN_ONCE iteration that starts with an active idle
+// handle poll only without blocking, so a caller turn (loop_turns.h) paid a
+// second uv_run and an epoll_wait(0) per round trip. A due timer runs before
+// the poll and leaves the blocking poll of the same iteration alone.
+void OnFlush(uv_timer_t* timer) {
+  UvPoll* p = static_cast<UvPoll*>(timer->data);
   p->flush_armed = false;
   if (p->context == nullptr) return;
   p->flushing = true;
@@ -84,7 +89,7 @@ void PollAddWrite(void* data) {
   if (!p->flushing && p->context != nullptr && (p->context->c.flags & REDIS_CONNECTED) != 0) {
     if (!p->flush_armed) {
       p->flush_armed = true;
-      uv_idle_start(&p->flush, OnFlush);
+      uv_timer_start(&p->flush, OnFlush, 0, 0);
     }
     return;
   }
@@ -115,7 +120,7 @@ bool Attach(redisAsyncContext* ac, uv_loop_s* loop, AfterIo after_io, void* arg)
     delete p;  // not registered with the loop when init fails
     return false;
   }
-  uv_idle_init(loop, &p->flush);
+  uv_timer_init(loop, &p->flush);
   p->open_handles = 2;
   p->handle.data = p;
   p->flush.data = p;

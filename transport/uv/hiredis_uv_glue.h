@@ -9,11 +9,11 @@
 // to hiredis as "readable/writable", so its own read/write sees the socket
 // error and fails the connection.
 //
-// Writes: once the connection is up, what hiredis buffers is written from
-// the loop's idle phase of the next iteration (one write for every command
-// of a loop turn), not after a writability event: libuv re-registers the fd
-// with epoll (two epoll_ctl calls) on every change of watched events. Only a
-// write the socket did not take whole waits for writability.
+// Writes: once the connection is up, what hiredis buffers is written by a
+// zero-delay timer, i.e. in the loop's next timer phase (one write for every
+// command of a loop phase), not after a writability event: libuv re-registers
+// the fd with epoll (two epoll_ctl calls) on every change of watched events.
+// Only a write the socket did not take whole waits for writability.
 //
 // `after_io`, when set, runs after every poll event and every such write, once hiredis's
 // redisAsyncHandleRead/HandleWrite have returned, i.e. outside every
