@@ -93,6 +93,13 @@ void RetryHandOffQueue::OnJoined(const std::shared_ptr<RetryGroup>& g,
   }
   const bool attempt = !reply.ok() || *reply == 0;
   if (reply.ok()) g->in_queue = true;  // head or queued: our entry is there
+  if (reply.ok() && g->fifo.empty() && g->held == 0 && enabled()) {
+    // The waits this join was for ended meanwhile (cancelled, out of time):
+    // their Leave found no entry yet. Leave now, or a release would hand
+    // the lock to nobody and the next waiter would sit out the grace.
+    Leave(g);
+    return;
+  }
   if (!attempt) return;                // queued: "w:<id>" or the timer
   // Free and we are the head (or the queue failed): the oldest idle waiter
   // of the group attempts now.

@@ -26,6 +26,11 @@ RetryWakeups::~RetryWakeups() {
   for (auto& [unused, g] : groups_) {
     if (g->linger_timer != 0) loop_->Cancel(g->linger_timer);
     g->linger_timer = 0;
+    // Our queue entry (kept by a release, or a join still in flight: the
+    // leave goes out behind it on the same connection) would otherwise stay
+    // until it expires, and a release would hand the lock to it. Fire and
+    // forget: its reply is dropped (the queue's guard), nothing calls back.
+    if ((g->in_queue || g->joining) && queue_.enabled()) queue_.Leave(g);
   }
 }
 
