@@ -117,6 +117,34 @@ class HandOffTest : public ::testing::Test {
     return false;
   }
 
+  // Two clients taking turns until `a`, which came back for the lock soon
+  // after releasing it, releases again and keeps its entry at the tail: `b`
+  // then holds (its entry at the head), `a` waits for nothing (lingers).
+  void KeepAnEntryAtTheTail(Client& a, Client& b) {
+    Start(a);
+    loop_.RunUntilIdle();
+    Start(b);
+    loop_.RunUntilIdle();
+    ASSERT_EQ(QueueLength(), 1);
+    Release(a);  // a plain release: b takes it; a learns of the contention
+    loop_.RunUntilIdle();
+    ASSERT_TRUE(Holds(b));
+    Start(a);  // back soon: joins first
+    loop_.RunUntilIdle();
+    EXPECT_FALSE(Holds(a));
+    Release(b);  // hands to a; b came back for nothing yet: no entry kept
+    loop_.RunUntilIdle();
+    ASSERT_TRUE(Holds(a));
+    EXPECT_EQ(QueueLength(), 1);  // a (holding, at the head)
+    Start(b);  // b back soon: joins
+    loop_.RunUntilIdle();
+    EXPECT_EQ(QueueLength(), 2);
+    Release(a);  // hands to b; a keeps its entry at the tail (it came back before)
+    loop_.RunUntilIdle();
+    ASSERT_TRUE(Holds(b));
+    ASSERT_EQ(QueueLength(), 2);  // b (holding) and a
+  }
+
   ManualEventLoop loop_;
   FakeRedis server_;
   KeyScheme keys_;
@@ -341,8 +369,12 @@ class HandOffGiveUpTest : public HandOffTest,
  public:
   void Run() {
     constexpr absl::Duration kLeg = absl::Milliseconds(5);  // each way
+    // The backoff pinned (full jitter would let a random early timer's
+    // attempt, not the join, be on the way when the wait ends).
+    RetryLockOptions pinned;
+    pinned.jitter = [](absl::Duration cap) { return cap; };
     Client& holder = AddClient();
-    Client& quitter = AddClient();
+    Client& quitter = AddClient(pinned);
     Client& next = AddClient();
     Start(holder);
     loop_.RunUntilIdle();
@@ -403,25 +435,8 @@ TEST_F(HandOffTest, ADestroyedRetryLockLeavesNoEntryBehind) {
   Client& a = AddClient();
   Client& b = AddClient();
   Client& c = AddClient();
-  Start(a);
-  loop_.RunUntilIdle();
-  Start(b);
-  loop_.RunUntilIdle();
-  Release(a);  // plain: b takes it; a learns of the contention
-  loop_.RunUntilIdle();
-  ASSERT_TRUE(Holds(b));
-  Start(a);  // back soon: joins first
-  loop_.RunUntilIdle();
-  Release(b);  // hands to a
-  loop_.RunUntilIdle();
-  ASSERT_TRUE(Holds(a));
-  Start(b);
-  loop_.RunUntilIdle();
-  Release(a);  // hands to b; a keeps its entry at the tail (it came back)
-  loop_.RunUntilIdle();
-  ASSERT_TRUE(Holds(b));
-  ASSERT_EQ(QueueLength(), 2);  // b (holding), a (kept, lingering)
-  a.owned.reset();              // within the linger
+  ASSERT_NO_FATAL_FAILURE(KeepAnEntryAtTheTail(a, b));  // b holds; a's entry kept
+  a.owned.reset();                                     // within the linger
   loop_.RunUntilIdle();
   EXPECT_EQ(QueueLength(), 1);
   Start(c);  // a live waiter behind
@@ -439,28 +454,7 @@ TEST_F(HandOffTest, ADestroyedRetryLockLeavesNoEntryBehind) {
 TEST_F(HandOffTest, AClientThatStopsContendingPassesItsHandOffOn) {
   Client& a = AddClient();
   Client& b = AddClient();
-  Start(a);
-  loop_.RunUntilIdle();
-  Start(b);
-  loop_.RunUntilIdle();
-  ASSERT_EQ(QueueLength(), 1);
-  Release(a);  // a plain release: b takes it; a learns of the contention
-  loop_.RunUntilIdle();
-  ASSERT_TRUE(Holds(b));
-  Start(a);  // back soon: joins first
-  loop_.RunUntilIdle();
-  EXPECT_FALSE(Holds(a));
-  Release(b);  // hands to a; b came back for nothing yet: no entry kept
-  loop_.RunUntilIdle();
-  ASSERT_TRUE(Holds(a));
-  EXPECT_EQ(QueueLength(), 1);  // a (holding, at the head)
-  Start(b);  // b back soon: joins
-  loop_.RunUntilIdle();
-  EXPECT_EQ(QueueLength(), 2);
-  Release(a);  // hands to b; a keeps its entry at the tail (it came back before)
-  loop_.RunUntilIdle();
-  ASSERT_TRUE(Holds(b));
-  EXPECT_EQ(QueueLength(), 2);  // b (holding) and a
+  ASSERT_NO_FATAL_FAILURE(KeepAnEntryAtTheTail(a, b));
   Release(b);  // hands to a, which no longer waits: it passes it on, to b,
   loop_.RunUntilIdle();  // which passes it on too
   EXPECT_EQ(QueueLength(), 0);
