@@ -35,6 +35,20 @@ std::vector<Finding> AnalyzeMinReplicasToWrite(int n) {
   return {};
 }
 
+std::string CheckResultLine(int unsafe, int warnings, int unreachable, bool strict) {
+  const bool strict_fail = unsafe == 0 && strict && warnings > 0;
+  const char* word = unsafe > 0 || strict_fail ? "UNSAFE" : unreachable > 0 ? "INCOMPLETE" : "OK";
+  std::string line = absl::StrCat("result: ", word);
+  if (strict_fail) absl::StrAppend(&line, " under --strict");
+  const char* plural = warnings == 1 ? "" : "s";
+  if (unsafe == 0 && !strict_fail && unreachable == 0 && warnings > 0) {
+    absl::StrAppend(&line, " with ", warnings, " warning", plural);
+  }
+  absl::StrAppend(&line, " (", unsafe, " unsafe, ", warnings, " warning", plural, ", ",
+                  unreachable, " unreachable)");
+  return line;
+}
+
 const char* LevelName(Finding::Level level) {
   switch (level) {
     case Finding::Level::kOk:

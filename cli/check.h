@@ -123,6 +123,18 @@ std::vector<Finding> AnalyzeDataSet(const DataSetFacts& facts, absl::Duration re
 // "ok", "info", "WARN", "UNSAFE".
 const char* LevelName(Finding::Level level);
 
+// The closing line of a `dlock check` run from its counts, e.g.
+//   "result: OK (0 unsafe, 0 warnings, 0 unreachable)"
+//   "result: OK with 6 warnings (0 unsafe, 6 warnings, 0 unreachable)"
+//   "result: UNSAFE (1 unsafe, 0 warnings, 0 unreachable)"
+//   "result: UNSAFE under --strict (0 unsafe, 2 warnings, 0 unreachable)"
+//   "result: INCOMPLETE (0 unsafe, 1 warning, 1 unreachable)"
+// The word after "result: " is what the exit code says (docs/cli.md): OK
+// (exit 0, warnings or not), UNSAFE (78: an unsafe finding, or any warning
+// under --strict), INCOMPLETE (69: a server unreachable, nothing unsafe);
+// "with N warning(s)" tells an OK with warnings from a clean one.
+std::string CheckResultLine(int unsafe, int warnings, int unreachable, bool strict);
+
 // Parses "7.0.15" (or "2.6") into comparable parts; false if malformed.
 bool ParseVersion(const std::string& text, int* major, int* minor, int* patch);
 

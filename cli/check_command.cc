@@ -312,9 +312,7 @@ int CheckCommand(const CommonOptions& common, absl::Duration ttl, int pings,
     std::printf("RedLock over %zu servers, quorum %zu\n", s.size(), s.size() / 2 + 1);
   }
   const bool fail = unsafe > 0 || (strict && warnings > 0);
-  std::printf("result: %s (%d unsafe, %d warning%s, %d unreachable)\n",
-              fail ? "UNSAFE" : unreachable ? "INCOMPLETE" : "OK", unsafe,
-              warnings, warnings == 1 ? "" : "s", unreachable);
+  std::printf("%s\n", CheckResultLine(unsafe, warnings, unreachable, strict).c_str());
   if (fail) return kExitUnsafe;
   if (unreachable > 0) return kExitUnavailable;
   return kExitOk;

@@ -187,6 +187,27 @@ TEST(CheckTest, YoungDataSetIsAWarningThatNamesDlockTrust) {
   EXPECT_TRUE(AnalyzeDataSet(f, absl::ZeroDuration(), trust).empty());  // rule off
 }
 
+// The closing line says what the exit code says, and an OK with warnings
+// says so (it used to read "result: OK (0 unsafe, 6 warnings, ...)"), while
+// keeping the "result: OK" / "result: UNSAFE" / "result: INCOMPLETE" words
+// that scripts match.
+TEST(CheckTest, TheResultLineNamesWarningsAndKeepsItsFirstWord) {
+  EXPECT_EQ(CheckResultLine(0, 0, 0, false), "result: OK (0 unsafe, 0 warnings, 0 unreachable)");
+  EXPECT_EQ(CheckResultLine(0, 6, 0, false),
+            "result: OK with 6 warnings (0 unsafe, 6 warnings, 0 unreachable)");
+  EXPECT_EQ(CheckResultLine(0, 1, 0, false),
+            "result: OK with 1 warning (0 unsafe, 1 warning, 0 unreachable)");
+  EXPECT_EQ(CheckResultLine(1, 2, 0, false),
+            "result: UNSAFE (1 unsafe, 2 warnings, 0 unreachable)");
+  EXPECT_EQ(CheckResultLine(0, 2, 0, true),
+            "result: UNSAFE under --strict (0 unsafe, 2 warnings, 0 unreachable)");
+  EXPECT_EQ(CheckResultLine(0, 0, 0, true), "result: OK (0 unsafe, 0 warnings, 0 unreachable)");
+  EXPECT_EQ(CheckResultLine(0, 1, 1, false),
+            "result: INCOMPLETE (0 unsafe, 1 warning, 1 unreachable)");
+  EXPECT_EQ(CheckResultLine(1, 0, 1, false),
+            "result: UNSAFE (1 unsafe, 0 warnings, 1 unreachable)");
+}
+
 }  // namespace
 }  // namespace cli
 }  // namespace dlock

@@ -36,13 +36,18 @@ AcquireOptions Wait(absl::Duration wait) {
   return o;
 }
 
-// One separate client: its own connection, SimpleLock and RetryLock.
+// One separate client: its own connection, SimpleLock and RetryLock (which
+// a test may destroy: `owned.reset()`, then `retry` must not be used).
 struct Client {
   Client(ManualEventLoop* loop, FakeRedis* server, RetryLockOptions o)
-      : conn(loop, server), simple(loop, &conn), retry(loop, &simple, std::move(o)) {}
+      : conn(loop, server),
+        simple(loop, &conn),
+        owned(std::make_unique<RetryLock>(loop, &simple, std::move(o))),
+        retry(*owned) {}
   FakeTransport conn;
   SimpleLock simple;
-  RetryLock retry;
+  std::unique_ptr<RetryLock> owned;
+  RetryLock& retry;
   std::shared_ptr<absl::StatusOr<Lease>> result;
 };
 
@@ -74,7 +79,7 @@ class HandOffTest : public ::testing::Test {
 
   int64_t TotalAttempts() const {
     int64_t n = 0;
-    for (const auto& c : clients_) n += c->retry.attempts();
+    for (const auto& c : clients_) n += c->owned != nullptr ? c->retry.attempts() : 0;
     return n;
   }
 
@@ -110,6 +115,34 @@ class HandOffTest : public ::testing::Test {
       }
     }
     return false;
+  }
+
+  // Two clients taking turns until `a`, which came back for the lock soon
+  // after releasing it, releases again and keeps its entry at the tail: `b`
+  // then holds (its entry at the head), `a` waits for nothing (lingers).
+  void KeepAnEntryAtTheTail(Client& a, Client& b) {
+    Start(a);
+    loop_.RunUntilIdle();
+    Start(b);
+    loop_.RunUntilIdle();
+    ASSERT_EQ(QueueLength(), 1);
+    Release(a);  // a plain release: b takes it; a learns of the contention
+    loop_.RunUntilIdle();
+    ASSERT_TRUE(Holds(b));
+    Start(a);  // back soon: joins first
+    loop_.RunUntilIdle();
+    EXPECT_FALSE(Holds(a));
+    Release(b);  // hands to a; b came back for nothing yet: no entry kept
+    loop_.RunUntilIdle();
+    ASSERT_TRUE(Holds(a));
+    EXPECT_EQ(QueueLength(), 1);  // a (holding, at the head)
+    Start(b);  // b back soon: joins
+    loop_.RunUntilIdle();
+    EXPECT_EQ(QueueLength(), 2);
+    Release(a);  // hands to b; a keeps its entry at the tail (it came back before)
+    loop_.RunUntilIdle();
+    ASSERT_TRUE(Holds(b));
+    ASSERT_EQ(QueueLength(), 2);  // b (holding) and a
   }
 
   ManualEventLoop loop_;
@@ -324,6 +357,95 @@ TEST_F(HandOffTest, ACancelledWaiterLeavesTheQueue) {
   EXPECT_TRUE(absl::IsUnknown(out->status()));
 }
 
+// How a wait ends without the lock.
+enum class GiveUp { kCancel, kDeadline, kDestroy };
+
+// A wait that ends without the lock while its first join is still on the
+// way to the server (cancelled, out of time, or its RetryLock destroyed)
+// leaves the queue once the join lands: the next release goes to the live
+// waiter behind it at once, with no 200 ms grace spent on the one that left.
+class HandOffGiveUpTest : public HandOffTest,
+                          public ::testing::WithParamInterface<GiveUp> {
+ public:
+  void Run() {
+    constexpr absl::Duration kLeg = absl::Milliseconds(5);  // each way
+    // The backoff pinned (full jitter would let a random early timer's
+    // attempt, not the join, be on the way when the wait ends).
+    RetryLockOptions pinned;
+    pinned.jitter = [](absl::Duration cap) { return cap; };
+    Client& holder = AddClient();
+    Client& quitter = AddClient(pinned);
+    Client& next = AddClient();
+    Start(holder);
+    loop_.RunUntilIdle();
+    Start(next);
+    loop_.RunUntilIdle();
+    ASSERT_EQ(QueueLength(), 1);
+    quitter.conn.SetLatency(kLeg, kLeg);
+    // On this schedule (virtual time) the join is sent at 20 ms: the refused
+    // attempt's round trip, then the two SUBSCRIBEs'. A deadline of 22 ms
+    // falls while it is still on the way (it lands at 25 ms).
+    const absl::Duration wait =
+        GetParam() == GiveUp::kDeadline ? absl::Milliseconds(22) : absl::Seconds(60);
+    auto out = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
+    absl::StatusOr<AcquireHandle> h = quitter.retry.Acquire(
+        "r", Wait(wait), [out](absl::StatusOr<Lease> r) { *out = std::move(r); });
+    ASSERT_THAT(h, IsOk());
+    for (int i = 0; i < 100 && quitter.retry.queue_calls() == 0; ++i) {
+      loop_.AdvanceTime(absl::Milliseconds(1));
+    }
+    ASSERT_EQ(quitter.retry.queue_calls(), 1);
+    ASSERT_EQ(QueueLength(), 1) << "the join is still on the way";
+    switch (GetParam()) {
+      case GiveUp::kCancel:
+        EXPECT_TRUE(h->Cancel());
+        break;
+      case GiveUp::kDeadline:
+        loop_.AdvanceTime(absl::Milliseconds(2));
+        ASSERT_EQ(QueueLength(), 1) << "the deadline came before the join landed";
+        EXPECT_TRUE(absl::IsDeadlineExceeded(out->status())) << out->status();
+        break;
+      case GiveUp::kDestroy:
+        quitter.owned.reset();
+        break;
+    }
+    loop_.AdvanceTime(4 * kLeg);  // the join lands, then the leave behind it
+    loop_.RunUntilIdle();
+    EXPECT_EQ(QueueLength(), 1) << "only `next` is queued";
+    Release(holder);
+    loop_.RunUntilIdle();  // no time passes: no grace, no refresh
+    EXPECT_TRUE(Holds(next));
+    if (GetParam() != GiveUp::kDeadline) {
+      EXPECT_TRUE(absl::IsUnknown(out->status()));
+    }
+  }
+};
+
+TEST_P(HandOffGiveUpTest, AWaitThatEndsWhileItsJoinIsOnTheWayLeavesTheQueue) { Run(); }
+
+INSTANTIATE_TEST_SUITE_P(EachWayToGiveUp, HandOffGiveUpTest,
+                         ::testing::Values(GiveUp::kCancel, GiveUp::kDeadline, GiveUp::kDestroy));
+
+// A RetryLock destroyed while a waiter is queued, or while its group
+// lingers with the entry its release kept at the tail (it came back for
+// the lock before), takes its entry out of the queue: the next release
+// goes to a live waiter at once instead of to the entry of a RetryLock that
+// no longer exists (200 ms of grace, then a refresh).
+TEST_F(HandOffTest, ADestroyedRetryLockLeavesNoEntryBehind) {
+  Client& a = AddClient();
+  Client& b = AddClient();
+  Client& c = AddClient();
+  ASSERT_NO_FATAL_FAILURE(KeepAnEntryAtTheTail(a, b));  // b holds; a's entry kept
+  a.owned.reset();                                     // within the linger
+  loop_.RunUntilIdle();
+  EXPECT_EQ(QueueLength(), 1);
+  Start(c);  // a live waiter behind
+  loop_.RunUntilIdle();
+  Release(b);
+  loop_.RunUntilIdle();  // no time passes
+  EXPECT_TRUE(Holds(c));
+}
+
 // A client that came back for the lock soon after releasing it keeps its
 // entry at the tail when it releases (it usually takes the lock again
 // soon); a one-shot client does not. Clients that stop contending pass a
@@ -332,28 +454,7 @@ TEST_F(HandOffTest, ACancelledWaiterLeavesTheQueue) {
 TEST_F(HandOffTest, AClientThatStopsContendingPassesItsHandOffOn) {
   Client& a = AddClient();
   Client& b = AddClient();
-  Start(a);
-  loop_.RunUntilIdle();
-  Start(b);
-  loop_.RunUntilIdle();
-  ASSERT_EQ(QueueLength(), 1);
-  Release(a);  // a plain release: b takes it; a learns of the contention
-  loop_.RunUntilIdle();
-  ASSERT_TRUE(Holds(b));
-  Start(a);  // back soon: joins first
-  loop_.RunUntilIdle();
-  EXPECT_FALSE(Holds(a));
-  Release(b);  // hands to a; b came back for nothing yet: no entry kept
-  loop_.RunUntilIdle();
-  ASSERT_TRUE(Holds(a));
-  EXPECT_EQ(QueueLength(), 1);  // a (holding, at the head)
-  Start(b);  // b back soon: joins
-  loop_.RunUntilIdle();
-  EXPECT_EQ(QueueLength(), 2);
-  Release(a);  // hands to b; a keeps its entry at the tail (it came back before)
-  loop_.RunUntilIdle();
-  ASSERT_TRUE(Holds(b));
-  EXPECT_EQ(QueueLength(), 2);  // b (holding) and a
+  ASSERT_NO_FATAL_FAILURE(KeepAnEntryAtTheTail(a, b));
   Release(b);  // hands to a, which no longer waits: it passes it on, to b,
   loop_.RunUntilIdle();  // which passes it on too
   EXPECT_EQ(QueueLength(), 0);

@@ -199,6 +199,19 @@ class Lock {
                                                 const AcquireOptions& options,
                                                 LeaseCallback callback) = 0;
 
+  // The argument checks Acquire(resource, options) makes from the call,
+  // without sending anything: OK if it would accept them, else the
+  // kInvalidArgument it would return (e.g. a ttl outside this lock's range
+  // under its own drift options). kUnimplemented (the default): the lock does
+  // not say -- a RetryLock that queues a wait without an attempt then checks
+  // the ttl by the common rule (ValidateTtl) instead.
+  virtual absl::Status CheckAcquireArgs(absl::string_view resource,
+                                        const AcquireOptions& options) const {
+    (void)resource;
+    (void)options;
+    return absl::UnimplementedError("no argument check");
+  }
+
   // Releases the lease if it still owns the key (compare-and-delete, atomic
   // on the server). kFailedPrecondition if the key is gone or owned by
   // someone else (then nothing is touched). A release whose notification

@@ -182,6 +182,11 @@ absl::StatusOr<AcquireHandle> ReentrantLock::Acquire(absl::string_view resource,
                       [](std::shared_ptr<ReentrantAcquireOp> op) { return op->Send(op); });
 }
 
+absl::Status ReentrantLock::CheckAcquireArgs(absl::string_view resource,
+                                             const AcquireOptions& options) const {
+  return core_->CheckAcquire(resource, options.ttl);
+}
+
 absl::Status ReentrantLock::Release(const Lease& lease, StatusCallback callback) {
   return ReleaseAndReport(core_, "reentrant", lease, std::move(callback), [&](auto on_notice) {
     const std::string keys[] = {core_->keys.LockKey(lease.resource),

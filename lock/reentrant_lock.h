@@ -97,6 +97,9 @@ class ReentrantLock : public Lock, private ReleaseNotifier {
   absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
                                         const AcquireOptions& options,
                                         LeaseCallback callback) override;
+  // Acquire's checks (resource, ttl under this lock's drift options).
+  absl::Status CheckAcquireArgs(absl::string_view resource,
+                                const AcquireOptions& options) const override;
 
   // Decrements the owner's count (deletes and publishes at zero). OK, or
   // kFailedPrecondition when `lease.token` holds nothing on the key. A

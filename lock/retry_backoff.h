@@ -1,6 +1,7 @@
 // This header defines `RetryBackoff`: RetryLock's capped exponential backoff
 // with jitter. Before attempt n+1 the cap is min(max_backoff,
-// initial_backoff * multiplier^(n-1)) (a multiplier below 1 counts as 1);
+// initial_backoff * multiplier^(n-1)) (a multiplier below 1 counts as 1;
+// RetryLock refuses one, and a zero initial_backoff, at creation);
 // the delay is jitter(cap), by default full jitter: uniform in [0, cap]
 // from absl::BitGen (so that waiters woken together spread out).
 //

@@ -62,7 +62,7 @@ absl::Status RetryHandOffQueue::SendQueue(const std::shared_ptr<RetryGroup>& g,
   if (join) g->joining = true;
   std::weak_ptr<RetryGroup> weak_g = g;
   std::weak_ptr<bool> alive = alive_;
-  return HandOffQueueScript().Run(
+  absl::Status sent = HandOffQueueScript().Run(
       *handoff_transport_, {lock, HandOffQueueKey(channel), HandOffQueueExpiryKey(channel)},
       {id_, ttl_ms, std::string(mode), channel}, absl::Seconds(5),
       [this, alive, weak_g, w, join](absl::StatusOr<Reply> reply) {
@@ -72,6 +72,9 @@ absl::Status RetryHandOffQueue::SendQueue(const std::shared_ptr<RetryGroup>& g,
         g->joining = false;
         OnJoined(g, w.lock(), QueueReply(std::move(reply)));
       });
+  // Refused from the call: its callback never runs, so no join is on the way.
+  if (!sent.ok() && join) g->joining = false;
+  return sent;
 }
 
 bool RetryHandOffQueue::Join(const std::shared_ptr<RetryWaiter>& w) {
@@ -93,6 +96,14 @@ void RetryHandOffQueue::OnJoined(const std::shared_ptr<RetryGroup>& g,
   }
   const bool attempt = !reply.ok() || *reply == 0;
   if (reply.ok()) g->in_queue = true;  // head or queued: our entry is there
+  const bool leave = std::exchange(g->leave_on_join, false);
+  if (leave && reply.ok() && g->fifo.empty() && g->held == 0 && enabled()) {
+    // The waits this join was for ended meanwhile (cancelled, out of time):
+    // their Leave found no entry yet. Leave now, or a release would hand
+    // the lock to nobody and the next waiter would sit out the grace.
+    Leave(g);
+    return;
+  }
   if (!attempt) return;                // queued: "w:<id>" or the timer
   // Free and we are the head (or the queue failed): the oldest idle waiter
   // of the group attempts now.

@@ -5,9 +5,11 @@
 #include "dlock/lock/retry_lock.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "dlock/lock/error_text.h"
 #include "dlock/lock/retry_lock_internal.h"
 
@@ -21,6 +23,50 @@ const ReleaseNotifier* NotifierOf(const Lock* inner, const RetryLockOptions& opt
   return options.notifications ? inner->release_notifier() : nullptr;
 }
 
+// Whether a wait may be queued without an attempt (which would have the
+// inner lock check its arguments from the call): the inner lock's own check
+// of them passes, or, for a lock that has none, the common ttl rule does.
+bool QueueableArgs(const Lock& inner, absl::string_view resource,
+                   const AcquireOptions& options) {
+  absl::Status s = inner.CheckAcquireArgs(resource, options);
+  if (absl::IsUnimplemented(s)) s = ValidateTtl(options.ttl);
+  return s.ok();
+}
+
+// A duration option that must be finite and above (or, `or_zero`, at
+// least) zero: kInvalidArgument naming it otherwise.
+absl::Status CheckDuration(absl::string_view field, absl::Duration d, bool or_zero) {
+  const bool ok = d != absl::InfiniteDuration() &&
+                  (or_zero ? d >= absl::ZeroDuration() : d > absl::ZeroDuration());
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("RetryLockOptions.", field, " must be ",
+                                                 or_zero ? ">= 0" : "> 0", " and finite (got ",
+                                                 absl::FormatDuration(d), ")"));
+}
+
+// The options' one check, at creation (Acquire returns its verdict). A zero
+// initial_backoff would re-attempt (or, queued, refresh) in a loop with no
+// pause; a max_backoff below it, or a multiplier below 1, is a typo rather
+// than a schedule.
+absl::Status CheckOptions(const RetryLockOptions& o) {
+  if (absl::Status s = CheckDuration("initial_backoff", o.initial_backoff, false); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckDuration("max_backoff", o.max_backoff, false); !s.ok()) return s;
+  if (o.max_backoff < o.initial_backoff) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RetryLockOptions.max_backoff (", absl::FormatDuration(o.max_backoff),
+        ") must not be less than initial_backoff (", absl::FormatDuration(o.initial_backoff),
+        ")"));
+  }
+  if (!std::isfinite(o.backoff_multiplier) || o.backoff_multiplier < 1.0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RetryLockOptions.backoff_multiplier must be >= 1 and finite (got ",
+        o.backoff_multiplier, ")"));
+  }
+  return CheckDuration("wake_stagger", o.wake_stagger, true);
+}
+
 }  // namespace
 
 RetryLock::RetryLock(EventLoop* loop, Lock* inner, RetryLockOptions options)
@@ -28,9 +74,7 @@ RetryLock::RetryLock(EventLoop* loop, Lock* inner, RetryLockOptions options)
       inner_(inner),
       options_(std::move(options)),
       // The options' one check, here at creation (Acquire returns it).
-      options_check_(options_.wake_stagger < absl::ZeroDuration()
-                         ? absl::InvalidArgumentError("wake_stagger must not be negative")
-                         : absl::OkStatus()),
+      options_check_(CheckOptions(options_)),
       wakeups_(std::make_unique<RetryWakeups>(loop, NotifierOf(inner, options_),
                                               options_.handoff_queue, options_.wake_stagger,
                                               // A queue entry outlives the
@@ -76,12 +120,13 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
   attempts_->Add(w);
   // Join the resource's FIFO at once: order of Acquire calls.
   const size_t older = wakeups_->Join(w.get());
-  // A queued wait sends nothing now, so the inner lock cannot check it from
-  // this call: its resource is that of the older waiters (checked by the
-  // inner lock at their first attempt); its ttl is checked here by the rule
-  // every policy shares (ValidateTtl), and one that rule refuses goes to the
-  // inner lock at once after all, whose check refuses it from this call.
-  if (!w->single && older > 0 && ValidateTtl(options.ttl).ok()) {
+  // A queued wait sends nothing now, so the inner lock's Acquire cannot
+  // check it from this call: its CheckAcquireArgs does (the ttl under the
+  // lock's own drift options), or, for a lock that does not say, the rule
+  // every policy shares (ValidateTtl). One refused goes to the inner lock
+  // at once after all, whose Acquire refuses it from this call.
+  const bool may_queue = !w->single && QueueableArgs(*inner_, resource, options);
+  if (may_queue && older > 0) {
     // Older local waiters wait for this resource: queue behind them without
     // an attempt, whatever the state of the release channel (an attempt
     // could only fail, or barge ahead of them: e.g. go out right behind a
@@ -95,7 +140,7 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
         w, ErrorStatus(absl::StatusCode::kAborted, "queued behind % local waiter(s)", {older}));
     return AcquireHandle(std::weak_ptr<Cancellable>(w));
   }
-  if (older == 0 && wakeups_->queue().JoinFirst(*w) && ValidateTtl(options.ttl).ok()) {
+  if (may_queue && older == 0 && wakeups_->queue().JoinFirst(*w)) {
     // Another client waited for this resource moments ago (the group
     // lingers, subscribed): join the cross-client queue before attempting,
     // so as not to barge in on the waiter a release just handed the lock
@@ -123,6 +168,15 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
   absl::Status s = attempts_->First(w);
   if (!s.ok()) return s;
   return AcquireHandle(std::weak_ptr<Cancellable>(w));
+}
+
+absl::Status RetryLock::CheckAcquireArgs(absl::string_view resource,
+                                         const AcquireOptions& options) const {
+  if (!options_check_.ok()) return options_check_;
+  if (options.wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("wait must not be negative");
+  }
+  return inner_->CheckAcquireArgs(resource, options);
 }
 
 absl::Status RetryLock::Release(const Lease& lease, StatusCallback callback) {

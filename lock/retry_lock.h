@@ -128,7 +128,11 @@ struct RetryLockOptions {
   // written. No effect with notifications off.
   bool handoff_queue = true;
   // Backoff before attempt n+1: cap = min(max_backoff, initial_backoff *
-  // backoff_multiplier^(n-1)), then jitter(cap).
+  // backoff_multiplier^(n-1)), then jitter(cap). Checked at creation
+  // (Acquire then returns kInvalidArgument naming the field): both
+  // durations finite, initial_backoff > 0 (zero would re-attempt, or
+  // refresh a queue entry, with no pause), max_backoff >= initial_backoff,
+  // backoff_multiplier finite and >= 1.
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(1);
   double backoff_multiplier = 2.0;
@@ -142,7 +146,7 @@ struct RetryLockOptions {
   // separate clients, 1 ms): 4.0 -> 1.1 attempts per critical section,
   // slowest client 0.0 -> 0.67 of the mean share. Costs up to wake_stagger
   // of latency per wake-up; fairness stays statistical (FairLock for a
-  // guarantee). Zero (the default): wake at once. Must be >= 0.
+  // guarantee). Zero (the default): wake at once. Must be >= 0 and finite.
   absl::Duration wake_stagger = absl::ZeroDuration();
   // Picks the actual delay from the cap. Default (empty): full jitter,
   // uniform in [0, cap] from absl::BitGen. Tests may pin it.
@@ -165,15 +169,20 @@ class RetryLock : public Lock {
   RetryLock& operator=(const RetryLock&) = delete;
 
   // Waits up to `options.wait` (see above). Returns kInvalidArgument for
-  // invalid RetryLockOptions (negative wake_stagger: checked once, at
-  // creation) or a negative wait; the inner lock's rejection of the first
-  // attempt (its own resource and ttl checks: kInvalidArgument); or, for a
-  // wait queued behind older local waiters (no attempt now),
-  // kInvalidArgument for a ttl outside the common rule (ValidateTtl). The
-  // callback then never runs.
+  // invalid RetryLockOptions (the backoff fields above, a negative or
+  // infinite wake_stagger: checked once, at creation) or a negative wait;
+  // or the inner lock's rejection of the wait's arguments (its own resource
+  // and ttl checks, under its own drift options: kInvalidArgument) -- from
+  // its Acquire (the first attempt) or, for a wait queued without an attempt
+  // now, from its CheckAcquireArgs. The callback then never runs.
   absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
                                         const AcquireOptions& options,
                                         LeaseCallback callback) override;
+
+  // The checks of Acquire above that need no attempt: the options', the
+  // wait's, then the inner lock's CheckAcquireArgs.
+  absl::Status CheckAcquireArgs(absl::string_view resource,
+                                const AcquireOptions& options) const override;
 
   // Passed to the inner lock.
   absl::Status Release(const Lease& lease, StatusCallback callback) override;
@@ -197,7 +206,8 @@ class RetryLock : public Lock {
   EventLoop* const loop_;
   Lock* const inner_;
   const RetryLockOptions options_;
-  // The verdict on options_ (wake_stagger >= 0), checked once at creation.
+  // The verdict on options_ (backoff fields, wake_stagger), checked once at
+  // creation.
   const absl::Status options_check_;
   // The wake-ups (retry_lock_internal.h) and the attempt loop, which
   // refers to them: destroyed in that order's reverse.

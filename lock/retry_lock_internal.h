@@ -71,6 +71,10 @@ struct RetryGroup {
   bool in_queue = false;
   // A queue script of this group is in flight.
   bool joining = false;
+  // The group's waits all ended without the lock while its first join was
+  // in flight (no entry known yet to leave): leave once the join answers,
+  // if nobody waits then.
+  bool leave_on_join = false;
   // Leases of this resource granted to this group's waiters and not yet
   // released through this RetryLock.
   int held = 0;

@@ -3,6 +3,7 @@
 // destruction with waits pending.
 #include "dlock/lock/retry_lock.h"
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "dlock/lock/lease_rules.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/simple_lock.h"
 #include "dlock/testing/acquire_result.h"
@@ -721,6 +723,109 @@ TEST_F(RetryLockTest, NegativeWakeStaggerIsRejected) {
   EXPECT_THAT(lock.Acquire("r", Wait(absl::Seconds(1), absl::Seconds(1)),
                            [](absl::StatusOr<Lease>) {}),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Every backoff option that would make a schedule without a pause (a zero
+// initial backoff: re-attempts, or queue refreshes, in a loop) or with no
+// sense (a cap below the start, a shrinking multiplier, infinities) is
+// refused from the call with kInvalidArgument naming the field; the
+// callback never runs and nothing is sent.
+TEST_F(RetryLockTest, BackoffOptionsWithoutAPauseOrOutOfOrderAreRejected) {
+  struct Case {
+    const char* field;
+    std::function<void(RetryLockOptions&)> set;
+  };
+  const std::vector<Case> cases = {
+      {"initial_backoff", [](RetryLockOptions& o) { o.initial_backoff = absl::ZeroDuration(); }},
+      {"initial_backoff",
+       [](RetryLockOptions& o) { o.initial_backoff = -absl::Milliseconds(1); }},
+      {"initial_backoff",
+       [](RetryLockOptions& o) { o.initial_backoff = absl::InfiniteDuration(); }},
+      {"max_backoff", [](RetryLockOptions& o) { o.max_backoff = absl::ZeroDuration(); }},
+      {"max_backoff", [](RetryLockOptions& o) { o.max_backoff = absl::InfiniteDuration(); }},
+      {"max_backoff", [](RetryLockOptions& o) { o.max_backoff = absl::Milliseconds(10); }},
+      {"backoff_multiplier", [](RetryLockOptions& o) { o.backoff_multiplier = 0.5; }},
+      {"backoff_multiplier", [](RetryLockOptions& o) { o.backoff_multiplier = -2; }},
+      {"backoff_multiplier",
+       [](RetryLockOptions& o) { o.backoff_multiplier = std::nan(""); }},
+      {"wake_stagger",
+       [](RetryLockOptions& o) { o.wake_stagger = absl::InfiniteDuration(); }},
+  };
+  for (const Case& c : cases) {
+    RetryLockOptions o;
+    c.set(o);
+    RetryLock lock(&loop_, &inner_, o);
+    bool ran = false;
+    for (absl::Duration wait : {absl::ZeroDuration(), absl::Seconds(1)}) {
+      absl::StatusOr<AcquireHandle> h = lock.Acquire(
+          "r", Wait(absl::Seconds(1), wait), [&ran](absl::StatusOr<Lease>) { ran = true; });
+      EXPECT_THAT(h, StatusIs(absl::StatusCode::kInvalidArgument)) << c.field;
+      EXPECT_THAT(h.status().message(), ::testing::HasSubstr(c.field));
+      EXPECT_THAT(lock.CheckAcquireArgs("r", Wait(absl::Seconds(1), wait)),
+                  StatusIs(absl::StatusCode::kInvalidArgument));
+    }
+    loop_.RunUntilIdle();
+    EXPECT_FALSE(ran) << c.field;
+    EXPECT_EQ(lock.attempts(), 0) << c.field;
+  }
+  // The edges that stay accepted: a fixed schedule (max == initial,
+  // multiplier 1) and no stagger.
+  RetryLockOptions fixed;
+  fixed.initial_backoff = absl::Milliseconds(1);
+  fixed.max_backoff = absl::Milliseconds(1);
+  fixed.backoff_multiplier = 1;
+  RetryLock lock(&loop_, &inner_, fixed);
+  auto r = StartAcquire(lock, "r", Wait(absl::Seconds(1), absl::Seconds(1)));
+  loop_.RunUntilIdle();
+  EXPECT_THAT(*r, IsOk());
+}
+
+// A wait queued behind an older local waiter sends nothing when it is
+// asked for, so the inner lock's Acquire cannot check its ttl from the
+// call: RetryLock asks the inner lock's own check (CheckAcquireArgs), under
+// the inner lock's drift options, not the default rule. Here the lock's
+// drift (50% + 2 ms) makes 12 ms too short (7 ms allowance, 5 ms of
+// validity needed), though the default rule (1% + 2 ms) accepts it: the
+// call refuses it and its callback never runs (it used to queue, then fail
+// on a later turn). The lease a queued wait is granted has the validity of
+// the lock's own drift.
+TEST_F(RetryLockTest, AQueuedWaitIsCheckedByTheInnerLocksOwnDrift) {
+  SimpleLockOptions so;
+  so.drift_factor = 0.5;
+  SimpleLock drifting(&loop_, &conn_, so);
+  const AcquireOptions too_short = Wait(absl::Milliseconds(12), absl::Seconds(1));
+  ASSERT_TRUE(ValidateTtl(too_short.ttl).ok()) << "the default rule accepts it";
+  ASSERT_THAT(drifting.CheckAcquireArgs("r", too_short),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  for (bool queue : {false, true}) {
+    RetryLockOptions o;
+    o.handoff_queue = queue;
+    RetryLock lock(&loop_, &drifting, o);
+    Lease held = Hold("r");
+    auto first = StartAcquire(lock, "r", Wait(absl::Seconds(30), absl::Seconds(60)));
+    loop_.RunUntilIdle();
+    ASSERT_TRUE(Pending(first));
+    bool ran = false;
+    EXPECT_THAT(lock.Acquire("r", too_short, [&ran](absl::StatusOr<Lease>) { ran = true; }),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << "queue " << queue;
+    const AcquireOptions ok = Wait(absl::Milliseconds(100), absl::Seconds(60));
+    auto second = StartAcquire(lock, "r", ok);
+    loop_.RunUntilIdle();
+    ASSERT_TRUE(Pending(second));
+    ASSERT_THAT(holder_.Release(held, [](absl::Status) {}), IsOk());
+    loop_.RunUntilIdle();
+    ASSERT_THAT(*first, IsOk());
+    const absl::Time sent = loop_.Now();  // no latency: the attempt goes out now
+    ASSERT_THAT(lock.Release(**first, [](absl::Status) {}), IsOk());
+    loop_.RunUntilIdle();
+    ASSERT_THAT(*second, IsOk());
+    // 100 ms - (50 ms + 2 ms), from the send.
+    EXPECT_EQ((*second)->deadline, sent + absl::Milliseconds(48));
+    ASSERT_THAT(lock.Release(**second, [](absl::Status) {}), IsOk());
+    loop_.AdvanceTime(absl::Seconds(5));
+    EXPECT_FALSE(ran);
+  }
 }
 
 }  // namespace

@@ -26,6 +26,11 @@ RetryWakeups::~RetryWakeups() {
   for (auto& [unused, g] : groups_) {
     if (g->linger_timer != 0) loop_->Cancel(g->linger_timer);
     g->linger_timer = 0;
+    // Our queue entry (kept by a release, or a join still in flight: the
+    // leave goes out behind it on the same connection) would otherwise stay
+    // until it expires, and a release would hand the lock to it. Fire and
+    // forget: its reply is dropped (the queue's guard), nothing calls back.
+    if ((g->in_queue || g->joining) && queue_.enabled()) queue_.Leave(g);
   }
 }
 
@@ -74,10 +79,15 @@ void RetryWakeups::Leave(RetryWaiter* w, bool acquired) {
   g->fifo.erase(w->pos);
   if (acquired && g->contended) ++g->held;
   if (!g->fifo.empty()) return;
-  if (g->in_queue && !acquired && g->held == 0 && queue_.enabled()) {
+  if (!acquired && g->held == 0 && queue_.enabled()) {
     // Gave up (cancelled, out of time, an error): leave the queue, and pass
-    // a hand-off made to us on to the next live entry.
-    queue_.Leave(g);
+    // a hand-off made to us on to the next live entry -- once the join on
+    // the way has put our entry there, if it has not yet.
+    if (g->in_queue) {
+      queue_.Leave(g);
+    } else if (g->joining) {
+      g->leave_on_join = true;
+    }
   }
   MaybeDrop(g);
 }

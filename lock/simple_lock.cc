@@ -85,6 +85,11 @@ absl::StatusOr<AcquireHandle> SimpleLock::Acquire(absl::string_view resource,
       });
 }
 
+absl::Status SimpleLock::CheckAcquireArgs(absl::string_view resource,
+                                          const AcquireOptions& options) const {
+  return core_->CheckAcquire(resource, options.ttl);
+}
+
 absl::Status SimpleLock::Release(const Lease& lease, StatusCallback callback) {
   return ReleaseAndReport(core_, "simple", lease, std::move(callback), [&](auto on_notice) {
     // An unknown outcome (timed out, connection lost) may mean the release

@@ -112,6 +112,9 @@ class SimpleLock : public Lock, private ReleaseNotifier {
   absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
                                         const AcquireOptions& options,
                                         LeaseCallback callback) override;
+  // Acquire's checks (resource, ttl under this lock's drift options).
+  absl::Status CheckAcquireArgs(absl::string_view resource,
+                                const AcquireOptions& options) const override;
 
   // Compare-and-delete. OK: the key was ours and is gone, and a release
   // notification was published (if the server refused the PUBLISH -- an ACL

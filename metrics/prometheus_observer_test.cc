@@ -217,6 +217,7 @@ TEST_F(PrometheusObserverTest, RetryLockReportsTheWholeWaitAndCountsTheLeaseOnce
   ro.observer = observer_.get();
   ro.jitter = [](absl::Duration cap) { return cap; };
   ro.initial_backoff = absl::Seconds(10);  // only the release notification wakes it
+  ro.max_backoff = absl::Seconds(10);
   RetryLock retry(&loop_, &inner, ro);
 
   absl::StatusOr<Lease> held = AcquireNow(holder, "job", Ttl(absl::Seconds(30)));

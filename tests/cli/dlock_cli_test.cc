@@ -336,6 +336,7 @@ TEST_F(DlockCliTest, StatusShowsFreeThenHeldWithoutTheToken) {
 TEST_F(DlockCliTest, CheckPassesOnSafeServerAndFailsOnEvictingPolicy) {
   Dlock ok({"check", "--redis", url_});
   EXPECT_EQ(ok.Wait(), 0) << ok.out() << ok.err();
+  EXPECT_THAT(ok.out(), HasSubstr("result: OK"));
   EXPECT_THAT(ok.out(), HasSubstr("maxmemory-policy noeviction"));
   EXPECT_THAT(ok.out(), HasSubstr("scripting: EVAL works"));
   EXPECT_THAT(ok.out(), HasSubstr("latency: median"));
@@ -1267,9 +1268,11 @@ TEST_F(DlockCliFreshServersTest, CheckWarnsAboutYoungDataSetsWithTheSameAdvice) 
   }
   EXPECT_THAT(check.out(), HasSubstr("never held dlock locks"));
   // 3 persistence warnings (as before) + 3 young data sets.
-  EXPECT_THAT(check.out(), HasSubstr("(0 unsafe, 6 warnings, 0 unreachable)"));
+  EXPECT_THAT(check.out(),
+              HasSubstr("result: OK with 6 warnings (0 unsafe, 6 warnings, 0 unreachable)"));
   Dlock strict(With({"check", "--strict"}, {}));
   EXPECT_EQ(strict.Wait(), kExitUnsafe) << strict.out();
+  EXPECT_THAT(strict.out(), HasSubstr("result: UNSAFE under --strict (0 unsafe, 6 warnings"));
   // Trusted: no data-set warning any more.
   Dlock trust(With({"trust", "--force"}, {}));
   EXPECT_EQ(trust.Wait(), 0) << trust.err();
