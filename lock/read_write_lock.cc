@@ -66,8 +66,8 @@ void GiveUp(std::shared_ptr<Core> core, bool write, std::string resource, std::s
                     [c, write, resource = std::move(resource),
                      token = std::move(token)](auto done) {
                       if (write) {
-                        return c->commands.Release(resource, token, c->command_timeout,
-                                                   std::move(done));
+                        return c->commands.ReleaseNotifying(resource, token,
+                                                            c->command_timeout, std::move(done));
                       }
                       return SendReadRelease(*c, resource, token, std::move(done));
                     });

@@ -35,8 +35,8 @@ void CleanupToken(std::shared_ptr<SimpleLock::Core> core, std::string resource,
   SimpleLock::Core* c = core.get();
   RunReleaseCleanup(std::move(core), key_expiry,
                     [c, resource = std::move(resource), token = std::move(token)](auto done) {
-                      return c->commands.Release(resource, token, c->command_timeout,
-                                                 std::move(done));
+                      return c->commands.ReleaseNotifying(resource, token,
+                                                          c->command_timeout, std::move(done));
                     });
 }
 
