@@ -156,8 +156,7 @@ class ViewBase : public Lock, protected ReleaseNotifier {
     return MakeLeaseCommand(script, key_views,
                             absl::MakeConstSpan(arg_views, write_ ? 4 : 3), parse,
                             core_->replica_ack)
-        .Send(*core_->transport, core_->command_timeout,
-              [op](absl::StatusOr<int64_t> fence) { op->OnReply(std::move(fence)); });
+        .Send(*core_->transport, core_->command_timeout, AcquireReply{op});
   }
 };
 

@@ -86,8 +86,7 @@ absl::StatusOr<AcquireHandle> SimpleLock::Acquire(absl::string_view resource,
         return core_->commands
             .AcquireCommand(op->resource(), op->token(), op->ttl(), core_->restart_window, a,
                             core_->fencing)
-            .Send(*core_->commands.transport(), core_->command_timeout,
-                  [op](absl::StatusOr<int64_t> fence) { op->OnReply(std::move(fence)); });
+            .Send(*core_->commands.transport(), core_->command_timeout, AcquireReply{op});
       });
 }
 
