@@ -162,21 +162,21 @@ absl::StatusOr<AcquireHandle> FairLock::Acquire(absl::string_view resource,
 }
 
 absl::Status FairLock::Release(const Lease& lease, StatusCallback callback) {
-  return ReleaseAndReport(core_, "fair", lease, std::move(callback), [&](auto on_notice) {
+  return ReleaseAndReport(core_, "fair", lease, std::move(callback), [&](ReleaseReport report) {
     return core_->commands.Release(lease.resource, lease.token, "", core_->command_timeout,
-                                   std::move(on_notice));
+                                   std::move(report));
   });
 }
 
 absl::Status FairLock::Extend(const Lease& lease, absl::Duration ttl,
                               LeaseCallback callback) {
   return ExtendAndReport(core_, "fair", lease, ttl, std::move(callback),
-                         [&](absl::Duration whole, auto on_status) {
+                         [&](absl::Duration whole, ExtendReport report) {
                            LockCommands commands(core_->commands.transport(),
                                                  core_->commands.keys());
                            return commands.Extend(lease.resource, lease.token, whole,
                                                   core_->command_timeout,
-                                                  std::move(on_status));
+                                                  std::move(report));
                          });
 }
 

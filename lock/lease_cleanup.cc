@@ -38,6 +38,10 @@ bool IsUnknownOutcome(const absl::Status& status) {
   return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
 }
 
+void CleanupDone::Finish(const absl::Status& status) {
+  std::move(done)(IsUnknownOutcome(status));
+}
+
 void RunCleanup(std::shared_ptr<LeaseCore> core, absl::Time key_expiry,
                 CleanupSend send) {
   CleanupAttempt(std::move(core), key_expiry,

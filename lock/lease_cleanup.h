@@ -41,16 +41,26 @@ const absl::Status& StatusOf(const absl::StatusOr<T>& result) {
 void RunCleanup(std::shared_ptr<LeaseCore> core, absl::Time key_expiry,
                 CleanupSend send);
 
+// The callback of a release-like cleanup command: done(IsUnknownOutcome)
+// of its result (an absl::Status or an absl::StatusOr<T>). One type for
+// every policy, so each command type's send is compiled once for all.
+struct CleanupDone {
+  template <typename Result>
+  void operator()(const Result& result) {
+    Finish(StatusOf(result));
+  }
+  void Finish(const absl::Status& status);
+
+  absl::AnyInvocable<void(bool unknown) &&> done;
+};
+
 // RunCleanup for a release-like command whose failure is unknown exactly
-// when IsUnknownOutcome: send(on_result) sends it, on_result taking an
-// absl::Status or an absl::StatusOr<T>.
+// when IsUnknownOutcome: send(on_result) sends it, on_result a CleanupDone.
 template <typename Send>
 void RunReleaseCleanup(std::shared_ptr<LeaseCore> core, absl::Time key_expiry, Send send) {
   RunCleanup(std::move(core), key_expiry,
              [send = std::move(send)](absl::AnyInvocable<void(bool) &&> done) mutable {
-               return send([done = std::move(done)](const auto& result) mutable {
-                 std::move(done)(IsUnknownOutcome(StatusOf(result)));
-               });
+               return send(CleanupDone{std::move(done)});
              });
 }
 

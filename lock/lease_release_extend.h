@@ -9,6 +9,7 @@
 #define DLOCK_LOCK_LEASE_RELEASE_EXTEND_H_
 
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/functional/function_ref.h"
@@ -45,56 +46,80 @@ void FinishNoticedRelease(const LeaseCore& core, absl::string_view policy,
                           const absl::StatusOr<ReleaseNotice>& notice,
                           StatusCallback callback);
 
+// Gives back in the background (RunCleanup) what `token` may hold of
+// `resource` under `core` (the policy's own core, a LeaseCore), the key
+// expiring by `key_expiry` at the latest: after a release of unknown
+// outcome, or an extend that too few replicas acknowledged.
+using GiveUpFn = void (*)(const std::shared_ptr<LeaseCore>& core, const std::string& resource,
+                          const std::string& token, absl::Time key_expiry);
+
+// The callback of every policy's release command: ONE type for all of them,
+// so each command type's LeaseCommand::Send is compiled once, not once per
+// policy. Runs `give_up` first (when set) if the outcome is unknown (the
+// release may not have run; the key may exist until sent_at + lease.ttl),
+// then reports by FinishNoticedRelease.
+class ReleaseReport {
+ public:
+  ReleaseReport(std::shared_ptr<LeaseCore> core, absl::string_view policy, const Lease& lease,
+                absl::Time sent_at, StatusCallback callback, GiveUpFn give_up);
+  void operator()(absl::StatusOr<ReleaseNotice> notice);
+
+ private:
+  std::shared_ptr<LeaseCore> core_;
+  absl::string_view policy_;  // a literal
+  std::string resource_;
+  std::string token_;  // only with give_up_
+  absl::Time sent_at_;
+  absl::Duration ttl_;
+  GiveUpFn give_up_;
+  StatusCallback callback_;
+};
+
+// The callback of every policy's extend command (one type, as
+// ReleaseReport). An extend to `whole` sent at `sent_at`: a replica
+// shortfall runs `give_up` (when set) and reads as GiveUpOnShortfall's
+// status naming `what`; then FinishExtend reports it.
+class ExtendReport {
+ public:
+  ExtendReport(std::shared_ptr<LeaseCore> core, absl::string_view policy, const Lease& lease,
+               absl::Duration whole, absl::Time sent_at, LeaseCallback callback,
+               GiveUpFn give_up, absl::string_view what);
+  void operator()(absl::Status status);
+
+ private:
+  std::shared_ptr<LeaseCore> core_;
+  absl::string_view policy_;  // a literal
+  absl::string_view what_;    // a literal
+  Lease lease_;
+  absl::Duration whole_;
+  absl::Time sent_at_;
+  GiveUpFn give_up_;
+  LeaseCallback callback_;
+};
+
 // The shape of every policy's Release and Extend around its command, so
 // each policy says only which command it sends. Both check first
 // (LeaseCore::CheckRelease / CheckExtend: kInvalidArgument from the call).
-// `send` gets the callable its command must call back exactly once; it
-// returns the command's rejection (then nothing is reported and the
-// caller's callback never runs). Callables are passed through as they are
-// (no extra allocation on the release path).
+// `send` gets the callable its command must call back exactly once (kept
+// inside the command's one allocation: no extra allocation on the release
+// path); it returns the command's rejection (then nothing is reported and
+// the caller's callback never runs).
 //
-// ReleaseAndReport: send(on_notice), on_notice taking
-// absl::StatusOr<ReleaseNotice>; reported by FinishNoticedRelease.
-template <typename Send>
+// ReleaseAndReport: send(report), report taking
+// absl::StatusOr<ReleaseNotice> (ReleaseReport; `give_up` on an unknown
+// outcome).
 absl::Status ReleaseAndReport(std::shared_ptr<LeaseCore> core, absl::string_view policy,
-                              const Lease& lease, StatusCallback callback, Send send) {
-  absl::Status s = core->CheckRelease(lease);
-  if (!s.ok()) return s;
-  const absl::Time sent_at = core->loop->Now();
-  return send([core = std::move(core), policy, resource = lease.resource, sent_at,
-               callback = std::move(callback)](absl::StatusOr<ReleaseNotice> notice) mutable {
-    FinishNoticedRelease(*core, policy, resource, sent_at, notice, std::move(callback));
-  });
-}
+                              const Lease& lease, StatusCallback callback,
+                              absl::FunctionRef<absl::Status(ReleaseReport)> send,
+                              GiveUpFn give_up = nullptr);
 
-// ExtendAndReport: send(whole, on_status) for an extend to whole =
-// WholeMillis(ttl), on_status taking absl::Status; `after(status, lease,
-// key_expiry)` may map the status first (key_expiry = send time + whole),
-// then FinishExtend reports it.
-template <typename Send, typename After>
+// ExtendAndReport: send(whole, report) for an extend to whole =
+// WholeMillis(ttl), report taking absl::Status (ExtendReport; `give_up`
+// and `what` on a replica shortfall).
 absl::Status ExtendAndReport(std::shared_ptr<LeaseCore> core, absl::string_view policy,
                              const Lease& lease, absl::Duration ttl, LeaseCallback callback,
-                             Send send, After after) {
-  absl::Status s = core->CheckExtend(lease, ttl);
-  if (!s.ok()) return s;
-  const absl::Duration whole = WholeMillis(ttl);
-  const absl::Time sent_at = core->loop->Now();
-  return send(whole, [core = std::move(core), policy, lease = Lease(lease), whole, sent_at,
-                      after = std::move(after),
-                      callback = std::move(callback)](absl::Status status) mutable {
-    status = after(std::move(status), lease, sent_at + whole);
-    FinishExtend(*core, policy, std::move(lease), whole, sent_at, std::move(status),
-                 std::move(callback));
-  });
-}
-template <typename Send>
-absl::Status ExtendAndReport(std::shared_ptr<LeaseCore> core, absl::string_view policy,
-                             const Lease& lease, absl::Duration ttl, LeaseCallback callback,
-                             Send send) {
-  return ExtendAndReport(std::move(core), policy, lease, ttl, std::move(callback),
-                         std::move(send),
-                         [](absl::Status status, const Lease&, absl::Time) { return status; });
-}
+                             absl::FunctionRef<absl::Status(absl::Duration, ExtendReport)> send,
+                             GiveUpFn give_up = nullptr, absl::string_view what = "the lease");
 
 // An extend's status after a replica shortfall (replica_ack.h): runs
 // `give_up` (release what the extend kept, in the background) and returns

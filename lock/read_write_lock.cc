@@ -66,24 +66,23 @@ void GiveUp(std::shared_ptr<Core> core, bool write, std::string resource, std::s
                     [c, write, resource = std::move(resource),
                      token = std::move(token)](auto done) {
                       if (write) {
-                        return c->commands.Release(resource, token, c->command_timeout,
-                                                   std::move(done));
+                        return c->commands.ReleaseNotifying(resource, token,
+                                                            c->command_timeout, std::move(done));
                       }
                       return SendReadRelease(*c, resource, token, std::move(done));
                     });
 }
 
-// A shortfall of acknowledgements on an extend: the lease is given up.
-struct AfterExtend {
-  absl::Status operator()(absl::Status status, const Lease& lease,
-                          absl::Time key_expiry) const {
-    return GiveUpOnShortfall(std::move(status), "the lease", [&] {
-      GiveUp(core, write, lease.resource, lease.token, key_expiry);
-    });
-  }
-  std::shared_ptr<Core> core;
-  bool write;
-};
+// GiveUp as ExtendAndReport calls it (GiveUpFn) after a reader's / writer's
+// extend that too few replicas acknowledged: the lease is given up.
+void GiveUpRead(const std::shared_ptr<LeaseCore>& core, const std::string& resource,
+                const std::string& token, absl::Time key_expiry) {
+  GiveUp(std::static_pointer_cast<Core>(core), false, resource, token, key_expiry);
+}
+void GiveUpWrite(const std::shared_ptr<LeaseCore>& core, const std::string& resource,
+                 const std::string& token, absl::Time key_expiry) {
+  GiveUp(std::static_pointer_cast<Core>(core), true, resource, token, key_expiry);
+}
 
 class RwAcquireOp : public SingleServerAcquire {
  public:
@@ -157,8 +156,7 @@ class ViewBase : public Lock, protected ReleaseNotifier {
     return MakeLeaseCommand(script, key_views,
                             absl::MakeConstSpan(arg_views, write_ ? 4 : 3), parse,
                             core_->replica_ack)
-        .Send(*core_->transport, core_->command_timeout,
-              [op](absl::StatusOr<int64_t> fence) { op->OnReply(std::move(fence)); });
+        .Send(*core_->transport, core_->command_timeout, AcquireReply{op});
   }
 };
 
@@ -169,8 +167,8 @@ class ReadWriteLock::ReaderView : public ViewBase {
   explicit ReaderView(std::shared_ptr<Core> core) : ViewBase(std::move(core), false) {}
 
   absl::Status Release(const Lease& lease, StatusCallback callback) override {
-    return ReleaseAndReport(core_, "read", lease, std::move(callback), [&](auto on_notice) {
-      return SendReadRelease(*core_, lease.resource, lease.token, std::move(on_notice));
+    return ReleaseAndReport(core_, "read", lease, std::move(callback), [&](ReleaseReport report) {
+      return SendReadRelease(*core_, lease.resource, lease.token, std::move(report));
     });
   }
 
@@ -178,16 +176,16 @@ class ReadWriteLock::ReaderView : public ViewBase {
                       LeaseCallback callback) override {
     return ExtendAndReport(
         core_, "read", lease, ttl, std::move(callback),
-        [&](absl::Duration whole, auto on_status) {
+        [&](absl::Duration whole, ExtendReport report) {
           const std::string readers = ReadersKey(core_->keys(), lease.resource);
           const std::string ttl_ms = absl::StrCat(TtlMillis(whole));
           const absl::string_view key_views[] = {readers};
           const absl::string_view arg_views[] = {lease.token, ttl_ms};
           return MakeLeaseCommand(ReadExtendScript(), key_views, arg_views, OwnedReply{},
                                   core_->replica_ack)
-              .Send(*core_->transport, core_->command_timeout, std::move(on_status));
+              .Send(*core_->transport, core_->command_timeout, std::move(report));
         },
-        AfterExtend{core_, false});
+        GiveUpRead);
   }
 };
 
@@ -196,10 +194,10 @@ class ReadWriteLock::WriterView : public ViewBase {
   explicit WriterView(std::shared_ptr<Core> core) : ViewBase(std::move(core), true) {}
 
   absl::Status Release(const Lease& lease, StatusCallback callback) override {
-    return ReleaseAndReport(core_, "write", lease, std::move(callback), [&](auto on_notice) {
+    return ReleaseAndReport(core_, "write", lease, std::move(callback), [&](ReleaseReport report) {
       LeaseArgv a;
       return core_->commands.ReleaseCommand(lease.resource, lease.token, a)
-          .Send(*core_->transport, core_->command_timeout, std::move(on_notice));
+          .Send(*core_->transport, core_->command_timeout, std::move(report));
     });
   }
 
@@ -207,12 +205,12 @@ class ReadWriteLock::WriterView : public ViewBase {
                       LeaseCallback callback) override {
     return ExtendAndReport(
         core_, "write", lease, ttl, std::move(callback),
-        [&](absl::Duration whole, auto on_status) {
+        [&](absl::Duration whole, ExtendReport report) {
           LeaseArgv a;
           return core_->commands.ExtendCommand(lease.resource, lease.token, whole, a)
-              .Send(*core_->transport, core_->command_timeout, std::move(on_status));
+              .Send(*core_->transport, core_->command_timeout, std::move(report));
         },
-        AfterExtend{core_, true});
+        GiveUpWrite);
   }
 };
 

@@ -71,6 +71,12 @@ void GiveUpHold(std::shared_ptr<ReentrantLock::Core> core, const std::string& re
                    {c.keys.LockKey(resource)}, {owner, c.keys.ChannelKey(resource)});
 }
 
+// GiveUpHold as ExtendAndReport calls it (GiveUpFn).
+void GiveUpHoldOf(const std::shared_ptr<LeaseCore>& core, const std::string& resource,
+                  const std::string& owner, absl::Time key_expiry) {
+  GiveUpHold(std::static_pointer_cast<ReentrantLock::Core>(core), resource, owner, key_expiry);
+}
+
 class ReentrantAcquireOp : public SingleServerAcquire {
  public:
   ReentrantAcquireOp(std::shared_ptr<ReentrantLock::Core> core, std::string resource,
@@ -188,22 +194,23 @@ absl::Status ReentrantLock::CheckAcquireArgs(absl::string_view resource,
 }
 
 absl::Status ReentrantLock::Release(const Lease& lease, StatusCallback callback) {
-  return ReleaseAndReport(core_, "reentrant", lease, std::move(callback), [&](auto on_notice) {
+  auto send = [&](ReleaseReport report) {
     const std::string keys[] = {core_->keys.LockKey(lease.resource),
                                 core_->keys.ChannelKey(lease.resource)};
     const absl::string_view key_views[] = {keys[0]};
     const absl::string_view arg_views[] = {lease.token, keys[1]};
     return MakeLeaseCommand(ReentrantReleaseScript(), key_views, arg_views,
                             ReentrantReleaseReply{})
-        .Send(*core_->transport, core_->command_timeout, std::move(on_notice));
-  });
+        .Send(*core_->transport, core_->command_timeout, std::move(report));
+  };
+  return ReleaseAndReport(core_, "reentrant", lease, std::move(callback), send);
 }
 
 absl::Status ReentrantLock::Extend(const Lease& lease, absl::Duration ttl,
                                    LeaseCallback callback) {
   return ExtendAndReport(
       core_, "reentrant", lease, ttl, std::move(callback),
-      [&](absl::Duration whole, auto on_status) {
+      [&](absl::Duration whole, ExtendReport report) {
         const std::string lock_key = core_->keys.LockKey(lease.resource);
         const std::string ttl_ms = absl::StrCat(TtlMillis(whole));
         const absl::string_view key_views[] = {lock_key};
@@ -211,14 +218,11 @@ absl::Status ReentrantLock::Extend(const Lease& lease, absl::Duration ttl,
         return MakeLeaseCommand(ReentrantExtendScript(), key_views, arg_views,
                                 OwnedReply{"reentrant extend", kOwnerHoldsNothing},
                                 core_->replica_ack)
-            .Send(*core_->transport, core_->command_timeout, std::move(on_status));
+            .Send(*core_->transport, core_->command_timeout, std::move(report));
       },
-      [core = core_](absl::Status status, const Lease& lease, absl::Time key_expiry) {
-        // Give this hold up (one release), as an undone acquisition would.
-        return GiveUpOnShortfall(std::move(status), "this hold", [&] {
-          GiveUpHold(core, lease.resource, lease.token, key_expiry);
-        });
-      });
+      // A shortfall gives this hold up (one release), as an undone
+      // acquisition would.
+      GiveUpHoldOf, "this hold");
 }
 
 }  // namespace dlock

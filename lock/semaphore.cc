@@ -131,8 +131,8 @@ absl::StatusOr<AcquireHandle> Semaphore::Acquire(absl::string_view resource,
 }
 
 absl::Status Semaphore::Release(const Lease& lease, StatusCallback callback) {
-  return ReleaseAndReport(core_, kPolicy, lease, std::move(callback), [&](auto on_notice) {
-    return core_->SendRelease(lease.resource, lease.token, std::move(on_notice));
+  return ReleaseAndReport(core_, kPolicy, lease, std::move(callback), [&](ReleaseReport report) {
+    return core_->SendRelease(lease.resource, lease.token, std::move(report));
   });
 }
 
@@ -140,13 +140,13 @@ absl::Status Semaphore::Extend(const Lease& lease, absl::Duration ttl,
                                LeaseCallback callback) {
   return ExtendAndReport(
       core_, kPolicy, lease, ttl, std::move(callback),
-      [&](absl::Duration whole, auto on_status) {
+      [&](absl::Duration whole, ExtendReport report) {
         const std::string lock_key = core_->keys.LockKey(lease.resource);
         const std::string ttl_ms = absl::StrCat(TtlMillis(whole));
         const absl::string_view key_views[] = {lock_key};
         const absl::string_view arg_views[] = {lease.token, ttl_ms};
         return MakeLeaseCommand(SemaphoreExtendScript(), key_views, arg_views, OwnedReply{})
-            .Send(*core_->transport, core_->command_timeout, std::move(on_status));
+            .Send(*core_->transport, core_->command_timeout, std::move(report));
       });
 }
 

@@ -35,9 +35,15 @@ void CleanupToken(std::shared_ptr<SimpleLock::Core> core, std::string resource,
   SimpleLock::Core* c = core.get();
   RunReleaseCleanup(std::move(core), key_expiry,
                     [c, resource = std::move(resource), token = std::move(token)](auto done) {
-                      return c->commands.Release(resource, token, c->command_timeout,
-                                                 std::move(done));
+                      return c->commands.ReleaseNotifying(resource, token,
+                                                          c->command_timeout, std::move(done));
                     });
+}
+
+// CleanupToken as ReleaseAndReport and ExtendAndReport call it (GiveUpFn).
+void GiveUpToken(const std::shared_ptr<LeaseCore>& core, const std::string& resource,
+                 const std::string& token, absl::Time key_expiry) {
+  CleanupToken(std::static_pointer_cast<SimpleLock::Core>(core), resource, token, key_expiry);
 }
 
 class SimpleAcquireOp : public SingleServerAcquire {
@@ -80,8 +86,7 @@ absl::StatusOr<AcquireHandle> SimpleLock::Acquire(absl::string_view resource,
         return core_->commands
             .AcquireCommand(op->resource(), op->token(), op->ttl(), core_->restart_window, a,
                             core_->fencing)
-            .Send(*core_->commands.transport(), core_->command_timeout,
-                  [op](absl::StatusOr<int64_t> fence) { op->OnReply(std::move(fence)); });
+            .Send(*core_->commands.transport(), core_->command_timeout, AcquireReply{op});
       });
 }
 
@@ -91,25 +96,21 @@ absl::Status SimpleLock::CheckAcquireArgs(absl::string_view resource,
 }
 
 absl::Status SimpleLock::Release(const Lease& lease, StatusCallback callback) {
-  return ReleaseAndReport(core_, "simple", lease, std::move(callback), [&](auto on_notice) {
-    // An unknown outcome (timed out, connection lost) may mean the release
-    // never ran: e.g. it met NOSCRIPT after a SCRIPT FLUSH with later
-    // commands already behind it, after its callback had timed out. The
-    // compare-and-delete is safe to repeat (the token is ours alone), so it
-    // is sent again in the background while the key may still exist (now +
-    // the lease's ttl bounds it); the caller still hears the first outcome.
-    LeaseArgv a;
-    return core_->commands.ReleaseCommand(lease.resource, lease.token, a)
-        .Send(*core_->commands.transport(), core_->command_timeout,
-              [core = core_, resource = lease.resource, token = lease.token,
-               key_expiry = core_->loop->Now() + lease.ttl,
-               on_notice = std::move(on_notice)](absl::StatusOr<ReleaseNotice> notice) mutable {
-                if (!notice.ok() && IsUnknownOutcome(notice.status())) {
-                  CleanupToken(core, std::move(resource), std::move(token), key_expiry);
-                }
-                std::move(on_notice)(std::move(notice));
-              });
-  });
+  // An unknown outcome (timed out, connection lost) may mean the release
+  // never ran: e.g. it met NOSCRIPT after a SCRIPT FLUSH with later
+  // commands already behind it, after its callback had timed out. The
+  // compare-and-delete is safe to repeat (the token is ours alone), so it
+  // is sent again in the background while the key may still exist (now +
+  // the lease's ttl bounds it: ReleaseReport runs GiveUpToken); the caller
+  // still hears the first outcome.
+  return ReleaseAndReport(
+      core_, "simple", lease, std::move(callback),
+      [&](ReleaseReport report) {
+        LeaseArgv a;
+        return core_->commands.ReleaseCommand(lease.resource, lease.token, a)
+            .Send(*core_->commands.transport(), core_->command_timeout, std::move(report));
+      },
+      GiveUpToken);
 }
 
 std::string SimpleLock::HandOffLockKey(absl::string_view resource) const {
@@ -120,12 +121,12 @@ Transport* SimpleLock::HandOffTransport() const { return core_->commands.transpo
 
 absl::Status SimpleLock::ReleaseForHandOff(const Lease& lease, HandOffRelease how,
                                            StatusCallback callback) const {
-  return ReleaseAndReport(core_, "simple", lease, std::move(callback), [&](auto on_notice) {
-    // As Release, with CountingReleaseScript (KEYS: the lock key; the plain
-    // release's work, replying 1 + the PUBLISH's receivers) or the hand-off
-    // script (handoff_scripts.h: KEYS lock, C:q, C:qx). An unknown outcome
-    // is cleaned up by the plain release (queued waiters then learn of it
-    // from the released token, or from their refresh).
+  // As Release, with CountingReleaseScript (KEYS: the lock key; the plain
+  // release's work, replying 1 + the PUBLISH's receivers) or the hand-off
+  // script (handoff_scripts.h: KEYS lock, C:q, C:qx). An unknown outcome
+  // is cleaned up by the plain release (GiveUpToken; queued waiters then
+  // learn of it from the released token, or from their refresh).
+  auto send = [&](ReleaseReport report) {
     ResourceKeys rk(core_->commands.keys().prefix, lease.resource);
     const std::string channel(rk.channel());
     const std::string q = HandOffQueueKey(channel);
@@ -138,39 +139,32 @@ absl::Status SimpleLock::ReleaseForHandOff(const Lease& lease, HandOffRelease ho
     return script.Invoke(
         *core_->commands.transport(), absl::MakeConstSpan(keys, how.hand_off ? 3 : 1),
         absl::MakeConstSpan(args, how.hand_off ? 5 : 2), core_->command_timeout,
-        [core = core_, resource = lease.resource, token = lease.token,
-         key_expiry = core_->loop->Now() + lease.ttl, on_listeners = std::move(how.on_listeners),
-         on_notice = std::move(on_notice)](absl::StatusOr<Reply> reply) mutable {
+        [on_listeners = std::move(how.on_listeners),
+         report = std::move(report)](absl::StatusOr<Reply> reply) mutable {
           // Counting: 1 + receivers when released; read as the plain reply.
           if (reply.ok() && reply->is_integer() && reply->integer > 1) {
             if (on_listeners) std::move(on_listeners)(reply->integer - 1);
             reply->integer = 1;
           }
-          absl::StatusOr<ReleaseNotice> notice = ReleaseNoticeReply{}(std::move(reply), {});
-          if (!notice.ok() && IsUnknownOutcome(notice.status())) {
-            CleanupToken(core, std::move(resource), std::move(token), key_expiry);
-          }
-          std::move(on_notice)(std::move(notice));
+          report(ReleaseNoticeReply{}(std::move(reply), {}));
         });
-  });
+  };
+  return ReleaseAndReport(core_, "simple", lease, std::move(callback), send, GiveUpToken);
 }
 
 absl::Status SimpleLock::Extend(const Lease& lease, absl::Duration ttl,
                                 LeaseCallback callback) {
+  // The master extended a key its replicas may not have: the lease is given
+  // up (GiveUpToken) rather than held where a failover could hand it to
+  // another.
   return ExtendAndReport(
       core_, "simple", lease, ttl, std::move(callback),
-      [&](absl::Duration whole, auto on_status) {
+      [&](absl::Duration whole, ExtendReport report) {
         LeaseArgv a;
         return core_->commands.ExtendCommand(lease.resource, lease.token, whole, a)
-            .Send(*core_->commands.transport(), core_->command_timeout, std::move(on_status));
+            .Send(*core_->commands.transport(), core_->command_timeout, std::move(report));
       },
-      [core = core_](absl::Status status, const Lease& lease, absl::Time key_expiry) {
-        // The master extended a key its replicas may not have: give the
-        // lease up rather than hold one a failover could hand to another.
-        return GiveUpOnShortfall(std::move(status), "the lease", [&] {
-          CleanupToken(core, lease.resource, lease.token, key_expiry);
-        });
-      });
+      GiveUpToken);
 }
 
 }  // namespace dlock

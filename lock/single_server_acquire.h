@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -81,6 +82,16 @@ class SingleServerAcquire : public Cancellable {
   absl::Time sent_at_;
   LeaseCallback callback_;
   State state_ = State::kPending;
+};
+
+// The callback of an acquire command: op->OnReply(fence). One type for
+// every policy, so each acquire command type's send is compiled once for
+// all of them (kept inline in the command's one allocation, as a lambda
+// would be).
+struct AcquireReply {
+  void operator()(absl::StatusOr<int64_t> fence) { op->OnReply(std::move(fence)); }
+
+  std::shared_ptr<SingleServerAcquire> op;
 };
 
 // The shape of every policy's Acquire around its command: sends `op`

@@ -36,12 +36,16 @@ bool AttemptReleases::Send(const std::shared_ptr<Op>& owner, size_t i, int attem
   absl::Status sent =
       server.commands->ReleaseCommand(resource_, token(attempt), a)
           .Send(*server.transport, core_->Timeout(ttl_),
-                [owner, self = this, i, attempt, sent_at,
-                 track](const absl::StatusOr<ReleaseNotice>& notice) {
-                  self->OnReply(i, attempt, sent_at, track, notice.status());
-                });
+                ReleaseReply{owner, &AttemptReleases::OnReleaseReply, i, this, attempt, track,
+                             sent_at});
   if (!sent.ok() && !closed_) AddLeftover(i, attempt);
   return sent.ok();
+}
+
+void AttemptReleases::OnReleaseReply(const ReleaseReply& reply, const absl::Status& status) {
+  static_cast<AttemptReleases*>(reply.target)
+      ->OnReply(reply.server, static_cast<int>(reply.number), reply.sent_at, reply.track,
+                status);
 }
 
 void AttemptReleases::OnReply(size_t i, int attempt, absl::Time sent_at, uint32_t track,

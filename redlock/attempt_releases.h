@@ -89,6 +89,8 @@ class AttemptReleases {
   void Settle(size_t i);
   void OnReply(size_t i, int attempt, absl::Time sent_at, uint32_t track,
                const absl::Status& status);
+  // OnReply as a ReleaseReply's handler (target: this object).
+  static void OnReleaseReply(const ReleaseReply& reply, const absl::Status& status);
   void MaybeSettled();
   bool MayStillExist(int attempt, absl::Time now) const;
   void AddLeftover(size_t server, int attempt);

@@ -43,6 +43,26 @@ class Op : public Cancellable, public std::enable_shared_from_this<Op> {
   virtual void Shutdown() = 0;
 };
 
+// The callback of a release command sent to server `server` (ReleaseOp's
+// round and re-sends, ExtendOp's second release, an acquire attempt's
+// release): ONE type for all of them, so //redlock compiles the release
+// command's send once. `op` keeps the operation alive until the reply; `on`
+// gets this and the release's status; the other fields are what `on` needs.
+struct ReleaseReply {
+  using Handler = void (*)(const ReleaseReply& reply, const absl::Status& status);
+  void operator()(const absl::StatusOr<ReleaseNotice>& notice) const {
+    on(*this, notice.status());
+  }
+
+  std::shared_ptr<Op> op;
+  Handler on = nullptr;
+  size_t server = 0;
+  void* target = nullptr;  // what `on` works on, when not `op` itself
+  int64_t number = 0;      // an attempt, a round's generation
+  uint32_t track = 0;
+  absl::Time sent_at;
+};
+
 class Core : public std::enable_shared_from_this<Core> {
  public:
   Core(EventLoop* loop, RedLockOptions options, int quorum,

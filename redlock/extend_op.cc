@@ -96,18 +96,21 @@ void ExtendOp::OnReply(uint32_t generation, size_t i, const Probe& probe,
 
 void ExtendOp::ReleaseAgain(size_t i) {
   const absl::Time sent_at = loop()->Now();
-  auto self = std::static_pointer_cast<ExtendOp>(shared_from_this());
+  std::shared_ptr<Op> self = shared_from_this();
   // Rejected (the connection is closed): the key expires with its TTL.
   LeaseArgv a;
   const Server& server = core_->server(i);
   (void)server.commands->ReleaseCommand(lease_.resource, lease_.token, a)
       .Send(*server.transport, core_->Timeout(ttl_),
-            [self, i, sent_at](const absl::StatusOr<ReleaseNotice>& notice) {
-              Core& core = *self->core_;
-              core.ReportVote(self->lease_.resource, "release", i, notice.status(),
-                              core.loop()->Now() - sent_at);
-              core.run_ids().NoteResult(i, notice.status());
-            });
+            ReleaseReply{std::move(self), &ExtendOp::OnReleasedAgain, i, nullptr, 0, 0, sent_at});
+}
+
+void ExtendOp::OnReleasedAgain(const ReleaseReply& reply, const absl::Status& status) {
+  const ExtendOp& self = static_cast<const ExtendOp&>(*reply.op);
+  Core& core = *self.core_;
+  core.ReportVote(self.lease_.resource, "release", reply.server, status,
+                  core.loop()->Now() - reply.sent_at);
+  core.run_ids().NoteResult(reply.server, status);
 }
 
 void ExtendOp::OnDeadline() {

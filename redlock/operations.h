@@ -85,8 +85,9 @@ class ExtendOp final : public QuorumOp<absl::StatusOr<Lease>> {
  private:
   void OnReply(uint32_t generation, size_t i, const Probe& probe, absl::Status status);
   // Server i extended (or set again) the key of a lease released meanwhile:
-  // release it there again.
+  // release it there again (its reply: OnReleasedAgain).
   void ReleaseAgain(size_t i);
+  static void OnReleasedAgain(const ReleaseReply& reply, const absl::Status& status);
   void Evaluate() { Decide(/*round_over=*/false); }
   void OnDeadline();
   void Decide(bool round_over);
@@ -113,6 +114,9 @@ class ReleaseOp final : public QuorumOp<absl::Status> {
  private:
   void OnReply(uint32_t generation, size_t i, absl::Status status);
   void MaybeResend(size_t i, const absl::Status& status);
+  // OnReply and MaybeResend as ReleaseReply handlers.
+  static void OnRoundReply(const ReleaseReply& reply, const absl::Status& status);
+  static void OnResendReply(const ReleaseReply& reply, const absl::Status& status);
   void Evaluate() { Decide(/*round_over=*/false); }
   void OnDeadline();
   void Decide(bool round_over);

@@ -75,5 +75,34 @@ void QuorumRound::ArmDeadline(EventLoop* loop, absl::Duration delay,
   timer_ = loop->RunAfter(delay, std::move(on_deadline));
 }
 
+void QuorumOpBase::EndRound() {
+  round_.Close(loop());
+  done_ = true;
+  core_->Unregister(this);
+}
+
+void QuorumOpBase::PostInRoundOf(uint32_t generation, Method method) {
+  std::weak_ptr<Op> weak = weak_from_this();
+  loop()->RunAfter(absl::ZeroDuration(), [weak, generation, method] {
+    std::shared_ptr<Op> op = weak.lock();
+    if (op == nullptr) return;
+    auto* self = static_cast<QuorumOpBase*>(op.get());
+    if (self->round_.IsCurrent(generation)) (self->*method)();
+  });
+}
+
+void QuorumOpBase::ArmRoundDeadlineOf(absl::Duration delay, Method method) {
+  std::weak_ptr<Op> weak = weak_from_this();
+  const uint32_t generation = round_.generation();
+  round_.ArmDeadline(loop(), delay, [weak, generation, method] {
+    std::shared_ptr<Op> op = weak.lock();
+    if (op == nullptr) return;
+    auto* self = static_cast<QuorumOpBase*>(op.get());
+    if (!self->round_.IsCurrent(generation)) return;
+    self->round_.DeadlineFired();
+    (self->*method)();
+  });
+}
+
 }  // namespace redlock_internal
 }  // namespace dlock

@@ -110,23 +110,58 @@ class QuorumRound {
   TimerId timer_ = 0;
 };
 
-// The base of an operation that owes its caller one callback taking
-// `Result` (absl::StatusOr<Lease> or absl::Status).
-template <typename Result>
-class QuorumOp : public Op {
- public:
-  using Callback = absl::AnyInvocable<void(Result) &&>;
-
-  QuorumOp(std::shared_ptr<Core> core, Callback callback)
-      : core_(std::move(core)), callback_(std::move(callback)) {}
-
+// What every RedLock operation shares whatever its result: the core, the
+// round, ending (EndRound) and the round's timers. Compiled once (QuorumOp
+// is a template per result type).
+class QuorumOpBase : public Op {
  protected:
+  explicit QuorumOpBase(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+
   EventLoop* loop() const { return core_->loop(); }
   bool done() const { return done_; }
 
   // The observer event for the outcome (OnAcquire, OnExtend, OnRelease).
   virtual void Report(const absl::Status& status) = 0;
 
+  // No more rounds: the round closed, done, unregistered from the core.
+  void EndRound();
+
+  // Runs `method` on a later loop turn if the op is still alive and the
+  // round `generation` still current.
+  template <typename Self>
+  void PostInRound(uint32_t generation, void (Self::*method)()) {
+    PostInRoundOf(generation, static_cast<Method>(method));
+  }
+
+  // Arms the current round's deadline: `method` runs at its end if the
+  // round is still current then.
+  template <typename Self>
+  void ArmRoundDeadline(absl::Duration delay, void (Self::*method)()) {
+    ArmRoundDeadlineOf(delay, static_cast<Method>(method));
+  }
+
+  const std::shared_ptr<Core> core_;
+  QuorumRound round_;
+
+ private:
+  using Method = void (QuorumOpBase::*)();
+  void PostInRoundOf(uint32_t generation, Method method);
+  void ArmRoundDeadlineOf(absl::Duration delay, Method method);
+
+  bool done_ = false;
+};
+
+// The base of an operation that owes its caller one callback taking
+// `Result` (absl::StatusOr<Lease> or absl::Status).
+template <typename Result>
+class QuorumOp : public QuorumOpBase {
+ public:
+  using Callback = absl::AnyInvocable<void(Result) &&>;
+
+  QuorumOp(std::shared_ptr<Core> core, Callback callback)
+      : QuorumOpBase(std::move(core)), callback_(std::move(callback)) {}
+
+ protected:
   // Ends the operation: no more rounds, reported, callback run now. The
   // callback may destroy the RedLock; `self` keeps this op alive.
   void Complete(Result result) {
@@ -155,7 +190,7 @@ class QuorumOp : public Op {
     loop()->RunAfter(absl::ZeroDuration(), [weak, status] {
       std::shared_ptr<Op> op = weak.lock();
       auto* self = static_cast<QuorumOp*>(op.get());
-      if (self != nullptr && !self->done_) self->Complete(status);
+      if (self != nullptr && !self->done()) self->Complete(status);
     });
   }
 
@@ -167,38 +202,6 @@ class QuorumOp : public Op {
     Report(status);
   }
 
-  // Runs `method` on a later loop turn if the op is still alive and the
-  // round `generation` still current.
-  template <typename Self>
-  void PostInRound(uint32_t generation, void (Self::*method)()) {
-    std::weak_ptr<Op> weak = weak_from_this();
-    loop()->RunAfter(absl::ZeroDuration(), [weak, generation, method] {
-      std::shared_ptr<Op> op = weak.lock();
-      if (op == nullptr) return;
-      Self* self = static_cast<Self*>(op.get());
-      if (self->round_.IsCurrent(generation)) (self->*method)();
-    });
-  }
-
-  // Arms the current round's deadline: `method` runs at its end if the
-  // round is still current then.
-  template <typename Self>
-  void ArmRoundDeadline(absl::Duration delay, void (Self::*method)()) {
-    std::weak_ptr<Op> weak = weak_from_this();
-    const uint32_t generation = round_.generation();
-    round_.ArmDeadline(loop(), delay, [weak, generation, method] {
-      std::shared_ptr<Op> op = weak.lock();
-      if (op == nullptr) return;
-      Self* self = static_cast<Self*>(op.get());
-      if (!self->round_.IsCurrent(generation)) return;
-      self->round_.DeadlineFired();
-      (self->*method)();
-    });
-  }
-
-  const std::shared_ptr<Core> core_;
-  QuorumRound round_;
-
  private:
   static absl::Status StatusOf(const absl::Status& s) { return s; }
   template <typename T>
@@ -207,16 +210,13 @@ class QuorumOp : public Op {
   }
 
   Callback End() {
-    round_.Close(loop());
-    done_ = true;
-    core_->Unregister(this);
+    EndRound();
     Callback callback = std::move(callback_);
     callback_ = nullptr;
     return callback;
   }
 
   Callback callback_;
-  bool done_ = false;
 };
 
 }  // namespace redlock_internal

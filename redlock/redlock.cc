@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "dlock/lock/error_text.h"
 #include "dlock/redlock/core.h"
 #include "dlock/redlock/operations.h"
 
@@ -18,8 +18,12 @@ using redlock_internal::Core;
 using redlock_internal::ExtendOp;
 using redlock_internal::ReleaseOp;
 
-absl::StatusOr<std::unique_ptr<RedLock>> RedLock::Create(
-    EventLoop* loop, std::vector<Transport*> servers, RedLockOptions options) {
+namespace {
+
+// Create's checks, with the quorum they settle on (a Status, built once per
+// outcome: cheaper than a StatusOr<std::unique_ptr> per refusal).
+absl::Status CheckCreate(EventLoop* loop, const std::vector<Transport*>& servers,
+                         const RedLockOptions& options, int& quorum_out) {
   if (loop == nullptr) return absl::InvalidArgumentError("RedLock: loop is null");
   if (servers.empty()) {
     return absl::InvalidArgumentError("RedLock: needs at least one server");
@@ -36,11 +40,11 @@ absl::StatusOr<std::unique_ptr<RedLock>> RedLock::Create(
   }
   const int n = static_cast<int>(servers.size());
   const int majority = n / 2 + 1;
-  int quorum = options.quorum == 0 ? majority : options.quorum;
+  const int quorum = options.quorum == 0 ? majority : options.quorum;
   if (quorum < majority || quorum > n) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RedLock: quorum ", options.quorum, " is impossible for ", n,
-        " servers: it must lie in [", majority, ", ", n, "]"));
+    return ErrorStatus(absl::StatusCode::kInvalidArgument,
+                       "RedLock: quorum % is impossible for % servers: it must lie in [%, %]",
+                       {options.quorum, n, majority, n});
   }
   if (options.retry_count < 0) {
     return absl::InvalidArgumentError("RedLock: retry_count must be >= 0");
@@ -60,16 +64,15 @@ absl::StatusOr<std::unique_ptr<RedLock>> RedLock::Create(
     return absl::InvalidArgumentError("RedLock: release_timeout must be >= 0");
   }
   if (options.max_ttl < kMinTtl || options.max_ttl > kMaxTtl) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RedLock: max_ttl must be in [", absl::FormatDuration(kMinTtl), ", ",
-        absl::FormatDuration(kMaxTtl), "]"));
+    return ErrorStatus(absl::StatusCode::kInvalidArgument, "RedLock: max_ttl must be in [%, %]",
+                       {kMinTtl, kMaxTtl});
   }
   if (options.restart_window != absl::ZeroDuration() &&
       options.restart_window < options.max_ttl) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RedLock: restart_window ", absl::FormatDuration(options.restart_window),
-        " must be 0 (= max_ttl) or >= max_ttl ", absl::FormatDuration(options.max_ttl),
-        ": a lease must not outlive the window"));
+    return ErrorStatus(absl::StatusCode::kInvalidArgument,
+                       "RedLock: restart_window % must be 0 (= max_ttl) or >= max_ttl %: a lease "
+                       "must not outlive the window",
+                       {options.restart_window, options.max_ttl});
   }
   if (options.restart_window > kMaxTtl) {
     return absl::InvalidArgumentError("RedLock: restart_window must be <= 30 days");
@@ -79,6 +82,17 @@ absl::StatusOr<std::unique_ptr<RedLock>> RedLock::Create(
     return absl::InvalidArgumentError(
         "RedLock: server_names must be empty or name every server");
   }
+  quorum_out = quorum;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RedLock>> RedLock::Create(
+    EventLoop* loop, std::vector<Transport*> servers, RedLockOptions options) {
+  int quorum = 0;
+  absl::Status s = CheckCreate(loop, servers, options, quorum);
+  if (!s.ok()) return s;
   auto core = std::make_shared<Core>(loop, std::move(options), quorum, servers);
   return std::unique_ptr<RedLock>(new RedLock(std::move(core)));
 }

@@ -27,15 +27,14 @@ void ReleaseOp::Start() {
   const absl::Duration timeout = core_->ReleaseTimeout(ttl_);
   bool rejected = false;
   for (size_t i = 0; i < n; ++i) {
-    auto self = std::static_pointer_cast<ReleaseOp>(shared_from_this());
     // Checked once, by RedLock::Release.
     LeaseArgv a;
     const Server& server = core_->server(i);
-    absl::Status sent = server.commands->ReleaseCommand(resource_, token_, a)
-                            .Send(*server.transport, timeout,
-                                  [self, generation, i](absl::StatusOr<ReleaseNotice> notice) {
-                                    self->OnReply(generation, i, notice.status());
-                                  });
+    absl::Status sent =
+        server.commands->ReleaseCommand(resource_, token_, a)
+            .Send(*server.transport, timeout,
+                  ReleaseReply{shared_from_this(), &ReleaseOp::OnRoundReply, i, nullptr,
+                               generation});
     if (!sent.ok()) {
       round_.Fail(i, sent);
       rejected = true;
@@ -72,11 +71,22 @@ void ReleaseOp::MaybeResend(size_t i, const absl::Status& status) {
   if (resends_.size() < core_->n()) resends_.resize(core_->n(), 0);
   if (resends_[i] >= kResends || loop()->Now() >= round_.sent_at() + ttl_) return;
   ++resends_[i];
-  auto self = std::static_pointer_cast<ReleaseOp>(shared_from_this());
   // Rejected (the transport is closed or down): the key expires by its TTL.
-  (void)core_->server(i).commands->Release(
-      resource_, token_, core_->ReleaseTimeout(ttl_),
-      [self, i](absl::Status status) { self->MaybeResend(i, status); });
+  // Resource and token were checked once, by RedLock::Release.
+  LeaseArgv a;
+  const Server& server = core_->server(i);
+  (void)server.commands->ReleaseCommand(resource_, token_, a)
+      .Send(*server.transport, core_->ReleaseTimeout(ttl_),
+            ReleaseReply{shared_from_this(), &ReleaseOp::OnResendReply, i});
+}
+
+void ReleaseOp::OnRoundReply(const ReleaseReply& reply, const absl::Status& status) {
+  static_cast<ReleaseOp&>(*reply.op).OnReply(static_cast<uint32_t>(reply.number), reply.server,
+                                             status);
+}
+
+void ReleaseOp::OnResendReply(const ReleaseReply& reply, const absl::Status& status) {
+  static_cast<ReleaseOp&>(*reply.op).MaybeResend(reply.server, status);
 }
 
 void ReleaseOp::OnDeadline() {
