@@ -59,6 +59,13 @@ struct CommandRequest : DeadlineNode {
   absl::string_view script_body;
   bool script_resent = false;  // re-sent once after a NOSCRIPT already
   bool script_load = false;    // internal: the SCRIPT LOAD before an EVALSHA
+  // Internal: the replies of a transaction's MULTI and queued commands
+  // (+OK, +QUEUED or a queuing error), read and dropped; its EXEC is the
+  // caller's request right behind.
+  size_t tx_skip = 0;
+  // A transaction waiting for a connection: `argv` holds its commands one
+  // after another, these their sizes (empty for any other command).
+  std::vector<size_t> tx_sizes;
 };
 
 // A FIFO of owned requests linked through CommandRequest::next (no
@@ -82,6 +89,7 @@ class RequestQueue {
       tail_ = raw;
     }
   }
+  CommandRequest* front() const { return head_; }
   std::unique_ptr<CommandRequest> pop_front() {
     CommandRequest* r = head_;
     if (r == nullptr) return nullptr;

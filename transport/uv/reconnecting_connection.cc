@@ -82,6 +82,30 @@ void LinkSession::IssueScript(std::unique_ptr<CommandRequest> request) {
   Issue(std::move(request), argv);
 }
 
+void LinkSession::IssueTransaction(
+    std::unique_ptr<CommandRequest> request,
+    absl::Span<const absl::Span<const absl::string_view>> commands) {
+  static constexpr absl::string_view kMulti[] = {"MULTI"};
+  static constexpr absl::string_view kExec[] = {"EXEC"};
+  // Every part goes into the link's output buffer now, in this call:
+  // written together, on this link or not at all.
+  bool written = link_ != nullptr && link_->Write(kMulti);
+  for (size_t i = 0; written && i < commands.size(); ++i) written = link_->Write(commands[i]);
+  if (!written) {
+    // Only when the link is already going away (its FIFO fails with it).
+    p_->ledger->Complete(std::move(request),
+                         absl::UnavailableError(absl::StrCat(*p_->endpoint,
+                                                             ": connection closing")));
+    return;
+  }
+  auto parts = std::make_unique<CommandRequest>();
+  parts->internal = true;
+  parts->internal_name = "MULTI";
+  parts->tx_skip = commands.size() + 1;
+  fifo_.push_back(std::move(parts));
+  Issue(std::move(request), kExec);
+}
+
 void LinkSession::OnNoScript(std::unique_ptr<CommandRequest> r) {
   if (load_error_.has_value()) {
     // Our own SCRIPT LOAD, right before it, was refused: that is the answer.
@@ -109,6 +133,11 @@ bool LinkSession::WritePush(absl::Span<const absl::string_view> argv) {
 }
 
 void LinkSession::OnLinkReply(Reply reply) {
+  CommandRequest* front = fifo_.front();
+  if (front != nullptr && front->tx_skip > 1) {
+    --front->tx_skip;  // MULTI's or a queued command's reply
+    return;
+  }
   std::unique_ptr<CommandRequest> r = fifo_.pop_front();
   if (r == nullptr) {
     if (p_->pubsub) {
@@ -132,6 +161,7 @@ void LinkSession::OnLinkReply(Reply reply) {
     p_->ledger->Answer(std::move(r), std::move(reply));
     return;
   }
+  if (r->tx_skip != 0) return;  // the last queued command's reply
   if (r->script_load) {
     load_error_.reset();
     if (reply.is_error()) {

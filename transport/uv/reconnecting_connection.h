@@ -110,6 +110,9 @@ class LinkSession : private LinkEvents {
              absl::Span<const absl::string_view> argv);
   // See ReconnectingConnection::IssueScript.
   void IssueScript(std::unique_ptr<CommandRequest> request);
+  // See ReconnectingConnection::IssueTransaction.
+  void IssueTransaction(std::unique_ptr<CommandRequest> request,
+                        absl::Span<const absl::Span<const absl::string_view>> commands);
   bool WritePush(absl::Span<const absl::string_view> argv);
   // Drops the link (it never calls back) and fails the commands in flight
   // with `why`, through the ledger.
@@ -167,6 +170,15 @@ class ReconnectingConnection {
   // header comment); its reply (or failure) goes to the ledger.
   void IssueScript(std::unique_ptr<CommandRequest> request) {
     session_.IssueScript(std::move(request));
+  }
+  // Sends a transaction (Transport::SendTransaction) on the ready
+  // connection: MULTI, `commands`, EXEC written back to back on the one
+  // link (nothing can come between them, and a reconnect cannot split
+  // them), the replies of MULTI and the queued commands dropped, EXEC's
+  // reply (or the failure) going to the ledger for `request`.
+  void IssueTransaction(std::unique_ptr<CommandRequest> request,
+                        absl::Span<const absl::Span<const absl::string_view>> commands) {
+    session_.IssueTransaction(std::move(request), commands);
   }
   // Sends a command whose replies come as pushes (SUBSCRIBE, UNSUBSCRIBE).
   // False when there is no link to write to.

@@ -57,6 +57,11 @@ class ReconnectingTransport : public Transport, private ConnectionOwner {
   absl::Status SendScript(absl::string_view body,
                           absl::Span<const absl::string_view> evalsha_argv,
                           absl::Duration timeout, ReplyCallback callback) override;
+  // See Transport::SendTransaction: MULTI, the commands and EXEC written
+  // back to back on one connection (reconnecting_connection.h); one waiting
+  // for a connection is copied and written whole on the one it goes out on.
+  absl::Status SendTransaction(absl::Span<const absl::Span<const absl::string_view>> commands,
+                               absl::Duration timeout, ReplyCallback callback) override;
   // See Transport::Subscribe. kInvalidArgument for a null on_message,
   // kCancelled after Close().
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(

@@ -170,6 +170,19 @@ absl::Status SentinelTransport::SendScript(absl::string_view body,
   return master_.SendScript(body, evalsha_argv, timeout, std::move(callback));
 }
 
+absl::Status SentinelTransport::SendTransaction(
+    absl::Span<const absl::Span<const absl::string_view>> commands, absl::Duration timeout,
+    ReplyCallback callback) {
+  if (closed_) return absl::CancelledError("Sentinel transport closed");
+  if (master_.get() == nullptr) {
+    // No master confirmed yet: the caller falls back to a script, which is
+    // held until one is (transport.h).
+    return Transport::SendTransaction(commands, timeout, std::move(callback));
+  }
+  if (absl::Status s = ValidateTransaction(commands, timeout); !s.ok()) return s;
+  return master_.SendTransaction(commands, timeout, std::move(callback));
+}
+
 absl::StatusOr<std::unique_ptr<Subscription>> SentinelTransport::Subscribe(
     std::string channel, MessageCallback on_message,
     absl::AnyInvocable<void(absl::Status) &&> on_ready) {
