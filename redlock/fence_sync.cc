@@ -33,7 +33,7 @@ if not stored or tonumber(stored) ~= hwm then
 end
 return hwm
 )lua",
-                                            "daf21d246eb0edf7071868bc98ee5bb5b786f244");
+                                            "83b50c7199696eaa04442c2a55c074b5b10c2f76");
   return *s;
 }
 

@@ -53,12 +53,12 @@ std::optional<std::vector<Reply>> FakeRedisSession::Transaction(std::vector<std:
       return std::vector<Reply>{Reply::Error(
           absl::StrCat("ERR ", exec ? "EXEC" : "DISCARD", " without MULTI"))};
     }
-    commands_->LogOnly(ctx, argv);
     std::vector<std::vector<std::string>> queue = std::move(multi_queue_);
     const bool dirty = multi_dirty_;
     in_multi_ = false;
     multi_dirty_ = false;
     multi_queue_.clear();
+    if (discard || dirty) commands_->LogOnly(ctx, argv);
     if (discard) return std::vector<Reply>{Reply::Status("OK")};
     if (dirty) {
       return std::vector<Reply>{
@@ -71,6 +71,7 @@ std::optional<std::vector<Reply>> FakeRedisSession::Transaction(std::vector<std:
       std::vector<Reply> r = commands_->Dispatch(ctx, std::move(cmd));
       replies.push_back(std::move(r.front()));
     }
+    commands_->LogOnly(ctx, argv);  // after what it ran, as the server finishes it
     return std::vector<Reply>{Reply::Array(std::move(replies))};
   }
   std::optional<Reply> error = commands_->QueueError(argv);
