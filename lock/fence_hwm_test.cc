@@ -353,6 +353,30 @@ TEST_F(FenceHwmTest, TransactionsRacingOnALostMarkNeverHandOutItsSmallValues) {
   EXPECT_NE(got_b->value().fence, got_re->value().fence);
 }
 
+// A refused transaction (the key is held) still INCRs the mark: after a
+// loss it recreates it at 1, then 2, ... with no rare path to raise it.
+// Every script that reads or INCRs the mark must see that it is not valid
+// for the marker: the reader's fence (the mark itself), a semaphore's and
+// a writer's (INCR) all stay above every fence issued before the loss.
+TEST_F(FenceHwmTest, AMarkRecreatedByRefusedTransactionsIsNeverTrustedByScripts) {
+  SimpleLock lock(&loop_, &conn_);
+  ReadWriteLock rw(&loop_, &conn_);
+  Semaphore sem(&loop_, &conn_);
+  absl::StatusOr<Lease> held = Acquire(lock, "h");
+  ASSERT_THAT(held, IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(5));
+  server_.Execute({"DEL", keys_.FenceHwmKey()});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(Acquire(lock, "h"), test_support::StatusIs(absl::StatusCode::kAborted));
+  }
+  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), std::optional<std::string>("3"));
+  absl::StatusOr<Lease> read = Acquire(rw.reader(), "r");
+  ASSERT_THAT(read, IsOk());
+  EXPECT_GE(read->fence, held->fence);
+  EXPECT_GT(Cycle(sem, "s"), held->fence);
+  EXPECT_GT(Cycle(rw.writer(), "w"), held->fence);
+}
+
 // Foreign data under the lock key: another type (WRONGTYPE from SET GET)
 // is refused as foreign data; a string with no TTL reads as held (the
 // transaction cannot ask PTTL). Neither keeps a fence; the INCR of the
