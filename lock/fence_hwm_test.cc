@@ -362,8 +362,10 @@ TEST_F(FenceHwmTest, AMarkRecreatedByRefusedTransactionsIsNeverTrustedByScripts)
   SimpleLock lock(&loop_, &conn_);
   ReadWriteLock rw(&loop_, &conn_);
   Semaphore sem(&loop_, &conn_);
+  server_.Execute({"SET", keys_.DataSetKey(), std::to_string(server_.NowMs())});
   absl::StatusOr<Lease> held = Acquire(lock, "h");
   ASSERT_THAT(held, IsOk());
+  EXPECT_EQ(held->fence, server_.NowMs() * 1000 + 1);
   loop_.AdvanceTime(absl::Milliseconds(5));
   server_.Execute({"DEL", keys_.FenceHwmKey()});
   for (int i = 0; i < 3; ++i) {

@@ -119,8 +119,10 @@
 // reader's acquire, RedLock's RaiseFence, and the CLI's forced unlock,
 // which bumps the mark off the hot path):
 // DLOCK_FENCE_LAST(H, M) reads and sets `hwm` (the last fence: the mark or
-// its start) and `stored` (the mark as stored, false if missing); writes
-// nothing but a missing marker. DLOCK_FENCE_NEXT adds `fence` = hwm + 1.
+// its start) and `stored` (the mark as stored; false if missing, or if it
+// was not valid for the marker -- recreated by INCRs, see
+// DLOCK_FENCE_CHECK_BELOW -- so that the caller stores the new start);
+// writes nothing but a missing marker. DLOCK_FENCE_NEXT adds `fence` = hwm + 1.
 // DLOCK_FENCE_COMMIT(H) stores the mark. Between them the script decides
 // whether it grants.
 #define DLOCK_FENCE_LAST(H, M) \
@@ -153,6 +155,7 @@
   "    hwm = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), b * 1000, " \
   "tonumber(stored) or 0)\n" \
   "  end\n" \
+  "  stored = false\n" \
   "end\n" \
   "if hwm >= 9007199254740991 then\n" \
   "  return {'exhausted', stored or string.format('%.0f', hwm), KEYS[" #H "]}\n" \

@@ -33,7 +33,7 @@ if not stored or tonumber(stored) ~= hwm then
 end
 return hwm
 )lua",
-                                            "83b50c7199696eaa04442c2a55c074b5b10c2f76");
+                                            "c90a0af9c93a2a1c626d912d6dc069fcb947cd31");
   return *s;
 }
 
