@@ -220,19 +220,23 @@ inline absl::Status Transport::SendScript(absl::string_view body,
 
 // The rejection every SendTransaction shares for its arguments: OK, or
 // kInvalidArgument for no commands, an empty command, a command that would
-// end or nest the transaction (MULTI, EXEC, DISCARD, WATCH, UNWATCH), or a
-// non-positive timeout.
+// end or nest the transaction (MULTI, EXEC, DISCARD, WATCH, UNWATCH) or
+// change the connection's protocol (the (P|S)(UN)SUBSCRIBE family,
+// MONITOR), or a non-positive timeout.
 inline absl::Status ValidateTransaction(
     absl::Span<const absl::Span<const absl::string_view>> commands, absl::Duration timeout) {
   if (commands.empty()) return absl::InvalidArgumentError("a transaction needs a command");
   for (absl::Span<const absl::string_view> c : commands) {
     if (c.empty()) return absl::InvalidArgumentError("a transaction's command is empty");
-    for (absl::string_view nested : {"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"}) {
-      if (c[0].size() == nested.size() &&
-          std::equal(c[0].begin(), c[0].end(), nested.begin(),
+    for (absl::string_view refused : {"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "SUBSCRIBE",
+                                      "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE",
+                                      "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR"}) {
+      if (c[0].size() == refused.size() &&
+          std::equal(c[0].begin(), c[0].end(), refused.begin(),
                      [](char a, char b) { return (a & ~0x20) == b; })) {
-        return absl::InvalidArgumentError("a transaction's command cannot be MULTI, EXEC, "
-                                          "DISCARD, WATCH or UNWATCH");
+        return absl::InvalidArgumentError(
+            "a transaction's command cannot end or nest it (MULTI, EXEC, DISCARD, WATCH, "
+            "UNWATCH) nor change the connection's protocol (SUBSCRIBE, MONITOR, ...)");
       }
     }
   }

@@ -138,6 +138,23 @@ class CommandLedger {
   // by DeliverReplies, in order with the other replies (dropped if `r` is
   // done).
   void Answer(std::unique_ptr<CommandRequest> r, absl::StatusOr<Reply> reply);
+  // Queues `r` until a connection is ready: WaitTransaction when `tx` is
+  // set, else WaitScript for a script request, else Wait.
+  void Hold(std::unique_ptr<CommandRequest> r, absl::Span<const absl::string_view> argv,
+            std::vector<std::string>* owned,
+            const absl::Span<const absl::Span<const absl::string_view>>* tx) {
+    if (tx != nullptr) {
+      WaitTransaction(std::move(r), *tx);
+    } else if (!r->script_argv.empty()) {
+      WaitScript(std::move(r));
+    } else {
+      Wait(std::move(r), argv, owned);
+    }
+  }
+  // Queues a transaction `r` until a connection is ready, keeping a copy of
+  // its commands (CommandRequest::argv and tx_sizes).
+  void WaitTransaction(std::unique_ptr<CommandRequest> r,
+                       absl::Span<const absl::Span<const absl::string_view>> commands);
   // Queues a script request `r` until a connection is ready, keeping no
   // copy: its argv is the caller's (CommandRequest::script_argv).
   void WaitScript(std::unique_ptr<CommandRequest> r) { waiting_.push_back(std::move(r)); }

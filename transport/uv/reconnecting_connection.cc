@@ -195,6 +195,28 @@ void LinkSession::Drop(const absl::Status& why) {
 // ---------------------------------------------------------------------------
 // ReconnectingConnection: attempts, backoff, reconnects.
 
+void LinkSession::IssueWaiting(std::unique_ptr<CommandRequest> r) {
+  if (!r->script_argv.empty()) {
+    IssueScript(std::move(r));  // loaded first: a new connection
+    return;
+  }
+  std::vector<std::string> argv = std::move(r->argv);
+  absl::InlinedVector<absl::string_view, 16> views(argv.begin(), argv.end());
+  if (r->tx_sizes.empty()) {
+    Issue(std::move(r), views);
+    return;
+  }
+  // A transaction: its commands, one after another in `views`.
+  std::vector<size_t> sizes = std::move(r->tx_sizes);
+  absl::InlinedVector<absl::Span<const absl::string_view>, 4> commands;
+  size_t at = 0;
+  for (size_t n : sizes) {
+    commands.push_back(absl::MakeConstSpan(views).subspan(at, n));
+    at += n;
+  }
+  IssueTransaction(std::move(r), commands);
+}
+
 ReconnectingConnection::~ReconnectingConnection() {
   Close(absl::CancelledError("transport closed"));
 }

@@ -87,46 +87,20 @@ absl::Status ReconnectingTransport::SendScript(absl::string_view body,
   return Submit(evalsha_argv, nullptr, timeout, std::move(callback), &body);
 }
 
-absl::Status ReconnectingTransport::SendTransaction(
-    absl::Span<const absl::Span<const absl::string_view>> commands, absl::Duration timeout,
-    ReplyCallback callback) {
-  if (closed_) return absl::CancelledError("transport closed");
-  if (absl::Status s = ValidateTransaction(commands, timeout); !s.ok()) return s;
-  for (absl::Span<const absl::string_view> c : commands) {
-    if (absl::Status s = ValidateSendArguments(c.size(), c[0], timeout, callback != nullptr);
-        !s.ok()) {
-      return s;
-    }
-  }
-  std::unique_ptr<CommandRequest> r = ledger_.Start(std::move(callback), timeout);
-  switch (cmd_.state()) {
-    case ReconnectingConnection::State::kReady:
-      cmd_.IssueTransaction(std::move(r), commands);
-      break;
-    case ReconnectingConnection::State::kIdle:
-    case ReconnectingConnection::State::kConnecting: {
-      std::vector<std::string> flat;
-      for (absl::Span<const absl::string_view> c : commands) {
-        r->tx_sizes.push_back(c.size());
-        for (absl::string_view a : c) flat.emplace_back(a);
-      }
-      ledger_.Wait(std::move(r), {}, &flat);
-      break;
-    }
-    case ReconnectingConnection::State::kBackoff:
-      ledger_.Complete(std::move(r),
-                       absl::UnavailableError(absl::StrCat(
-                           "not connected (retrying in the background); last error: ",
-                           cmd_.last_error().message())));
-      break;
-  }
-  return absl::OkStatus();
+absl::Status ReconnectingTransport::SendTransaction(TransactionCommands commands,
+                                                    absl::Duration timeout,
+                                                    ReplyCallback callback) {
+  absl::Status s = ValidateTransaction(commands, timeout);
+  if (!s.ok() && !closed_) return s;
+  static constexpr absl::string_view kExec[] = {"EXEC"};
+  return Submit(kExec, nullptr, timeout, std::move(callback), nullptr, &commands);
 }
 
 absl::Status ReconnectingTransport::Submit(absl::Span<const absl::string_view> argv,
                                            std::vector<std::string>* owned,
                                            absl::Duration timeout, ReplyCallback callback,
-                                           const absl::string_view* script_body) {
+                                           const absl::string_view* script_body,
+                                           const TransactionCommands* tx) {
   if (closed_) return absl::CancelledError("transport closed");
   if (absl::Status s = ValidateSendArguments(
           argv.size(), argv.empty() ? absl::string_view() : argv[0], timeout,
@@ -141,19 +115,11 @@ absl::Status ReconnectingTransport::Submit(absl::Span<const absl::string_view> a
   }
   switch (cmd_.state()) {
     case ReconnectingConnection::State::kReady:
-      if (script_body != nullptr) {
-        cmd_.IssueScript(std::move(r));
-      } else {
-        cmd_.Issue(std::move(r), argv);
-      }
+      cmd_.IssueAny(std::move(r), argv, tx);
       break;
     case ReconnectingConnection::State::kIdle:
     case ReconnectingConnection::State::kConnecting:
-      if (script_body != nullptr) {
-        ledger_.WaitScript(std::move(r));
-      } else {
-        ledger_.Wait(std::move(r), argv, owned);
-      }
+      ledger_.Hold(std::move(r), argv, owned, tx);
       break;
     case ReconnectingConnection::State::kBackoff:
       ledger_.Complete(std::move(r),
@@ -202,26 +168,7 @@ void ReconnectingTransport::OnConnectionReady(ReconnectingConnection& conn) {
   ledger_.TakeWaiting(&waiting);
   while (!waiting.empty()) {
     std::unique_ptr<CommandRequest> r = waiting.pop_front();
-    if (r->done) continue;  // timed out while waiting
-    if (!r->script_argv.empty()) {
-      cmd_.IssueScript(std::move(r));  // loaded first: a new connection
-      continue;
-    }
-    std::vector<std::string> argv = std::move(r->argv);
-    absl::InlinedVector<absl::string_view, 16> views(argv.begin(), argv.end());
-    if (!r->tx_sizes.empty()) {
-      // A transaction: its commands, one after another in `views`.
-      std::vector<size_t> sizes = std::move(r->tx_sizes);
-      absl::InlinedVector<absl::Span<const absl::string_view>, 4> commands;
-      size_t at = 0;
-      for (size_t n : sizes) {
-        commands.push_back(absl::MakeConstSpan(views).subspan(at, n));
-        at += n;
-      }
-      cmd_.IssueTransaction(std::move(r), commands);
-      continue;
-    }
-    cmd_.Issue(std::move(r), views);
+    if (!r->done) cmd_.IssueWaiting(std::move(r));  // else: timed out while waiting
   }
   waiters_.Notify(absl::OkStatus());
 }

@@ -173,13 +173,8 @@ absl::Status SentinelTransport::SendScript(absl::string_view body,
 absl::Status SentinelTransport::SendTransaction(
     absl::Span<const absl::Span<const absl::string_view>> commands, absl::Duration timeout,
     ReplyCallback callback) {
-  if (closed_) return absl::CancelledError("Sentinel transport closed");
-  if (master_.get() == nullptr) {
-    // No master confirmed yet: the caller falls back to a script, which is
-    // held until one is (transport.h).
-    return Transport::SendTransaction(commands, timeout, std::move(callback));
-  }
-  if (absl::Status s = ValidateTransaction(commands, timeout); !s.ok()) return s;
+  // No master (or closed): kUnimplemented, the caller's script waits instead.
+  if (closed_ || master_.get() == nullptr) return Transport::SendTransaction({}, timeout, {});
   return master_.SendTransaction(commands, timeout, std::move(callback));
 }
 

@@ -102,9 +102,8 @@ class SentinelTransport : public Transport {
   absl::Status SendScript(absl::string_view body,
                           absl::Span<const absl::string_view> evalsha_argv,
                           absl::Duration timeout, ReplyCallback callback) override;
-  // Forwarded to the current master (never re-sent to a new one, like a
-  // script); kUnimplemented while no master is known, so that a caller
-  // falls back to a script, which waits for one.
+  // Forwarded to the current master (never re-sent to a new one);
+  // kUnimplemented while none is known: the caller's script waits for one.
   absl::Status SendTransaction(absl::Span<const absl::Span<const absl::string_view>> commands,
                                absl::Duration timeout, ReplyCallback callback) override;
   // Subscribes on the current master, and again on every new master.
