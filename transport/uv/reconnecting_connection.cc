@@ -18,6 +18,7 @@ void LinkSession::Attach(std::unique_ptr<RedisLink> link) {
   link_ = std::move(link);
   loaded_.clear();  // a new connection: nothing is known loaded on it
   load_error_.reset();
+  tx_error_.reset();
   handshake_left_ = 0;
   handshake_failed_ = false;
 }
@@ -134,8 +135,11 @@ bool LinkSession::WritePush(absl::Span<const absl::string_view> argv) {
 
 void LinkSession::OnLinkReply(Reply reply) {
   CommandRequest* front = fifo_.front();
-  if (front != nullptr && front->tx_skip > 1) {
-    --front->tx_skip;  // MULTI's or a queued command's reply
+  if (front != nullptr && front->tx_skip != 0) {
+    // MULTI's or a queued command's reply; the first error stands for
+    // EXEC's (EXECABORT; or EXEC without MULTI: an ACL refused MULTI).
+    if (reply.is_error() && !tx_error_.has_value()) tx_error_ = std::move(reply);
+    if (--front->tx_skip == 0) fifo_.pop_front();
     return;
   }
   std::unique_ptr<CommandRequest> r = fifo_.pop_front();
@@ -149,6 +153,10 @@ void LinkSession::OnLinkReply(Reply reply) {
     return;
   }
   if (!r->internal) {
+    if (tx_error_.has_value()) {  // this is the EXEC right behind them
+      if (reply.is_error()) reply = *std::move(tx_error_);
+      tx_error_.reset();
+    }
     if (!r->script_argv.empty()) {
       const bool noscript = reply.IsErrorWithPrefix("NOSCRIPT");
       if (noscript) {
@@ -161,7 +169,6 @@ void LinkSession::OnLinkReply(Reply reply) {
     p_->ledger->Answer(std::move(r), std::move(reply));
     return;
   }
-  if (r->tx_skip != 0) return;  // the last queued command's reply
   if (r->script_load) {
     load_error_.reset();
     if (reply.is_error()) {

@@ -143,6 +143,8 @@ class LinkSession : private LinkEvents {
   absl::flat_hash_set<std::string> loaded_;
   // The error reply of a refused SCRIPT LOAD, for the EVALSHA right behind.
   std::optional<Reply> load_error_;
+  // The first error reply of a transaction's MULTI or queued commands.
+  std::optional<Reply> tx_error_;
   int handshake_left_ = 0;
   bool handshake_failed_ = false;
 };
