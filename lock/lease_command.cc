@@ -46,6 +46,7 @@ struct FencedAcquireTx {
   int64_t window_ms = 0;
   std::string keys[3];     // lock, marker, mark
   std::string args[4];     // token, ttl, window, the transaction's fence
+  int64_t tx_fence = 0;    // INCR's reply (0: not an integer)
   AcquireReplyHandler on_reply;
 
   void Finish(absl::StatusOr<Reply> reply) {
@@ -62,7 +63,7 @@ struct FencedAcquireTx {
     const Reply& incr = exec.elements[1];
     if (!incr.is_integer() || incr.integer < 1 || incr.integer > kMaxFence) return std::nullopt;
     const int64_t fence = incr.integer;
-    args[3] = absl::StrCat(fence);
+    tx_fence = fence;
     const Reply& marker = exec.elements[2];
     int64_t began = 0;
     if (!marker.is_string() || !absl::SimpleAtoi(marker.str, &began) || began < 0 ||
@@ -101,6 +102,8 @@ struct FencedAcquireTx {
       tx->Finish(*std::move(read));
       return;
     }
+    // The rare path: only now is the transaction's fence spelled out.
+    if (tx->tx_fence > 0) tx->args[3] = absl::StrCat(tx->tx_fence);
     const absl::string_view keys[] = {tx->keys[0], tx->keys[1], tx->keys[2]};
     const absl::string_view args[] = {tx->args[0], tx->args[1], tx->args[2], tx->args[3]};
     FencedAcquireTx* raw = tx.get();
