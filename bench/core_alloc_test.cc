@@ -189,12 +189,14 @@ Counts RedLockCycles(int n, int cycles) {
 #define DLOCK_SKIP_UNDER_SANITIZER() (void)0
 #endif
 
-TEST(CoreAllocTest, SimpleLockCycleAllocatesAtMostEight) {
+TEST(CoreAllocTest, SimpleLockCycleAllocatesAtMostTwelve) {
   DLOCK_SKIP_UNDER_SANITIZER();
   Counts c = SimpleCycles(1000);
   std::printf("core allocs/cycle simple: %.2f (operator new %.2f)\n", c.per_cycle, c.news);
   EXPECT_EQ(c.failed, 0);
-  EXPECT_LE(c.per_cycle, 8.0);
+  // 8 with the acquire as a script; the transaction (lock/lease_command.h)
+  // keeps copies of its keys and args for its rare path.
+  EXPECT_LE(c.per_cycle, 12.0);
 }
 
 TEST(CoreAllocTest, FlatInTheNumberOfCycles) {

@@ -17,7 +17,10 @@
 // acquire fences) and the restart rule off (window 0) and on (window 30 s,
 // the data-set marker declared trusted so the window never refuses):
 //   simple      AcquireScript + ReleaseScript (SimpleLock, RetryLock, RedLock
-//               per server)
+//               per server, before the transaction; now: a cluster, replica
+//               acknowledgement)
+//   simple, transaction   MULTI/SET NX PX GET/INCR/GET marker/[TIME]/EXEC +
+//               ReleaseScript (SimpleLock, RetryLock, RedLock per server)
 //   writer      WriteAcquireScript + ReleaseScript (ReadWriteLock writer,
 //               `dlock run` exclusive)
 //   reader      ReadAcquireScript + ReadReleaseScript
@@ -170,6 +173,8 @@ struct Policy {
   void (*cycle)(const std::string& r, const std::string& window);
   // Whether the row sends SET itself (not from a script).
   bool sends_set = false;
+  // Whether the row sends MULTI/EXEC (its commands counted in EXEC's usec).
+  bool sends_tx = false;
 };
 
 std::string g_sha[16];
@@ -199,6 +204,53 @@ void Simple(const std::string& r, const std::string& window) {
     a.push_back(k);
   a.insert(a.end(), {"tok", "30000", window});
   Integer(a, "acquire");
+  Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
+}
+
+// The fenced acquire as SimpleLock sends it on its common path
+// (lock/lease_command.h, SendFencedAcquireTx): MULTI / SET NX PX GET / INCR
+// mark / GET marker / [TIME with a window] / EXEC, written at once
+// (pipelined), + ReleaseScript. The marker is trusted, so the fence is
+// valid as it is and the rare path (AcquireAfterTxScript) never runs.
+// EXEC's usec includes its queued commands (checked on 7.0.15 with a queued
+// DEBUG SLEEP), so the sent-commands column counts MULTI and EXEC.
+void SimpleTx(const std::string& r, const std::string& window) {
+  const bool on = window != "0";
+  std::vector<std::vector<std::string>> cmds = {
+      {"MULTI"},
+      {"SET", Lk(r), "tok", "NX", "PX", "30000", "GET"},
+      {"INCR", "dlock:fence-hwm"},
+      {"GET", "dlock:data-set-began"}};
+  if (on) cmds.push_back({"TIME"});
+  cmds.push_back({"EXEC"});
+  for (const std::vector<std::string>& argv : cmds) {
+    std::vector<const char*> a;
+    std::vector<size_t> len;
+    for (const std::string& x : argv) {
+      a.push_back(x.data());
+      len.push_back(x.size());
+    }
+    redisAppendCommandArgv(g_ctx, static_cast<int>(a.size()), a.data(), len.data());
+  }
+  bool ok = true;
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(g_ctx, &raw) != REDIS_OK || raw == nullptr) {
+      std::fprintf(stderr, "server_time: connection lost\n");
+      std::exit(1);
+    }
+    auto* reply = static_cast<redisReply*>(raw);
+    if (i + 1 == cmds.size()) {
+      ok = reply->type == REDIS_REPLY_ARRAY && reply->elements == cmds.size() - 2 &&
+           reply->element[0]->type == REDIS_REPLY_NIL &&
+           reply->element[1]->type == REDIS_REPLY_INTEGER && reply->element[1]->integer > 0;
+    }
+    freeReplyObject(reply);
+  }
+  if (!ok) {
+    std::fprintf(stderr, "server_time: the transaction's acquire was not granted\n");
+    std::exit(1);
+  }
   Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
 }
 
@@ -343,6 +395,7 @@ int main(int argc, char** argv) {
   }
   const Policy policies[] = {{"SET NX PX + compare-and-delete", Baseline, true},
                              {"simple", Simple},
+                             {"simple, transaction", SimpleTx, false, true},
                              {"writer", Writer},
                              {"reader", Reader},
                              {"reentrant", Reentrant},
@@ -367,7 +420,10 @@ int main(int argc, char** argv) {
       for (int i = 0; i < n; ++i) p.cycle("order:" + std::to_string(i), window);
       cpu[w] = (MainThreadCpuUsec() - cpu0) / n;
       calls[w] = InnerCalls() / n;
-      top[w] = (p.sends_set ? UsecOf({"evalsha", "set"}) : UsecOf({"evalsha"})) / n;
+      top[w] = (p.sends_set  ? UsecOf({"evalsha", "set"})
+                : p.sends_tx ? UsecOf({"evalsha", "multi", "exec"})
+                             : UsecOf({"evalsha"})) /
+               n;
       double total = TotalUsec();
       // CONFIG RESETSTAT itself is not counted; INFO is counted after the read.
       us[w] = total / n;

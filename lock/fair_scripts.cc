@@ -116,7 +116,7 @@ return released
 // SHA-1 constants as in scripts.cc: lock:fair_lock_test checks them.
 const Script& FairAcquireScript() {
   static const Script* const s =
-      new Script(kFairAcquire, "c40838d845651fd0fac11c60e3a737aa204aca07");
+      new Script(kFairAcquire, "1437ad8ccf4d7376952ed70de577978580c76153");
   return *s;
 }
 

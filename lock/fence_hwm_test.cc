@@ -8,6 +8,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -249,14 +250,21 @@ TEST_F(FenceHwmTest, AReentrantLocksFenceStaysWithItsHolding) {
 }
 
 // Goal 2: with the restart window off and the mark present, an exclusive
-// acquire on a free resource runs SET NX PX GET and INCR mark -- no TIME,
-// no marker, no TYPE, no GET. The writer adds only an existence check of
-// the readers and the DEL of a writer's intent.
+// acquire on a free resource is one transaction, MULTI / SET NX PX GET /
+// INCR mark / GET marker / EXEC, and no script at all. The writer (still a
+// script) runs an existence check of the readers, SET, INCR, the marker's
+// GET (a trusted data set's fences are below DLOCK_FENCE_CHECK_BELOW) and
+// the DEL of a writer's intent.
 std::vector<std::string> ScriptCommands(const FakeRedis& server) {
   std::vector<std::string> out;
   for (const FakeRedis::LogEntry& e : server.log()) {
     if (e.from_script) out.push_back(e.argv[0]);
   }
+  return out;
+}
+std::vector<std::string> AllCommands(const FakeRedis& server) {
+  std::vector<std::string> out;
+  for (const FakeRedis::LogEntry& e : server.log()) out.push_back(e.argv[0]);
   return out;
 }
 
@@ -265,13 +273,125 @@ TEST_F(FenceHwmTest, AnExclusiveAcquireTouchesOnlyWhatItNeeds) {
   SimpleLock lock(&loop_, &conn_);
   Cycle(lock, "warm");
   server_.ClearLog();
+  conn_.ClearSent();
   ASSERT_THAT(Acquire(lock, "r"), IsOk());
-  EXPECT_THAT(ScriptCommands(server_), ElementsAre("set", "incr"));
+  EXPECT_THAT(AllCommands(server_), ElementsAre("MULTI", "SET", "INCR", "GET", "EXEC"));
+  EXPECT_EQ(conn_.CountSent("EVALSHA"), 0);
+  EXPECT_EQ(conn_.CountSent("EVAL"), 0);
 
   ReadWriteLock rw(&loop_, &conn_);
   server_.ClearLog();
   ASSERT_THAT(Acquire(rw.writer(), "w"), IsOk());
-  EXPECT_THAT(ScriptCommands(server_), ElementsAre("exists", "set", "incr", "del"));
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre("exists", "set", "incr", "get", "del"));
+}
+
+// The common path with a time marker (the default): the transaction's
+// fence is valid when it is above the marker x 1000 (a mark recreated by
+// INCRs is far below it); a missing mark goes through AcquireAfterTx once,
+// which starts it at TIME.
+TEST_F(FenceHwmTest, ALostMarkIsRaisedOnceAndTheCommonPathSendsNoScript) {
+  SimpleLock lock(&loop_, &conn_);
+  const int64_t first = Cycle(lock, "a");  // no marker, no mark: the rare path
+  EXPECT_EQ(first, server_.NowMs() * 1000 + 1);
+  conn_.ClearSent();
+  const int64_t second = Cycle(lock, "a");
+  EXPECT_EQ(second, first + 1);
+  EXPECT_EQ(conn_.CountScriptRuns(AcquireAfterTxScript().sha1()), 0);
+  EXPECT_EQ(conn_.CountScriptRuns(AcquireScript().sha1()), 0);
+  EXPECT_EQ(conn_.CountSent("MULTI"), 1);
+  // The mark lost by hand (or a failover to a replica that missed it): the
+  // transaction's INCR answers 1, not valid under the marker; the script
+  // raises the mark to TIME.
+  loop_.AdvanceTime(absl::Milliseconds(5));
+  server_.Execute({"DEL", keys_.FenceHwmKey()});
+  conn_.ClearSent();
+  const int64_t after_loss = Cycle(lock, "a");
+  EXPECT_GT(after_loss, second);
+  EXPECT_EQ(after_loss, server_.NowMs() * 1000 + 1);
+  EXPECT_EQ(conn_.CountScriptRuns(AcquireAfterTxScript().sha1()), 1);
+}
+
+// Two clients on a lost mark: A's transaction INCR answers 1, B's 2, both
+// before either's rare path. Neither may hand out 1 or 2 (below the fences
+// issued before the loss): both are raised past TIME; nor may a script
+// acquire (the reentrant lock) that INCRs the recreated mark to 3.
+TEST_F(FenceHwmTest, TransactionsRacingOnALostMarkNeverHandOutItsSmallValues) {
+  FakeTransport other(&loop_, &server_);
+  SimpleLock a(&loop_, &conn_);
+  SimpleLock b(&loop_, &other);
+  ReentrantLockOptions ro;
+  ro.client_id = "c";
+  ReentrantLock re(&loop_, &other, ro);
+  const int64_t before = Cycle(a, "warm");
+  loop_.AdvanceTime(absl::Milliseconds(5));
+  server_.Execute({"DEL", keys_.FenceHwmKey()});
+  // Both transactions are applied before either's reply comes back.
+  conn_.SetLatency(absl::Milliseconds(1), absl::Milliseconds(10));
+  other.SetLatency(absl::Milliseconds(2), absl::Milliseconds(10));
+  auto got_a = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
+  auto got_b = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
+  auto got_re = std::make_shared<absl::StatusOr<Lease>>(absl::UnknownError("pending"));
+  AcquireOptions o;
+  o.ttl = absl::Seconds(10);
+  ASSERT_THAT(a.Acquire("x", o, [got_a](absl::StatusOr<Lease> r) { *got_a = std::move(r); }),
+              IsOk());
+  ASSERT_THAT(b.Acquire("y", o, [got_b](absl::StatusOr<Lease> r) { *got_b = std::move(r); }),
+              IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(3));
+  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), std::optional<std::string>("2"));
+  ASSERT_THAT(re.Acquire("z", o, [got_re](absl::StatusOr<Lease> r) { *got_re = std::move(r); }),
+              IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  ASSERT_THAT(*got_a, IsOk());
+  ASSERT_THAT(*got_b, IsOk());
+  ASSERT_THAT(*got_re, IsOk());
+  for (int64_t fence : {got_a->value().fence, got_b->value().fence, got_re->value().fence}) {
+    EXPECT_GT(fence, before);
+  }
+  EXPECT_NE(got_a->value().fence, got_b->value().fence);
+  EXPECT_NE(got_a->value().fence, got_re->value().fence);
+  EXPECT_NE(got_b->value().fence, got_re->value().fence);
+}
+
+// A refused transaction (the key is held) still INCRs the mark: after a
+// loss it recreates it at 1, then 2, ... with no rare path to raise it.
+// Every script that reads or INCRs the mark must see that it is not valid
+// for the marker: the reader's fence (the mark itself), a semaphore's and
+// a writer's (INCR) all stay above every fence issued before the loss.
+TEST_F(FenceHwmTest, AMarkRecreatedByRefusedTransactionsIsNeverTrustedByScripts) {
+  SimpleLock lock(&loop_, &conn_);
+  ReadWriteLock rw(&loop_, &conn_);
+  Semaphore sem(&loop_, &conn_);
+  server_.Execute({"SET", keys_.DataSetKey(), std::to_string(server_.NowMs())});
+  absl::StatusOr<Lease> held = Acquire(lock, "h");
+  ASSERT_THAT(held, IsOk());
+  EXPECT_EQ(held->fence, server_.NowMs() * 1000 + 1);
+  loop_.AdvanceTime(absl::Milliseconds(5));
+  server_.Execute({"DEL", keys_.FenceHwmKey()});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(Acquire(lock, "h"), test_support::StatusIs(absl::StatusCode::kAborted));
+  }
+  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), std::optional<std::string>("3"));
+  absl::StatusOr<Lease> read = Acquire(rw.reader(), "r");
+  ASSERT_THAT(read, IsOk());
+  EXPECT_GE(read->fence, held->fence);
+  EXPECT_GT(Cycle(sem, "s"), held->fence);
+  EXPECT_GT(Cycle(rw.writer(), "w"), held->fence);
+}
+
+// Foreign data under the lock key: another type (WRONGTYPE from SET GET)
+// is refused as foreign data; a string with no TTL reads as held (the
+// transaction cannot ask PTTL). Neither keeps a fence; the INCR of the
+// refused transaction stays (harmless: fences need only rise).
+TEST_F(FenceHwmTest, TheTransactionRefusesForeignDataAndHeldKeys) {
+  SimpleLock lock(&loop_, &conn_);
+  const int64_t before = Cycle(lock, "warm");
+  server_.Execute({"HSET", keys_.LockKey("h"), "f", "v"});
+  EXPECT_THAT(Acquire(lock, "h"), test_support::StatusIs(absl::StatusCode::kInternal));
+  server_.Execute({"SET", keys_.LockKey("s"), "left-behind"});
+  EXPECT_THAT(Acquire(lock, "s"), test_support::StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(server_.GetString(keys_.LockKey("s")), std::optional<std::string>("left-behind"));
+  EXPECT_GT(Cycle(lock, "warm"), before + 2);
 }
 
 // The restart rule after the fence (script_prelude.h,
@@ -302,16 +422,17 @@ TEST_F(FenceHwmTest, WithTheWindowOnAnOldMarkSkipsTheMarkerAndAYoungDataSetIsRef
   loop_.AdvanceTime(absl::Seconds(31));
   const int64_t started = Cycle(lock, "r");  // the full rule; the mark starts at TIME
   EXPECT_EQ(started, server_.NowMs() * 1000 + 1);
-  // Within the window of the mark's start, a refusal leaves the mark as it was.
+  // Within the window of the mark's start, a refusal leaves the mark one
+  // above (the transaction's INCR stays; the script's own is undone).
   server_.Execute({"SET", keys_.DataSetKey(), std::to_string(server_.NowMs())});
   EXPECT_TRUE(IsYoungDataSet(Acquire(lock, "r").status()));
-  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), std::to_string(started));
+  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()), std::to_string(started + 1));
   EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
   loop_.AdvanceTime(absl::Seconds(31));
   server_.ClearLog();
   absl::StatusOr<Lease> lease = Acquire(lock, "r");
   ASSERT_THAT(lease, IsOk());
-  EXPECT_THAT(ScriptCommands(server_), ElementsAre("set", "incr", "time"));
+  EXPECT_THAT(AllCommands(server_), ElementsAre("MULTI", "SET", "INCR", "GET", "TIME", "EXEC"));
   ASSERT_THAT(Release(lock, *lease), IsOk());
   server_.ClearLog();
   absl::StatusOr<Lease> written = Acquire(rw.writer(), "w");
@@ -332,29 +453,38 @@ TEST_F(FenceHwmTest, WithTheWindowOnAnOldMarkSkipsTheMarkerAndAYoungDataSetIsRef
 // A marker deleted by hand (not a data loss: the mark survives) while the
 // mark is older than the window: the fast path passes, since the mark
 // proves the data set that old (the full rule would have restarted the
-// window). A mark raised above TIME (RedLock's write-back of a peer's
-// fence) makes the fast check fail: the full rule reads the marker.
+// window); the transaction cannot validate its fence without a marker, so
+// the rare path recreates it from the mark (its value in ms). A mark
+// raised above TIME (RedLock's write-back of a peer's fence) makes the
+// fast check fail: the full rule on the marker read decides, in the
+// transaction when the marker is old, in the script when it is young.
 TEST_F(FenceHwmTest, TheWindowsFastPathTrustsTheMarkAndFallsBackWhenTheMarkIsAboveTime) {
   SimpleLockOptions o;
   o.restart_window = absl::Seconds(30);
   SimpleLock lock(&loop_, &conn_, o);
   EXPECT_TRUE(IsYoungDataSet(Acquire(lock, "warm").status()));
   loop_.AdvanceTime(absl::Seconds(31));
-  Cycle(lock, "warm");  // the mark starts at TIME
+  const int64_t start = Cycle(lock, "warm");  // the mark starts at TIME
   loop_.AdvanceTime(absl::Seconds(31));
   server_.Execute({"DEL", keys_.DataSetKey()});
   const int64_t before = Cycle(lock, "r");
-  EXPECT_GT(before, 0);
-  EXPECT_FALSE(server_.Exists(keys_.DataSetKey()));
+  EXPECT_EQ(before, start + 2);  // the transaction's INCR, then the script's
+  EXPECT_EQ(server_.GetString(keys_.DataSetKey()), std::to_string(start / 1000));
 
-  // A mark ahead of TIME: the full rule runs, recreates the missing marker,
-  // and the data set counts as young from now.
+  // A mark ahead of TIME with an old marker: granted by the full rule in
+  // the transaction, no script.
   server_.Execute({"SET", keys_.FenceHwmKey(), std::to_string(server_.NowMs() * 1000 + 5000000)});
   server_.ClearLog();
-  absl::StatusOr<Lease> young = Acquire(lock, "r");
+  ASSERT_THAT(Acquire(lock, "r"), IsOk());
+  EXPECT_THAT(ScriptCommands(server_), ElementsAre());
+  // With a young marker: the script refuses and deletes the lock key.
+  server_.Execute({"SET", keys_.DataSetKey(), std::to_string(server_.NowMs())});
+  server_.ClearLog();
+  absl::StatusOr<Lease> young = Acquire(lock, "q");
   EXPECT_TRUE(IsYoungDataSet(young.status())) << young.status();
-  EXPECT_THAT(ScriptCommands(server_), ElementsAre("set", "incr", "time", "get", "set", "decr", "del"));
-  EXPECT_FALSE(server_.Exists(keys_.LockKey("r")));
+  EXPECT_THAT(ScriptCommands(server_),
+              ElementsAre("set", "incr", "get", "time", "get", "decr", "del"));
+  EXPECT_FALSE(server_.Exists(keys_.LockKey("q")));
 }
 
 // INCR answers 1 on a missing mark; a refusal on the missing-mark path (a

@@ -1,16 +1,159 @@
 #include "dlock/lock/lease_command.h"
 
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 
 #include "dlock/lock/error_text.h"
 #include "dlock/lock/reply_status.h"
 
 namespace dlock {
+namespace {
+
+// Fences stay at most 2^53 - 1 (script_prelude.h: exhausted past it).
+constexpr int64_t kMaxFence = 9007199254740991;
+constexpr int64_t kMaxMarkerMs = 9000000000000;
+
+// What a SET NX PX GET that did not set answers, as AcquireScript's reply:
+// nil (held) for an old value, the foreign refusal for WRONGTYPE (the
+// command cannot tell which type), else the reply as it is (SET's own
+// error, or a reply of the wrong shape for the parser to name).
+Reply RefusedSetAsScriptReply(const Reply& set) {
+  if (set.is_string()) return Reply::Nil();
+  if (set.is_error() && absl::StartsWith(set.str, "WRONGTYPE")) {
+    std::vector<Reply> foreign;
+    foreign.push_back(Reply::String("foreign"));
+    foreign.push_back(Reply::String("not a string"));
+    foreign.push_back(Reply::Integer(0));
+    return Reply::Array(std::move(foreign));
+  }
+  return set;
+}
+
+// One FencedAcquireTx in flight: owns copies of its keys and args (the
+// rare path sends them again), kept alive by the transport's callback.
+struct FencedAcquireTx {
+  Transport* transport = nullptr;
+  const Script* after_tx = nullptr;
+  absl::Duration timeout;
+  int64_t window_ms = 0;
+  std::string keys[3];     // lock, marker, mark
+  std::string args[4];     // token, ttl, window, the transaction's fence
+  int64_t tx_fence = 0;    // INCR's reply (0: not an integer)
+  AcquireReplyHandler on_reply;
+
+  void Finish(absl::StatusOr<Reply> reply) {
+    const absl::string_view views[] = {keys[0], keys[1], keys[2]};
+    std::move(on_reply)(std::move(reply), views);
+  }
+
+  // EXEC's reply read as AcquireScript's, or nullopt: the rare path.
+  std::optional<Reply> Read(const Reply& exec) {
+    const size_t n = window_ms > 0 ? 4 : 3;
+    if (!exec.is_array() || exec.elements.size() != n) return exec;  // EXECABORT, ...
+    const Reply& set = exec.elements[0];
+    if (!set.is_nil()) return RefusedSetAsScriptReply(set);
+    const Reply& incr = exec.elements[1];
+    if (!incr.is_integer() || incr.integer < 1 || incr.integer > kMaxFence) return std::nullopt;
+    const int64_t fence = incr.integer;
+    tx_fence = fence;
+    const Reply& marker = exec.elements[2];
+    int64_t began = 0;
+    if (!marker.is_string() || !absl::SimpleAtoi(marker.str, &began) || began < 0 ||
+        began > kMaxMarkerMs) {
+      return std::nullopt;  // missing or foreign: the script creates or refuses it
+    }
+    // Valid: trusted, or above where the mark started (not recreated).
+    if (began != 0 && fence <= began * 1000) return std::nullopt;
+    if (window_ms > 0 && began != 0) {
+      const Reply& time = exec.elements[3];
+      int64_t sec = 0, usec = 0;
+      if (!time.is_array() || time.elements.size() != 2 ||
+          !absl::SimpleAtoi(time.elements[0].str, &sec) ||
+          !absl::SimpleAtoi(time.elements[1].str, &usec)) {
+        return std::nullopt;
+      }
+      const int64_t now_us = sec * 1000000 + usec;
+      const int64_t now_ms = sec * 1000 + usec / 1000;
+      // The fast path (DLOCK_RESTART_RULE_AFTER_FENCE), else the full rule
+      // on the marker just read; a young data set goes to the script,
+      // which refuses it and deletes the lock key.
+      if (now_us - (fence - 1) < window_ms * 1000 && now_ms - began < window_ms) {
+        return std::nullopt;
+      }
+    }
+    return Reply::Integer(fence);
+  }
+
+  static void OnExec(std::shared_ptr<FencedAcquireTx> tx, absl::StatusOr<Reply> reply) {
+    if (!reply.ok()) {
+      tx->Finish(std::move(reply));
+      return;
+    }
+    std::optional<Reply> read = tx->Read(*reply);
+    if (read.has_value()) {
+      tx->Finish(*std::move(read));
+      return;
+    }
+    // The rare path: only now is the transaction's fence spelled out.
+    if (tx->tx_fence > 0) tx->args[3] = absl::StrCat(tx->tx_fence);
+    const absl::string_view keys[] = {tx->keys[0], tx->keys[1], tx->keys[2]};
+    const absl::string_view args[] = {tx->args[0], tx->args[1], tx->args[2], tx->args[3]};
+    FencedAcquireTx* raw = tx.get();
+    absl::Status s = raw->after_tx->Invoke(
+        *raw->transport, keys, args, raw->timeout,
+        [tx](absl::StatusOr<Reply> r, absl::Span<const absl::string_view>) {
+          tx->Finish(std::move(r));
+        });
+    // Refused at once (e.g. closed meanwhile): we are in the transport's
+    // callback already, so answering now is not inside the caller's call.
+    if (!s.ok()) raw->Finish(s);
+  }
+};
+
+}  // namespace
+
+absl::Status SendFencedAcquireTx(Transport& transport, const Script& script,
+                                 const Script& after_tx,
+                                 absl::Span<const absl::string_view> keys,
+                                 absl::Span<const absl::string_view> args,
+                                 absl::Duration timeout, AcquireReplyHandler on_reply) {
+  if (keys.size() != 3 || args.size() != 3) {
+    return absl::InvalidArgumentError("the fenced acquire takes 3 keys and 3 args");
+  }
+  int64_t window_ms = 0;
+  if (!absl::SimpleAtoi(args[2], &window_ms)) {
+    return absl::InvalidArgumentError("the fenced acquire's window is not a number");
+  }
+  const absl::string_view set[] = {"SET", keys[0], args[0], "NX", "PX", args[1], "GET"};
+  const absl::string_view incr[] = {"INCR", keys[2]};
+  const absl::string_view get[] = {"GET", keys[1]};
+  const absl::string_view time[] = {"TIME"};
+  const absl::Span<const absl::string_view> group[] = {set, incr, get, time};
+  auto tx = std::make_shared<FencedAcquireTx>();
+  tx->transport = &transport;
+  tx->after_tx = &after_tx;
+  tx->timeout = timeout;
+  tx->window_ms = window_ms;
+  for (size_t i = 0; i < 3; ++i) {
+    tx->keys[i] = std::string(keys[i]);
+    tx->args[i] = std::string(args[i]);
+  }
+  tx->on_reply = std::move(on_reply);
+  absl::Status s = transport.SendTransaction(
+      absl::MakeConstSpan(group, window_ms > 0 ? 4 : 3), timeout,
+      [tx](absl::StatusOr<Reply> reply) { FencedAcquireTx::OnExec(tx, std::move(reply)); });
+  if (!absl::IsUnimplemented(s)) return s;
+  // No transactions on this transport: the whole acquire as one script.
+  return script.Invoke(transport, keys, args, timeout, std::move(tx->on_reply));
+}
 
 std::optional<absl::Status> AcquireNonGrant(const absl::StatusOr<Reply>& reply,
                                             absl::Span<const absl::string_view> keys,

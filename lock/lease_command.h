@@ -8,6 +8,11 @@
 //   args     | its ARGV, as views
 //   parser   | how its reply reads (Parser::Output)
 //   ack      | replica acknowledgement (replica_ack.h; off: min_replicas 0)
+//   after_tx | set only for the fenced exclusive acquire (AcquireScript):
+//            | send it as ONE transaction instead (SendFencedAcquireTx,
+//            | below), this script being its rare path; `script` stays the
+//            | fallback for a transport without transactions (a cluster)
+//            | and for replica acknowledgement
 //
 // Every single-server policy (SimpleLock and RedLock's rounds through
 // LockCommands, ReentrantLock, Semaphore, ReadWriteLock, FairLock) builds
@@ -35,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -49,6 +55,49 @@
 
 namespace dlock {
 
+// The fenced exclusive acquire without a script on its common path
+// (docs/fences.md, "The acquire as a transaction"). KEYS: lock, data-set
+// marker, fence mark; ARGV: token, ttl ms, window ms (AcquireScript's).
+// Sends ONE transaction:
+//
+//   MULTI / SET lock token NX PX ttl GET / INCR mark / GET marker /
+//   [TIME, only with a window] / EXEC
+//
+// and reads EXEC's reply into what AcquireScript would have answered,
+// which reaches `on_reply` (with the keys, as Script::Invoke gives them):
+//   - SET answered an old value: nil (held; a string with no TTL reads as
+//     held too, not as foreign data); WRONGTYPE: the foreign-data refusal;
+//     INCR's +1 is then wasted, harmless (fences need only rise);
+//   - SET set the key, INCR gave f, and f is VALID: the marker is "0"
+//     (trusted: a missing mark starts at 0, so INCR's 1 is right) or a time
+//     T with f > T x 1000 (a mark starts at max(TIME us, T x 1000) and only
+//     grows; one recreated by INCRs since a loss stays far below): the
+//     fence f, unless the window is on and neither the fast path (TIME us
+//     - (f - 1) >= window) nor the full rule on the marker read passes;
+//   - anything else (INCR failed, a missing, foreign or young marker, f
+//     not valid, a reply of another shape): `after_tx` (AcquireAfterTxScript)
+//     runs, atomically, while we hold the key, and its reply is the answer:
+//     it raises a mark that is not valid to where a missing mark starts,
+//     takes the fence by INCR, applies the restart rule, and deletes the
+//     lock key on a refusal.
+// Two clients racing on a lost mark (A's INCR 1, B's 2) both see f <= T x
+// 1000 and both go through `after_tx`, which raises the mark past TIME
+// first: neither hands out 1 or 2. Scripts that INCR the mark validate it
+// the same way (script_prelude.h: DLOCK_FENCE_VALIDATE).
+//
+// A transport that answers SendTransaction with kUnimplemented (a
+// cluster, a transport written outside dlock) gets `script` instead, as
+// before. Each round trip is bounded by `timeout`. Returns the transport's
+// rejection (then `on_reply` never runs); else `on_reply` runs once, never
+// inside this call. The views need to live only until this call returns.
+using AcquireReplyHandler =
+    absl::AnyInvocable<void(absl::StatusOr<Reply>, absl::Span<const absl::string_view>) &&>;
+absl::Status SendFencedAcquireTx(Transport& transport, const Script& script,
+                                 const Script& after_tx,
+                                 absl::Span<const absl::string_view> keys,
+                                 absl::Span<const absl::string_view> args,
+                                 absl::Duration timeout, AcquireReplyHandler on_reply);
+
 template <typename Parser>
 struct LeaseCommand {
   using Output = typename Parser::Output;
@@ -58,6 +107,7 @@ struct LeaseCommand {
   absl::Span<const absl::string_view> args;
   Parser parser;
   ReplicaAckOptions ack;
+  const Script* after_tx = nullptr;
 
   // Sends the command on `transport`, each round trip bounded by `timeout`
   // (with ack: WAIT right behind it, RunAcknowledged). `cb(Output)`
@@ -77,6 +127,15 @@ struct LeaseCommand {
           [parser = parser, key = std::string(keys[0]),
            cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
             const absl::string_view call_keys[] = {key};
+            std::move(cb)(parser(std::move(reply), call_keys));
+          });
+    }
+    if (after_tx != nullptr && ack.min_replicas == 0) {
+      return SendFencedAcquireTx(
+          transport, *script, *after_tx, keys, args, timeout,
+          [parser = parser, cb = std::move(cb)](
+              absl::StatusOr<Reply> reply,
+              absl::Span<const absl::string_view> call_keys) mutable {
             std::move(cb)(parser(std::move(reply), call_keys));
           });
     }

@@ -64,7 +64,12 @@ LeaseCommand<FenceReply> LockCommands::AcquireCommand(absl::string_view resource
     return MakeLeaseCommand(AcquireUnfencedScript(), {a.keys, num_keys}, {a.args, 3},
                             granted_as_zero, ack_);
   }
-  return MakeLeaseCommand(AcquireScript(), {a.keys, 3}, {a.args, 3}, FenceReply{}, ack_);
+  LeaseCommand<FenceReply> acquire =
+      MakeLeaseCommand(AcquireScript(), {a.keys, 3}, {a.args, 3}, FenceReply{}, ack_);
+  // The common path as one MULTI/EXEC, no script (lease_command.h:
+  // SendFencedAcquireTx); with replica acknowledgement the script stays.
+  if (ack_.min_replicas == 0) acquire.after_tx = &AcquireAfterTxScript();
+  return acquire;
 }
 
 LeaseCommand<ReleaseNoticeReply> LockCommands::ReleaseCommand(absl::string_view resource,

@@ -1,6 +1,8 @@
 // This header defines `LockCommands`: the lock primitives on ONE Redis
 // server, each a single atomic Lua script run through `Script` (EVALSHA,
-// loaded on each connection first; Transport::SendScript keeps the order). `SimpleLock` is a policy over one `LockCommands`;
+// loaded on each connection first; Transport::SendScript keeps the order),
+// or one atomic MULTI/EXEC (the fenced acquire's common path) or one plain
+// command (the unfenced acquire). `SimpleLock` is a policy over one `LockCommands`;
 // `RedLock` fans the same primitives out over N servers with one token.
 // Its keys: keys.h; lease rules: lease_rules.h; tokens: tokens.h; reply
 // mapping: reply_status.h (all included here, as they were part of this
@@ -78,15 +80,18 @@ class LockCommands {
   void set_replica_ack(const ReplicaAckOptions& ack) { ack_ = ack; }
   const ReplicaAckOptions& replica_ack() const { return ack_; }
 
-  // SET P{R} token NX PX ttl; on success INCR P{R}:fence, all in one script,
-  // after reading (or creating) the data-set marker. Callback: the new fence
-  // value; kAborted if the key is held (a string with a TTL, this token
-  // included); kUnavailable with IsYoungDataSet() when `restart_window` > 0
+  // SET P{R} token NX PX ttl GET and INCR of the fence mark, as one
+  // MULTI/EXEC with GET of the data-set marker (and TIME with a window),
+  // the script only on its rare path, or as one script where the transport
+  // has no transactions or with replica acknowledgement (lease_command.h:
+  // SendFencedAcquireTx). Callback: the new fence value; kAborted if the
+  // key is held (a string, this token included; on the transaction path a
+  // string with no TTL reads as held too); kUnavailable with IsYoungDataSet() when `restart_window` > 0
   // and the marker is younger than it; kInternal for foreign data under the
   // lock key (another type, or a string with no TTL) or the marker, and for
   // an exhausted fence counter; kUnavailable / kDeadlineExceeded /
   // kCancelled from the transport; ErrorReplyStatus() for an error reply.
-  // A missing fence key starts at marker x 1000 (see scripts.h).
+  // A missing fence mark starts where docs/fences.md says.
   //
   // TryAcquire, Release and ReleaseNotifying take any move-only callable
   // (an AnyInvocable, a lambda): it is kept inside the script call's one

@@ -118,8 +118,8 @@ return 1
 }  // namespace
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
-DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "66afd7ee502971f30a239f801381f4a0acc18981")
-DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "04837f692bded1dcd4b9504f57c05e83e8070174")
+DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "78696f7c4455447016cf200bb5996502e5f450bd")
+DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "97a9fe946a1a18c0085e99696fc553129b97adcd")
 DLOCK_DEFINE_SCRIPT(ReadReleaseScript, kReadRelease, "c0471b4503aa79e3f06e695adce151d389997ae3")
 DLOCK_DEFINE_SCRIPT(ReadExtendScript, kReadExtend, "cb823b2f5a6ff50e4597c59e9ac8e985140cb2f0")
 

@@ -95,7 +95,8 @@ TEST_F(ReplicaAckTest, GrantCountsWhenEnoughReplicasAcknowledge) {
 TEST_F(ReplicaAckTest, NoWaitIsSentWhenTheOptionIsOff) {
   SimpleLock lock(&loop_, &conn_);
   ASSERT_THAT(AcquireNow(lock, "r"), IsOk());
-  EXPECT_THAT(CommandNames(), ElementsAre("EVALSHA"));
+  // The acquire's transaction (docs/fences.md), no WAIT.
+  EXPECT_THAT(CommandNames(), ElementsAre("MULTI", "SET", "INCR", "GET", "EXEC"));
 }
 
 TEST_F(ReplicaAckTest, GrantWithTooFewAcknowledgementsIsReleasedAndUnavailable) {

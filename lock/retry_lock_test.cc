@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "dlock/lock/keys.h"
 #include "dlock/lock/lease_rules.h"
 #include "dlock/lock/scripts.h"
 #include "dlock/lock/simple_lock.h"
@@ -133,6 +134,9 @@ TEST_F(RetryLockTest, TheWaitIsAHardBoundAgainstAFrozenServer) {
 // was in fact granted: the caller hears kDeadlineExceeded at the deadline,
 // and the late grant is released in the background (no lock left behind).
 TEST_F(RetryLockTest, ALateGrantAfterTheDeadlineIsReleased) {
+  // A trusted data set: the acquire's transaction is valid at once, one
+  // round trip (no rare path: docs/fences.md).
+  server_.Execute(TrustDataSetCommand(keys_));
   SimpleLockOptions so;
   so.command_timeout = absl::Seconds(30);
   SimpleLock slow_inner(&loop_, &conn_, so);
@@ -360,6 +364,9 @@ TEST_F(RetryLockTest, DestroyingTheLockCancelsPendingWaits) {
 // Tasks of one process contending through one RetryLock: the releaser hands
 // the lock to the oldest local waiter in the same write as its release.
 TEST_F(RetryLockTest, ReleaseHandsOffToTheOldestLocalWaiterInTheSameWrite) {
+  // A trusted data set: the acquire's transaction is valid at once, one
+  // round trip (no rare path: docs/fences.md).
+  server_.Execute(TrustDataSetCommand(keys_));
   const absl::Duration rtt = absl::Milliseconds(10);
   conn_.SetLatency(rtt);
   RetryLockOptions o;
@@ -379,11 +386,12 @@ TEST_F(RetryLockTest, ReleaseHandsOffToTheOldestLocalWaiterInTheSameWrite) {
 
   // Scripts only (the release script's first run on the connection is
   // preceded by its SCRIPT LOAD: transport.h).
-  const int64_t sent_before = conn_.CountSent("EVALSHA");
+  const int64_t sent_before = conn_.CountSent("EVALSHA") + conn_.CountSent("EXEC");
   const absl::Time released_at = loop_.Now();
   ASSERT_THAT(lock.Release(**a, [](absl::Status s) { EXPECT_THAT(s, IsOk()); }), IsOk());
-  // The release and B's acquire were sent in this very turn, in that order.
-  ASSERT_EQ(conn_.CountSent("EVALSHA"), sent_before + 2);
+  // The release and B's acquire (a MULTI/EXEC: docs/fences.md) were sent in
+  // this very turn, in that order.
+  ASSERT_EQ(conn_.CountSent("EVALSHA") + conn_.CountSent("EXEC"), sent_before + 2);
   EXPECT_EQ(lock.attempts(), before + 1);
   loop_.AdvanceTime(rtt);
   ASSERT_THAT(*b, IsOk()) << "one round trip after the release, not two";
@@ -440,6 +448,9 @@ TEST_F(RetryLockTest, NewWaitersQueueBehindLocalWaitersInArrivalOrderWithoutAtte
 // behind B, not attempt at once (its attempt would go out right behind the
 // release and win ahead of B).
 TEST_F(RetryLockTest, ANewWaiterNeverOvertakesAnOlderOneWhileTheSubscriptionIsPending) {
+  // A trusted data set: the acquire's transaction is valid at once, one
+  // round trip (no rare path: docs/fences.md).
+  server_.Execute(TrustDataSetCommand(keys_));
   const absl::Duration rtt = absl::Milliseconds(10);
   conn_.SetLatency(rtt);
   conn_.SetSubscribeDelay(absl::Seconds(30));

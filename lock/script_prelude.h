@@ -96,14 +96,33 @@
 // one at 2^53 - 1 or above (Lua numbers are doubles: the last exact
 // successor) is {'exhausted', value, its key}.
 //
+// A mark that a transaction's INCR recreated (FencedAcquireTx,
+// lease_command.h: the plain exclusive acquire is `MULTI / SET NX PX GET /
+// INCR mark / GET marker / EXEC`, which INCRs the mark whether it exists
+// or not) holds the number of INCRs since it was lost, so "INCR answered
+// 1" no longer tells a missing mark. What does: a mark is VALID when the
+// marker is "0" (trusted: marks start at 0) or the mark is at least the
+// marker x 1000 (a mark starts at max(TIME us, marker x 1000) and only
+// grows); an invalid one is raised to where a missing mark starts
+// (raising is always safe: fences need only rise). Scripts read the
+// marker for this only when the mark is at most DLOCK_FENCE_CHECK_BELOW
+// (2^50, about 2005 in Unix us): every mark started from a real clock is
+// above it, so the common acquire reads no marker, and a recreated mark
+// would need 2^50 INCRs (357 years at 100k a second) to pass it unseen.
+// Under a trusted marker fences stay below it, and each acquire reads the
+// marker (a GET).
+#define DLOCK_FENCE_CHECK_BELOW "1125899906842624"
+
 // Every acquire that issues a fence does it with DLOCK_FENCE_INCR (below):
 // INCR of the mark, one command where the mark exists. The fragments here
 // are for the scripts that read the mark without issuing a fence (the
 // reader's acquire, RedLock's RaiseFence, and the CLI's forced unlock,
 // which bumps the mark off the hot path):
 // DLOCK_FENCE_LAST(H, M) reads and sets `hwm` (the last fence: the mark or
-// its start) and `stored` (the mark as stored, false if missing); writes
-// nothing but a missing marker. DLOCK_FENCE_NEXT adds `fence` = hwm + 1.
+// its start) and `stored` (the mark as stored; false if missing, or if it
+// was not valid for the marker -- recreated by INCRs, see
+// DLOCK_FENCE_CHECK_BELOW -- so that the caller stores the new start);
+// writes nothing but a missing marker. DLOCK_FENCE_NEXT adds `fence` = hwm + 1.
 // DLOCK_FENCE_COMMIT(H) stores the mark. Between them the script decides
 // whether it grants.
 #define DLOCK_FENCE_LAST(H, M) \
@@ -112,15 +131,19 @@
   "if stored and (hwm == nil or hwm ~= math.floor(hwm)) then\n" \
   "  return redis.error_reply('ERR value is not an integer or out of range')\n" \
   "end\n" \
-  "if not stored then\n" \
-  "  local m = redis.call('get', KEYS[" #M "])\n" \
-  "  local b = 0\n" \
+  "local m = false\n" \
+  "local b = 0\n" \
+  "if not hwm or hwm <= " DLOCK_FENCE_CHECK_BELOW " then\n" \
+  "  m = redis.call('get', KEYS[" #M "])\n" \
   "  if m ~= false then\n" \
   "    b = tonumber(m)\n" \
   "    if b == nil or b < 0 or b > 9000000000000 or b ~= math.floor(b) then\n" \
   "      return {'foreign', 'marker', m}\n" \
   "    end\n" \
   "  end\n" \
+  "  if hwm and (m == false or (b ~= 0 and hwm < b * 1000)) then hwm = false end\n" \
+  "end\n" \
+  "if not hwm then\n" \
   "  if m ~= false and b == 0 then\n" \
   "    hwm = 0\n" \
   "  else\n" \
@@ -129,8 +152,10 @@
   "      redis.call('set', KEYS[" #M "], string.format('%.0f', tonumber(t[1]) * 1000 + " \
   "math.floor(tonumber(t[2]) / 1000)))\n" \
   "    end\n" \
-  "    hwm = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), b * 1000)\n" \
+  "    hwm = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), b * 1000, " \
+  "tonumber(stored) or 0)\n" \
   "  end\n" \
+  "  stored = false\n" \
   "end\n" \
   "if hwm >= 9007199254740991 then\n" \
   "  return {'exhausted', stored or string.format('%.0f', hwm), KEYS[" #H "]}\n" \
@@ -138,6 +163,14 @@
 #define DLOCK_FENCE_NEXT(H, M) DLOCK_FENCE_LAST(H, M) "local fence = hwm + 1\n"
 #define DLOCK_FENCE_COMMIT(H) \
   "redis.call('set', KEYS[" #H "], string.format('%.0f', fence))\n"
+
+// DLOCK_UNDO_FENCE(H): a refusal after the INCR that gave `fence` (never
+// handed out) puts the mark back: deleted if that INCR created it
+// (`fresh_mark`), else DECR (a raise by DLOCK_FENCE_VALIDATE stays, one
+// lower: harmless, fences need only rise).
+#define DLOCK_UNDO_FENCE(H) \
+  "if fresh_mark then redis.call('del', KEYS[" #H "]) " \
+  "else redis.call('decr', KEYS[" #H "]) end\n"
 
 // DLOCK_FENCE_INCR(H, M, UNDO): the next fence by INCR of the mark, for the
 // acquires that issue one (plain, writer, reentrant, semaphore, fair), run
@@ -153,18 +186,22 @@
 //     {'exhausted', value, its key} as before.
 //   - INCR answers past 2^53 - 1 (the mark was at or past it): DECR undoes
 //     it, {'exhausted', value, key}.
-//   - INCR answers 1: the mark was missing (or "0", which dlock never
-//     stores: a missing mark's start is the same or higher, so safe). INCR
-//     left 1 there, which must not stay (the next INCR would issue 2): the
-//     missing-mark rule (FENCES above) sets it, or it is deleted on a
-//     refusal. A trusted marker keeps 1 (fence 1, what hwm 0 + 1 gave);
-//     otherwise fence = max(TIME us, marker x 1000) + 1, stored, and a
-//     missing marker is created with TIME in ms. A marker that is not a
-//     whole number of ms in [0, 9e12] is {'foreign', 'marker', value}; a
-//     marker of another type returns GET's error (pcall: after the grant's
-//     write the script must not fail half way). `fresh_mark` records that
-//     this acquire found the mark missing, for DLOCK_UNDO_FENCE.
+//   - then DLOCK_FENCE_VALIDATE: at most DLOCK_FENCE_CHECK_BELOW the mark
+//     may have been recreated by INCRs (ours: INCR answered 1; or a
+//     transaction's: lease_command.h), so the marker decides. A trusted
+//     marker keeps the fence (a missing mark starts at 0); a time marker T
+//     keeps it only above T x 1000; otherwise (and with no marker, which is
+//     created with TIME in ms) fence = max(TIME us, marker x 1000, fence) +
+//     1, stored. A marker that is not a whole number of ms in [0, 9e12] is
+//     {'foreign', 'marker', value}; a marker of another type returns GET's
+//     error (pcall: after the grant's write the script must not fail half
+//     way). `fresh_mark` records that this acquire's INCR created the mark,
+//     for DLOCK_UNDO_FENCE.
 #define DLOCK_FENCE_INCR(H, M, UNDO) \
+  DLOCK_FENCE_INCR_AS(H, M, UNDO, "fence == 1", DLOCK_FENCE_CHECK_BELOW, "")
+// The same with the Lua expression FRESH for `fresh_mark` (given `fence`),
+// the bound below which the marker is read and KEEP (DLOCK_FENCE_VALIDATE).
+#define DLOCK_FENCE_INCR_AS(H, M, UNDO, FRESH, BELOW, KEEP) \
   "local fence = redis.pcall('incr', KEYS[" #H "])\n" \
   "if type(fence) == 'table' then\n" \
   "  " UNDO \
@@ -180,32 +217,49 @@
   "  " UNDO \
   "  return {'exhausted', redis.call('get', KEYS[" #H "]), KEYS[" #H "]}\n" \
   "end\n" \
-  "local fresh_mark = fence == 1\n" \
-  "if fresh_mark then\n" \
+  "local fresh_mark = " FRESH "\n" \
+  DLOCK_FENCE_VALIDATE(H, M, UNDO, BELOW, KEEP)
+
+// DLOCK_FENCE_VALIDATE(H, M, UNDO, BELOW, KEEP): after `fence` came from an
+// INCR of the mark KEYS[H] (`fresh_mark`: that INCR created it), makes it
+// a valid fence (see DLOCK_FENCE_CHECK_BELOW): at most BELOW, the marker
+// KEYS[M] is read; a mark that is not valid (a time marker T with fence <=
+// T x 1000; or a missing marker with fence <= DLOCK_FENCE_CHECK_BELOW,
+// and then the marker is created with TIME ms) is raised to max(TIME us,
+// T x 1000) + 1 and stored. A missing marker with a fence above that
+// bound (read only when BELOW is higher: AcquireAfterTxScript) keeps the
+// fence and runs the Lua KEEP. A foreign marker refuses the
+// acquire ({'foreign', 'marker', value}, or GET's error for another type)
+// with the mark put back (DLOCK_UNDO_FENCE) and UNDO run.
+#define DLOCK_FENCE_VALIDATE(H, M, UNDO, BELOW, KEEP) \
+  "if fence <= " BELOW " then\n" \
   "  local m = redis.pcall('get', KEYS[" #M "])\n" \
   "  local b = 0\n" \
   "  if m ~= false then\n" \
   "    b = type(m) == 'string' and tonumber(m)\n" \
   "    if not b or b < 0 or b > 9000000000000 or b ~= math.floor(b) then\n" \
-  "      redis.call('del', KEYS[" #H "])\n" \
+  "      " DLOCK_UNDO_FENCE(H) \
   "      " UNDO \
   "      if type(m) == 'table' then return m end\n" \
   "      return {'foreign', 'marker', m}\n" \
   "    end\n" \
   "  end\n" \
-  "  if m == false or b ~= 0 then\n" \
+  "  if (m == false and fence <= " DLOCK_FENCE_CHECK_BELOW ") or " \
+  "(b ~= 0 and fence <= b * 1000) then\n" \
   "    local t = redis.call('time')\n" \
   "    if m == false then\n" \
   "      redis.call('set', KEYS[" #M "], string.format('%.0f', tonumber(t[1]) * 1000 + " \
   "math.floor(tonumber(t[2]) / 1000)))\n" \
   "    end\n" \
-  "    fence = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), b * 1000) + 1\n" \
+  "    fence = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), b * 1000, fence) + 1\n" \
   "    if fence > 9007199254740991 then\n" \
-  "      redis.call('del', KEYS[" #H "])\n" \
+  "      " DLOCK_UNDO_FENCE(H) \
   "      " UNDO \
   "      return {'exhausted', string.format('%.0f', fence - 1), KEYS[" #H "]}\n" \
   "    end\n" \
   "    redis.call('set', KEYS[" #H "], string.format('%.0f', fence))\n" \
+  "  elseif m == false then\n" \
+  "    " KEEP \
   "  end\n" \
   "end\n"
 
@@ -257,9 +311,6 @@
 // A refusal after DLOCK_FENCE_INCR gave `fence` (never handed out; the
 // script is atomic) leaves the mark as it found it: deleted if INCR found
 // it missing (`fresh_mark`), else DECR.
-#define DLOCK_UNDO_FENCE(H) \
-  "if fresh_mark then redis.call('del', KEYS[" #H "]) " \
-  "else redis.call('decr', KEYS[" #H "]) end\n"
 #define DLOCK_RESTART_RULE_AFTER_FENCE(M, W, H, UNDO) \
   "local window = tonumber(ARGV[" #W "]) or 0\n" \
   "if window > 0 then\n" \

@@ -26,6 +26,41 @@ end
     DLOCK_RESTART_RULE_AFTER_FENCE(2, 3, 3, "redis.call('del', KEYS[1])\n") R"lua(return fence
 )lua";
 
+// The rest of the fenced acquire after its transaction (FencedAcquireTx,
+// lease_command.h: `MULTI / SET lock token NX PX ttl GET / INCR mark / GET
+// marker / [TIME] / EXEC`) granted the lock key but could not prove the
+// fence valid, or the window's fast path failed: the mark was missing or
+// is not valid for the marker (script_prelude.h: DLOCK_FENCE_CHECK_BELOW),
+// the marker is missing or foreign, INCR failed, or the data set may be
+// young. KEYS as AcquireScript; ARGV: token, ttl ms, window ms, and the
+// transaction's fence (INCR's reply, or empty). Our token under the lock
+// key is ours (the transaction set it; tokens are never reused); a key
+// gone since is set again; anything else is refused as by AcquireScript.
+// Then the fence by INCR, validated with the marker ALWAYS read (a mark
+// that is not valid is raised to where a missing mark starts: raising is
+// always safe), and the restart rule; every refusal deletes the lock key.
+// A missing marker while a mark above DLOCK_FENCE_CHECK_BELOW lives (one
+// deleted by hand) is recreated as the mark's value in ms, floor((fence -
+// 1) / 1000), or TIME ms if that is earlier (a mark raised above TIME):
+// the mark proves the data set at least that old (it started
+// at or above TIME us at its creation), the transaction can then validate
+// the next fences (fence > marker x 1000), and the restart rule's full
+// check on it agrees with the fast path.
+// `fresh_mark`: the mark holds nothing but this INCR, or ours and the
+// transaction's (1, then 2): a refusal deletes it.
+constexpr char kAcquireAfterTx[] = R"lua(local old = redis.pcall('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2], 'get')
+if old ~= false and old ~= ARGV[1] then
+)lua" DLOCK_REFUSE_FOREIGN_AFTER_SET_GET R"lua(  return false
+end
+)lua" DLOCK_FENCE_INCR_AS(3, 2, "redis.call('del', KEYS[1])\n",
+                         "fence == 1 or (fence == 2 and ARGV[4] == '1')", "9007199254740991",
+                         "local t = redis.call('time')\n"
+                         "    redis.call('set', KEYS[2], string.format('%.0f', math.min("
+                         "tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), "
+                         "math.floor((fence - 1) / 1000))))\n")
+    DLOCK_RESTART_RULE_AFTER_FENCE(2, 3, 3, "redis.call('del', KEYS[1])\n") R"lua(return fence
+)lua";
+
 // The acquire without a fence (SimpleLockOptions / RedLockOptions::fencing
 // off): SET NX PX after the restart rule (only when the window is on), no
 // fence mark -- the work of a Redlock without fencing tokens. KEYS: lock,
@@ -176,12 +211,13 @@ return 1
 }  // namespace
 
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
-DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "9b48ed7ad36a1bffb9f01009f0070c12835b9501")
+DLOCK_DEFINE_SCRIPT(AcquireScript, kAcquire, "c01d815d728a1b7b78ae727f362986cb8d48193b")
+DLOCK_DEFINE_SCRIPT(AcquireAfterTxScript, kAcquireAfterTx, "71ec5eebd5342df7826744f3ba57a782cf3b0bfa")
 DLOCK_DEFINE_SCRIPT(AcquireUnfencedScript, kAcquireUnfenced, "7307c3f325ab01f01381dd25b7f9b975e3917222")
 DLOCK_DEFINE_LATE_SAFE_SCRIPT(ReleaseScript, kRelease, "4a7024c06869cacd04e4851399793af3c417a4d6")
 DLOCK_DEFINE_SCRIPT(ExtendScript, kExtend, "71624710076548808e9a8a50d03a8bb55499c2c5")
 DLOCK_DEFINE_SCRIPT(ExtendOrReacquireScript, kExtendOrReacquire, "2e97109bf58e5111535896ecbe564d6287032eb7")
-DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "0190335f77015144f6c5e1b48756a23bfa59a58e")
+DLOCK_DEFINE_SCRIPT(ReentrantAcquireScript, kReentrantAcquire, "2769565404a3086ad55d8222ef0e3598060dcfec")
 DLOCK_DEFINE_SCRIPT(ReentrantReleaseScript, kReentrantRelease, "fec45ffc43d415bb27c9e9a2710d3e5db0fcfe5a")
 DLOCK_DEFINE_SCRIPT(ReentrantExtendScript, kReentrantExtend, "40454865f65ef1e9f9a88ad2d3e210f44f8605ce")
 DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo, "daa3646e32b8cce98ef39be66be824172ff1e6ba")
@@ -190,6 +226,7 @@ DLOCK_DEFINE_SCRIPT(ReentrantUndoScript, kReentrantUndo, "daa3646e32b8cce98ef39b
 std::vector<NamedScript> AllScripts() {
   return {
       {"acquire", &AcquireScript(), 3},
+      {"acquire_after_tx", &AcquireAfterTxScript(), 3},
       {"acquire_unfenced", &AcquireUnfencedScript(), 2},
       {"release", &ReleaseScript(), 1},
       {"extend", &ExtendScript(), 1},

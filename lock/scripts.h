@@ -23,6 +23,9 @@
 //   AcquireScript            | lock,         | token, ttl_ms,        | fence (integer >= 1), nil
 //                            | data-set,     | window_ms             | when held, or a refusal
 //                            | fence mark    |                       |
+//   AcquireAfterTxScript     | as Acquire-   | token, ttl_ms,        | as AcquireScript (the rare
+//                            | Script        | window_ms, tx fence   | path of FencedAcquireTx,
+//                            |               |                       | lease_command.h)
 //   AcquireUnfencedScript    | lock,         | token, ttl_ms,        | 0 (granted, no fence), nil
 //                            | [data-set]    | window_ms             | when held, or a refusal
 //                            | (window on)   |                       |
@@ -95,6 +98,7 @@
 namespace dlock {
 
 const Script& AcquireScript();
+const Script& AcquireAfterTxScript();
 const Script& AcquireUnfencedScript();
 const Script& ReleaseScript();
 const Script& ExtendScript();

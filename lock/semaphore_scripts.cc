@@ -73,7 +73,7 @@ return 1
 }  // namespace
 
 // Constant SHA-1s, as in scripts.cc (scripts_sha1_test checks them).
-DLOCK_DEFINE_SCRIPT(SemaphoreAcquireScript, kSemaphoreAcquire, "5b60b73368be20b8d966a2dd81ac7dbd7c41b91e")
+DLOCK_DEFINE_SCRIPT(SemaphoreAcquireScript, kSemaphoreAcquire, "c9c151de076d75cb91dbfcdfe15c411029b35b44")
 DLOCK_DEFINE_SCRIPT(SemaphoreReleaseScript, kSemaphoreRelease, "4544bc9156b20e8a1022c78e1abbe6b1590e2696")
 DLOCK_DEFINE_SCRIPT(SemaphoreExtendScript, kSemaphoreExtend, "bcbee1dbc027d453d0cef1795c68e3c9df1aac6a")
 

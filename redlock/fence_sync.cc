@@ -33,7 +33,7 @@ if not stored or tonumber(stored) ~= hwm then
 end
 return hwm
 )lua",
-                                            "daf21d246eb0edf7071868bc98ee5bb5b786f244");
+                                            "c90a0af9c93a2a1c626d912d6dc069fcb947cd31");
   return *s;
 }
 

@@ -372,7 +372,7 @@ TEST_F(RedLockTest, AcquireSendsToAllServersAtOnceAndCountsValidityFromTheFirstS
   EXPECT_EQ(out.lease->fence, 1);
   for (size_t i = 0; i < 5; ++i) {
     EXPECT_EQ(KeyOn(i), out.lease->token) << "server " << i;
-    EXPECT_EQ(c.conn(i).CountScriptRuns(AcquireScript().sha1()), 1) << "server " << i;
+    EXPECT_EQ(c.conn(i).CountSent("EXEC"), 1) << "server " << i;  // the transaction
   }
 }
 
@@ -607,8 +607,8 @@ TEST_F(RedLockTest, RetriesAfterTheDelayAndSucceedsOnceTheHolderIsGone) {
   EXPECT_EQ(out.at - t0, absl::Milliseconds(300));
   EXPECT_EQ(out.lease->deadline, t0 + absl::Milliseconds(300) + kTtl -
                                      c.lock->DriftAllowance(kTtl));
-  // Four attempts; the first is preceded by its SCRIPT LOAD (no NOSCRIPT).
-  EXPECT_EQ(c.conn(0).CountScriptRuns(AcquireScript().sha1()), 4);
+  // Four attempts, each one transaction (docs/fences.md).
+  EXPECT_EQ(c.conn(0).CountSent("EXEC"), 4);
 }
 
 TEST_F(RedLockTest, GivesUpAfterRetryCountWithTheLastError) {

@@ -36,6 +36,7 @@
 #ifndef DLOCK_TRANSPORT_TRANSPORT_H_
 #define DLOCK_TRANSPORT_TRANSPORT_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -122,6 +123,32 @@ class Transport {
                                   absl::Span<const absl::string_view> evalsha_argv,
                                   absl::Duration timeout, ReplyCallback callback);
 
+  // Runs `commands` (each a non-empty argv) as ONE transaction: `MULTI`,
+  // the commands, `EXEC`, written together on one connection (never split
+  // by a reconnect: all or none of them go out on a connection), in order
+  // with the other commands of this transport. The callback runs once (same
+  // contract as Send) with EXEC's reply: an array of one reply per command
+  // (an error reply among them is that command's failure; the others ran),
+  // or an error reply (EXECABORT: a command was refused while queuing, and
+  // none ran). Nothing else runs on the server between the commands.
+  //
+  // The views need to live only until this call returns. Rejections as
+  // Send, plus kInvalidArgument for no commands or an empty one. The
+  // default returns kUnimplemented (and never calls back): a transport
+  // written outside dlock, or one that cannot keep a group on one
+  // connection (ClusterTransport, which routes each command by its key);
+  // callers then fall back to a script (lock/lease_command.h). The real
+  // connections (ReconnectingTransport: hiredis and TLS; FakeTransport)
+  // implement it; UvTransport and Sentinel forward it.
+  virtual absl::Status SendTransaction(
+      absl::Span<const absl::Span<const absl::string_view>> commands, absl::Duration timeout,
+      ReplyCallback callback) {
+    (void)commands;
+    (void)timeout;
+    (void)callback;
+    return absl::UnimplementedError("this transport does not send MULTI/EXEC transactions");
+  }
+
   // Subscribes to `channel`. `on_ready` runs once, on the loop, with OK when
   // the server has confirmed the subscription (messages published after that
   // are delivered) or with the failure. While the connection is down messages
@@ -189,6 +216,34 @@ inline absl::Status Transport::SendScript(absl::string_view body,
   eval[0] = "EVAL";
   eval[1] = body;
   return SendArgv(eval, timeout, std::move(callback));
+}
+
+// The rejection every SendTransaction shares for its arguments: OK, or
+// kInvalidArgument for no commands, an empty command, a command that would
+// end or nest the transaction (MULTI, EXEC, DISCARD, WATCH, UNWATCH) or
+// change the connection's protocol (the (P|S)(UN)SUBSCRIBE family,
+// MONITOR), or a non-positive timeout.
+inline absl::Status ValidateTransaction(
+    absl::Span<const absl::Span<const absl::string_view>> commands, absl::Duration timeout) {
+  if (commands.empty()) return absl::InvalidArgumentError("a transaction needs a command");
+  for (absl::Span<const absl::string_view> c : commands) {
+    if (c.empty()) return absl::InvalidArgumentError("a transaction's command is empty");
+    for (absl::string_view refused : {"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "SUBSCRIBE",
+                                      "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE",
+                                      "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR"}) {
+      if (c[0].size() == refused.size() &&
+          std::equal(c[0].begin(), c[0].end(), refused.begin(),
+                     [](char a, char b) { return (a & ~0x20) == b; })) {
+        return absl::InvalidArgumentError(
+            "a transaction's command cannot end or nest it (MULTI, EXEC, DISCARD, WATCH, "
+            "UNWATCH) nor change the connection's protocol (SUBSCRIBE, MONITOR, ...)");
+      }
+    }
+  }
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout must be positive");
+  }
+  return absl::OkStatus();
 }
 
 // The kUnavailable message of a script that did not run because the

@@ -1502,6 +1502,10 @@ TEST(DifferentialTest, ErrorsInsideDlockScriptsMatchARealServer) {
       // is SET's own error.
       {"SCRIPT", "LOAD", DlockSource("write_acquire")},
       {"SCRIPT", "LOAD", DlockSource("acquire_unfenced")},
+      // A trusted marker: a mark of 41 is valid (below 2^50 a script checks
+      // it against the marker; with none it would be raised to TIME, which
+      // differs between the two servers).
+      {"SET", "m:began", "0"},
       {"SET", "m:hwm", "41"},
       {"HSET", "{h}lock", "f", "1"},
       {"EVALSHA", DlockSha("acquire"), "3", "{h}lock", "m:began", "m:hwm", "tokA", "100000", "0"},

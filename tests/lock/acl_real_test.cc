@@ -98,9 +98,12 @@ TEST_F(AclRealTest, ReleaseWithoutChannelPermissionIsOkWithAWarning) {
       << recorder_.warnings[1];
 }
 
+// The plain exclusive acquire is a MULTI/EXEC on its common path (no
+// EVAL: docs/fences.md), so the reentrant acquire, still a script, is the
+// one refused here.
 TEST_F(AclRealTest, NopermEndsATenSecondWaitAfterOneAttempt) {
   Transport* conn = Client("noeval");
-  SimpleLock inner(uv_.loop(), conn);
+  ReentrantLock inner(uv_.loop(), conn);
   RetryLock retry(uv_.loop(), &inner);
   absl::StatusOr<Lease> lease = AcquireNow(retry, absl::Seconds(10));
   EXPECT_THAT(lease, StatusIs(absl::StatusCode::kPermissionDenied));

@@ -107,6 +107,38 @@ TEST_F(BlockingLockTest, AThousandResourcesLeaveTwoKeysOnARealServer) {
   EXPECT_EQ(Server({"EXISTS", keys_.FenceHwmKey(), keys_.DataSetKey()}), Reply::Integer(2));
 }
 
+// Fencing on, the restart window off (SimpleLock's default): the common
+// acquire is one MULTI / SET NX PX GET / INCR / GET marker / EXEC, no
+// EVALSHA; the first acquire on a server without a mark goes through the
+// rare path (a script) once. Fences rise; another type under the lock key
+// is foreign data, a string with no TTL reads as held.
+TEST_F(BlockingLockTest, AFencedAcquireIsOneTransactionOnARealServer) {
+  absl::StatusOr<LockGuard> warm = simple_locks_->TryLock("warm", absl::Seconds(10));
+  ASSERT_THAT(warm, IsOk());
+  const int64_t warm_fence = warm->lease().fence;
+  ASSERT_THAT(warm->Unlock(), IsOk());
+  Server({"CONFIG", "RESETSTAT"});
+  absl::StatusOr<LockGuard> guard = simple_locks_->TryLock("tx", absl::Seconds(10));
+  ASSERT_THAT(guard, IsOk());
+  EXPECT_GT(guard->lease().fence, warm_fence);
+  EXPECT_EQ(Server({"GET", keys_.LockKey("tx")}), Reply::String(guard->lease().token));
+  EXPECT_GT(Server({"PTTL", keys_.LockKey("tx")}).integer, 0);
+  const Reply stats = Server({"INFO", "commandstats"});
+  EXPECT_THAT(stats.str, ::testing::HasSubstr("cmdstat_exec:calls=1,"));
+  EXPECT_THAT(stats.str, ::testing::HasSubstr("cmdstat_incr:calls=1,"));
+  EXPECT_THAT(stats.str, ::testing::Not(::testing::HasSubstr("cmdstat_evalsha")));
+  EXPECT_THAT(simple_locks_->TryLock("tx", absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kAborted));
+  ASSERT_THAT(guard->Unlock(), IsOk());
+  Server({"HSET", keys_.LockKey("hash"), "f", "v"});
+  EXPECT_THAT(simple_locks_->TryLock("hash", absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kInternal));
+  Server({"SET", keys_.LockKey("left"), "behind"});
+  EXPECT_THAT(simple_locks_->TryLock("left", absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(Server({"GET", keys_.LockKey("left")}), Reply::String("behind"));
+}
+
 // Fencing and the restart window off: the acquire is one plain
 // `SET NX PX GET` (no script); on a real server it grants, refuses a holder,
 // refuses another type as foreign data, and writes no fence mark.

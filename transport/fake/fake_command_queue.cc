@@ -20,7 +20,8 @@ uint64_t FakeCommandQueue::Add(absl::Duration timeout, ReplyCallback callback,
 }
 
 bool FakeCommandQueue::Dispatch(uint64_t id, std::vector<std::string> argv,
-                                std::string load_body) {
+                                std::string load_body,
+                                std::vector<std::vector<std::string>> before) {
   if (faults_->partitioned()) {
     Answer(id, absl::UnavailableError("FakeTransport: partitioned"), absl::ZeroDuration());
     return false;
@@ -33,30 +34,35 @@ bool FakeCommandQueue::Dispatch(uint64_t id, std::vector<std::string> argv,
     case FakeFaultPlan::Fate::kDropRequest:
       return false;  // only the timeout will answer
     case FakeFaultPlan::Fate::kDropReply:
-      Apply(id, std::move(argv), /*drop_reply=*/true, std::move(load_body));
+      Apply(id, std::move(argv), /*drop_reply=*/true, std::move(load_body), std::move(before));
       return true;
     case FakeFaultPlan::Fate::kApply:
-      Apply(id, std::move(argv), /*drop_reply=*/false, std::move(load_body));
+      Apply(id, std::move(argv), /*drop_reply=*/false, std::move(load_body),
+            std::move(before));
       return true;
   }
   return false;
 }
 
 void FakeCommandQueue::Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply,
-                             std::string load_body) {
+                             std::string load_body,
+                             std::vector<std::vector<std::string>> before) {
   const absl::Time now = tasks_->loop()->Now();
   const absl::Time apply_at = std::max(now + faults_->request_latency(), last_apply_at_);
   last_apply_at_ = apply_at;
   unapplied_[id] = tasks_->Schedule(apply_at - now, [this, id, argv = std::move(argv),
                                                      drop_reply,
-                                                     load_body = std::move(load_body)]() mutable {
-    RunApply(id, std::move(argv), drop_reply, std::move(load_body));
+                                                     load_body = std::move(load_body),
+                                                     before = std::move(before)]() mutable {
+    RunApply(id, std::move(argv), drop_reply, std::move(load_body), std::move(before));
   });
 }
 
 void FakeCommandQueue::RunApply(uint64_t id, std::vector<std::string> argv, bool drop_reply,
-                                std::string load_body) {
+                                std::string load_body,
+                                std::vector<std::vector<std::string>> before) {
   unapplied_.erase(id);
+  for (std::vector<std::string>& cmd : before) session_->Command(std::move(cmd));
   std::optional<Reply> load_error;
   if (!load_body.empty()) {
     std::vector<Reply> loaded = session_->Command({"SCRIPT", "LOAD", std::move(load_body)});

@@ -64,7 +64,11 @@ class FakeCommandQueue {
   // (only the deadline answers); kDropReply / kApply -> Apply(id, argv,
   // drop_reply, load_body). Returns whether the command reaches the server
   // (kDropReply or kApply): a script load in `load_body` then took effect.
-  bool Dispatch(uint64_t id, std::vector<std::string> argv, std::string load_body = {});
+  // `before` (a transaction: MULTI and the queued commands, `argv` being
+  // EXEC) is applied right before `argv`, in the same loop task, its
+  // replies read and dropped; the group takes this one fate.
+  bool Dispatch(uint64_t id, std::vector<std::string> argv, std::string load_body = {},
+                std::vector<std::vector<std::string>> before = {});
   // Applies `argv` on the server after the request latency (in order);
   // the reply is delivered after the reply latency unless `drop_reply`.
   // With a `load_body`, `SCRIPT LOAD load_body` is applied right before
@@ -72,7 +76,7 @@ class FakeCommandQueue {
   // them); if the load is refused, its error reply stands for the
   // EVALSHA's NOSCRIPT.
   void Apply(uint64_t id, std::vector<std::string> argv, bool drop_reply,
-             std::string load_body = {});
+             std::string load_body = {}, std::vector<std::vector<std::string>> before = {});
   // Delivers `outcome` to command `id` `delay` from now (no earlier than
   // any outcome scheduled before it), replacing one already scheduled.
   void Answer(uint64_t id, absl::StatusOr<Reply> outcome, absl::Duration delay);
@@ -94,7 +98,7 @@ class FakeCommandQueue {
   };
 
   void RunApply(uint64_t id, std::vector<std::string> argv, bool drop_reply,
-                std::string load_body);
+                std::string load_body, std::vector<std::vector<std::string>> before);
   // `timed_out`: the deadline's kDeadlineExceeded (the late hook stays).
   void Complete(uint64_t id, absl::StatusOr<Reply> outcome, bool timed_out = false);
 

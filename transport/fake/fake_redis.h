@@ -37,7 +37,8 @@
 //   - HGETALL always lists fields in insertion order (Redis does so only for
 //     small listpack-encoded hashes: <= 128 fields of <= 64 bytes).
 //   - No cjson/cmsgpack/struct/bit libraries; RESP3 (redis.setresp(3)) is
-//     refused; no SCRIPT KILL/DEBUG, FUNCTION, MULTI, keyspace notifications.
+//     refused; no SCRIPT KILL/DEBUG, FUNCTION, WATCH, keyspace notifications
+//     (MULTI/EXEC/DISCARD are: fake_redis_session.h).
 //   - Protected library tables are proxies: `pairs(string)` and
 //     `pairs(_G)` iterate nothing, `getmetatable(_G)` is false.
 //   - A script that runs past `Options::max_script_instructions` is aborted

@@ -123,6 +123,21 @@ std::vector<Reply> CommandTable::Dispatch(CallContext& ctx, Args argv) {
   return replies;
 }
 
+std::optional<Reply> CommandTable::QueueError(const Args& argv) const {
+  if (argv.empty()) return Reply::Error("ERR FakeRedis: empty command");
+  bool container_miss = false;
+  const Spec* spec = Lookup(argv, &container_miss);
+  if (spec == nullptr) {
+    if (container_miss) {
+      return UnknownError(absl::StrCat("unknown subcommand '", CStr(argv[1]).substr(0, 128),
+                                       "'. Try ", absl::AsciiStrToUpper(argv[0]), " HELP."));
+    }
+    return UnknownCommand(argv);
+  }
+  if (!ArityOk(spec->arity, argv.size())) return ArityError(spec->name);
+  return std::nullopt;
+}
+
 Reply CommandTable::CallFromScript(CallContext& ctx, const Args& argv,
                                    std::string* script_error) {
   bool container_miss = false;

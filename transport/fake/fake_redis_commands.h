@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,14 @@ class CommandTable {
   // command, arity, ACL, pub/sub context) and returns every reply: one,
   // or one per channel for (UN)SUBSCRIBE.
   std::vector<Reply> Dispatch(CallContext& ctx, Args argv);
+  // The error processCommand gives `argv` before running it (unknown
+  // command or subcommand, arity), or nullopt: what MULTI checks when it
+  // queues a command (a queued command with such an error makes EXEC
+  // answer EXECABORT).
+  std::optional<Reply> QueueError(const Args& argv) const;
+  // Records `argv` in the log without running it (MULTI, EXEC, DISCARD,
+  // which the session handles).
+  void LogOnly(const CallContext& ctx, const Args& argv) { log_->Add(ctx, argv); }
   // Runs a command from a script with scriptCall's checks. Returns the
   // reply, or sets *script_error (the error text, no '-') if refused.
   Reply CallFromScript(CallContext& ctx, const Args& argv, std::string* script_error);

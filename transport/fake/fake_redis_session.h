@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,6 +36,14 @@ class FakeRedisSession {
   // sends for it: exactly one, except SUBSCRIBE/UNSUBSCRIBE, which answer
   // once per channel, like Redis. While subscribed, only (UN)SUBSCRIBE
   // and PING are accepted (RESP2 rules). Execution is synchronous.
+  //
+  // Transactions as Redis runs them: MULTI (+OK) starts queuing; each
+  // later command is checked (unknown command, arity) and queued
+  // (+QUEUED), or refused with its error, which makes EXEC answer
+  // EXECABORT; EXEC runs the queued commands back to back -- nothing of
+  // another session runs between them -- and answers the array of their
+  // replies; DISCARD drops the queue. MULTI inside MULTI, and EXEC or
+  // DISCARD without MULTI, are errors. WATCH is not modelled.
   std::vector<Reply> Command(std::vector<std::string> argv);
 
   // Called for each message published on a channel this session is
@@ -72,6 +81,14 @@ class FakeRedisSession {
   std::function<void(const std::string&, const std::string&)> on_message_;
   std::function<void()> on_restart_;
   std::vector<Reply> queued_;
+  // MULTI state (see Command).
+  bool in_multi_ = false;
+  bool multi_dirty_ = false;
+  std::vector<std::vector<std::string>> multi_queue_;
+
+  // Command for MULTI, EXEC, DISCARD and commands queued under MULTI;
+  // nullopt for a command that runs at once.
+  std::optional<std::vector<Reply>> Transaction(std::vector<std::string>& argv);
 };
 
 }  // namespace dlock

@@ -60,6 +60,25 @@ absl::Status FakeTransport::SendScript(absl::string_view body,
   return absl::OkStatus();
 }
 
+absl::Status FakeTransport::SendTransaction(
+    absl::Span<const absl::Span<const absl::string_view>> commands, absl::Duration timeout,
+    ReplyCallback callback) {
+  if (closed_) return absl::CancelledError("FakeTransport: closed");
+  if (absl::Status s = ValidateTransaction(commands, timeout); !s.ok()) return s;
+  std::vector<std::vector<std::string>> before;
+  before.reserve(commands.size() + 1);
+  before.push_back({"MULTI"});
+  for (absl::Span<const absl::string_view> c : commands) {
+    before.emplace_back(c.begin(), c.end());
+  }
+  for (const std::vector<std::string>& argv : before) Log(argv);
+  Log({"EXEC"});
+  ++sent_serial_;
+  const uint64_t id = commands_.Add(timeout, std::move(callback));
+  commands_.Dispatch(id, {"EXEC"}, /*load_body=*/{}, std::move(before));
+  return absl::OkStatus();
+}
+
 absl::Status FakeTransport::Connect(absl::AnyInvocable<void(absl::Status) &&> callback) {
   if (closed_) return absl::CancelledError("FakeTransport: closed");
   const uint64_t id = next_waiter_++;

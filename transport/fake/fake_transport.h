@@ -28,6 +28,13 @@
 // after it on this connection, else the callback gets kUnavailable
 // (kScriptCacheFlushedMessage) -- never a re-send behind later commands.
 //
+// Transactions (SendTransaction) go out as `MULTI`, the commands, `EXEC`,
+// each in sent() (CountSent("MULTI") counts them), and are applied on the
+// server together, in one loop task (the server also runs EXEC atomically:
+// fake_redis_session.h); the group takes ONE fate from the fault plan
+// (FailNext(1) fails the whole transaction, DropNextReplies(1) loses EXEC's
+// reply after it ran). The callback gets EXEC's reply.
+//
 // Outcomes (the callback runs exactly once, on the loop, never inside Send):
 //   - the Reply (an error reply like "NOSCRIPT ..." is a Reply of type kError);
 //   - kDeadlineExceeded at send + timeout when no reply came by then (the
@@ -118,6 +125,9 @@ class FakeTransport : public Transport {
   absl::Status SendScript(absl::string_view body,
                           absl::Span<const absl::string_view> evalsha_argv,
                           absl::Duration timeout, ReplyCallback callback) override;
+  // See "Transactions" above.
+  absl::Status SendTransaction(absl::Span<const absl::Span<const absl::string_view>> commands,
+                               absl::Duration timeout, ReplyCallback callback) override;
   // kInvalidArgument for a null on_message, kCancelled after Close().
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
       std::string channel, MessageCallback on_message,

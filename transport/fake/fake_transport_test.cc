@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "dlock/testing/status_matchers.h"
@@ -34,6 +35,12 @@ struct Outcome {
   absl::Time at;
   int calls = 0;
 };
+
+int64_t CountLogged(const FakeRedis& server, absl::string_view command) {
+  int64_t n = 0;
+  for (const FakeRedis::LogEntry& e : server.log()) n += absl::EqualsIgnoreCase(e.argv[0], command);
+  return n;
+}
 
 class FakeTransportTest : public ::testing::Test {
  protected:
@@ -68,6 +75,82 @@ TEST_F(FakeTransportTest, CallbackRunsOnTheLoopNeverInsideSend) {
   EXPECT_EQ(conn_.pending_commands(), 0u);
   loop_.AdvanceTime(absl::Seconds(5));
   EXPECT_EQ(out.calls, 1);  // exactly once: the timeout never fires afterwards
+}
+
+TEST_F(FakeTransportTest, TransactionRunsAtomicallyAndIsLoggedAsMultiExec) {
+  FakeTransport other(&loop_, &server_);
+  // The transaction's request is slower than the other connection's INCR,
+  // sent at the same time; the other INCR is applied before the group, and
+  // nothing comes between the group's commands.
+  conn_.SetLatency(absl::Milliseconds(2), absl::Milliseconds(1));
+  other.SetLatency(absl::Milliseconds(1), absl::Milliseconds(1));
+  std::optional<absl::StatusOr<Reply>> tx;
+  const absl::string_view incr[] = {"INCR", "n"};
+  const absl::string_view get[] = {"GET", "n"};
+  const absl::Span<const absl::string_view> group[] = {incr, incr, get};
+  ASSERT_THAT(conn_.SendTransaction(group, kTimeout,
+                                    [&](absl::StatusOr<Reply> r) { tx = std::move(r); }),
+              IsOk());
+  Outcome out;
+  SendTo(other, {"INCR", "n"}, &out);
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(tx.has_value());  // never inside the call, nor before the latency
+  loop_.AdvanceTime(absl::Milliseconds(3));
+  ASSERT_TRUE(tx.has_value());
+  ASSERT_THAT(*tx, IsOk());
+  EXPECT_EQ(**tx, Reply::Array({Reply::Integer(2), Reply::Integer(3), Reply::String("3")}));
+  EXPECT_EQ(conn_.CountSent("MULTI"), 1);
+  EXPECT_EQ(conn_.CountSent("EXEC"), 1);
+  EXPECT_EQ(conn_.CountSent("INCR"), 2);
+  EXPECT_EQ(CountLogged(server_, "EXEC"), 1);
+
+  // One fate for the group: FailNext(1) fails it whole, nothing applied.
+  conn_.FailNext(1, absl::UnavailableError("down"));
+  tx.reset();
+  ASSERT_THAT(conn_.SendTransaction(group, kTimeout,
+                                    [&](absl::StatusOr<Reply> r) { tx = std::move(r); }),
+              IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(5));
+  ASSERT_TRUE(tx.has_value());
+  EXPECT_THAT(*tx, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(server_.GetString("n"), std::optional<std::string>("3"));
+
+  // A queuing error aborts the group on the server: EXECABORT, nothing ran.
+  const absl::string_view bad[] = {"GET"};
+  const absl::Span<const absl::string_view> aborted[] = {incr, bad};
+  tx.reset();
+  ASSERT_THAT(conn_.SendTransaction(aborted, kTimeout,
+                                    [&](absl::StatusOr<Reply> r) { tx = std::move(r); }),
+              IsOk());
+  loop_.AdvanceTime(absl::Milliseconds(5));
+  ASSERT_TRUE(tx.has_value());
+  ASSERT_THAT(*tx, IsOk());
+  EXPECT_TRUE((*tx)->IsErrorWithPrefix("EXECABORT"));
+  EXPECT_EQ(server_.GetString("n"), std::optional<std::string>("3"));
+
+  // Rejected at once.
+  const absl::string_view exec[] = {"exec"};
+  const absl::Span<const absl::string_view> nested[] = {exec};
+  EXPECT_THAT(conn_.SendTransaction({}, kTimeout, [](absl::StatusOr<Reply>) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(conn_.SendTransaction(nested, kTimeout, [](absl::StatusOr<Reply>) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(conn_.SendTransaction(group, absl::ZeroDuration(), [](absl::StatusOr<Reply>) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(FakeTransportTest, CloseCancelsAPendingTransaction) {
+  std::optional<absl::StatusOr<Reply>> tx;
+  const absl::string_view incr[] = {"INCR", "n"};
+  const absl::Span<const absl::string_view> group[] = {incr};
+  ASSERT_THAT(conn_.SendTransaction(group, kTimeout,
+                                    [&](absl::StatusOr<Reply> r) { tx = std::move(r); }),
+              IsOk());
+  conn_.Close();
+  ASSERT_TRUE(tx.has_value());
+  EXPECT_THAT(*tx, StatusIs(absl::StatusCode::kCancelled));
+  loop_.RunUntilIdle();
+  EXPECT_FALSE(server_.Exists("n"));
 }
 
 TEST_F(FakeTransportTest, ErrorRepliesAreRepliesNotStatuses) {

@@ -49,6 +49,16 @@ void CommandLedger::Wait(std::unique_ptr<CommandRequest> r,
   waiting_.push_back(std::move(r));
 }
 
+void CommandLedger::WaitTransaction(
+    std::unique_ptr<CommandRequest> r,
+    absl::Span<const absl::Span<const absl::string_view>> commands) {
+  for (absl::Span<const absl::string_view> c : commands) {
+    r->tx_sizes.push_back(c.size());
+    for (absl::string_view a : c) r->argv.emplace_back(a);
+  }
+  waiting_.push_back(std::move(r));
+}
+
 void CommandLedger::Answer(std::unique_ptr<CommandRequest> r,
                            absl::StatusOr<Reply> reply) {
   if (r->done) return;  // its deadline passed: drop the late reply

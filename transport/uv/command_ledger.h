@@ -59,6 +59,13 @@ struct CommandRequest : DeadlineNode {
   absl::string_view script_body;
   bool script_resent = false;  // re-sent once after a NOSCRIPT already
   bool script_load = false;    // internal: the SCRIPT LOAD before an EVALSHA
+  // Internal: the replies of a transaction's MULTI and queued commands
+  // (+OK, +QUEUED or a queuing error), read and dropped; its EXEC is the
+  // caller's request right behind.
+  size_t tx_skip = 0;
+  // A transaction waiting for a connection: `argv` holds its commands one
+  // after another, these their sizes (empty for any other command).
+  std::vector<size_t> tx_sizes;
 };
 
 // A FIFO of owned requests linked through CommandRequest::next (no
@@ -82,6 +89,7 @@ class RequestQueue {
       tail_ = raw;
     }
   }
+  CommandRequest* front() const { return head_; }
   std::unique_ptr<CommandRequest> pop_front() {
     CommandRequest* r = head_;
     if (r == nullptr) return nullptr;
@@ -130,6 +138,23 @@ class CommandLedger {
   // by DeliverReplies, in order with the other replies (dropped if `r` is
   // done).
   void Answer(std::unique_ptr<CommandRequest> r, absl::StatusOr<Reply> reply);
+  // Queues `r` until a connection is ready: WaitTransaction when `tx` is
+  // set, else WaitScript for a script request, else Wait.
+  void Hold(std::unique_ptr<CommandRequest> r, absl::Span<const absl::string_view> argv,
+            std::vector<std::string>* owned,
+            const absl::Span<const absl::Span<const absl::string_view>>* tx) {
+    if (tx != nullptr) {
+      WaitTransaction(std::move(r), *tx);
+    } else if (!r->script_argv.empty()) {
+      WaitScript(std::move(r));
+    } else {
+      Wait(std::move(r), argv, owned);
+    }
+  }
+  // Queues a transaction `r` until a connection is ready, keeping a copy of
+  // its commands (CommandRequest::argv and tx_sizes).
+  void WaitTransaction(std::unique_ptr<CommandRequest> r,
+                       absl::Span<const absl::Span<const absl::string_view>> commands);
   // Queues a script request `r` until a connection is ready, keeping no
   // copy: its argv is the caller's (CommandRequest::script_argv).
   void WaitScript(std::unique_ptr<CommandRequest> r) { waiting_.push_back(std::move(r)); }

@@ -18,6 +18,7 @@ void LinkSession::Attach(std::unique_ptr<RedisLink> link) {
   link_ = std::move(link);
   loaded_.clear();  // a new connection: nothing is known loaded on it
   load_error_.reset();
+  tx_error_.reset();
   handshake_left_ = 0;
   handshake_failed_ = false;
 }
@@ -82,6 +83,30 @@ void LinkSession::IssueScript(std::unique_ptr<CommandRequest> request) {
   Issue(std::move(request), argv);
 }
 
+void LinkSession::IssueTransaction(
+    std::unique_ptr<CommandRequest> request,
+    absl::Span<const absl::Span<const absl::string_view>> commands) {
+  static constexpr absl::string_view kMulti[] = {"MULTI"};
+  static constexpr absl::string_view kExec[] = {"EXEC"};
+  // Every part goes into the link's output buffer now, in this call:
+  // written together, on this link or not at all.
+  bool written = link_ != nullptr && link_->Write(kMulti);
+  for (size_t i = 0; written && i < commands.size(); ++i) written = link_->Write(commands[i]);
+  if (!written) {
+    // Only when the link is already going away (its FIFO fails with it).
+    p_->ledger->Complete(std::move(request),
+                         absl::UnavailableError(absl::StrCat(*p_->endpoint,
+                                                             ": connection closing")));
+    return;
+  }
+  auto parts = std::make_unique<CommandRequest>();
+  parts->internal = true;
+  parts->internal_name = "MULTI";
+  parts->tx_skip = commands.size() + 1;
+  fifo_.push_back(std::move(parts));
+  Issue(std::move(request), kExec);
+}
+
 void LinkSession::OnNoScript(std::unique_ptr<CommandRequest> r) {
   if (load_error_.has_value()) {
     // Our own SCRIPT LOAD, right before it, was refused: that is the answer.
@@ -109,6 +134,14 @@ bool LinkSession::WritePush(absl::Span<const absl::string_view> argv) {
 }
 
 void LinkSession::OnLinkReply(Reply reply) {
+  CommandRequest* front = fifo_.front();
+  if (front != nullptr && front->tx_skip != 0) {
+    // MULTI's or a queued command's reply; the first error stands for
+    // EXEC's (EXECABORT; or EXEC without MULTI: an ACL refused MULTI).
+    if (reply.is_error() && !tx_error_.has_value()) tx_error_ = std::move(reply);
+    if (--front->tx_skip == 0) fifo_.pop_front();
+    return;
+  }
   std::unique_ptr<CommandRequest> r = fifo_.pop_front();
   if (r == nullptr) {
     if (p_->pubsub) {
@@ -120,6 +153,10 @@ void LinkSession::OnLinkReply(Reply reply) {
     return;
   }
   if (!r->internal) {
+    if (tx_error_.has_value()) {  // this is the EXEC right behind them
+      if (reply.is_error()) reply = *std::move(tx_error_);
+      tx_error_.reset();
+    }
     if (!r->script_argv.empty()) {
       const bool noscript = reply.IsErrorWithPrefix("NOSCRIPT");
       if (noscript) {
@@ -164,6 +201,28 @@ void LinkSession::Drop(const absl::Status& why) {
 
 // ---------------------------------------------------------------------------
 // ReconnectingConnection: attempts, backoff, reconnects.
+
+void LinkSession::IssueWaiting(std::unique_ptr<CommandRequest> r) {
+  if (!r->script_argv.empty()) {
+    IssueScript(std::move(r));  // loaded first: a new connection
+    return;
+  }
+  std::vector<std::string> argv = std::move(r->argv);
+  absl::InlinedVector<absl::string_view, 16> views(argv.begin(), argv.end());
+  if (r->tx_sizes.empty()) {
+    Issue(std::move(r), views);
+    return;
+  }
+  // A transaction: its commands, one after another in `views`.
+  std::vector<size_t> sizes = std::move(r->tx_sizes);
+  absl::InlinedVector<absl::Span<const absl::string_view>, 4> commands;
+  size_t at = 0;
+  for (size_t n : sizes) {
+    commands.push_back(absl::MakeConstSpan(views).subspan(at, n));
+    at += n;
+  }
+  IssueTransaction(std::move(r), commands);
+}
 
 ReconnectingConnection::~ReconnectingConnection() {
   Close(absl::CancelledError("transport closed"));

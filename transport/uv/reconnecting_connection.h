@@ -110,6 +110,16 @@ class LinkSession : private LinkEvents {
              absl::Span<const absl::string_view> argv);
   // See ReconnectingConnection::IssueScript.
   void IssueScript(std::unique_ptr<CommandRequest> request);
+  // Sends a transaction (Transport::SendTransaction): MULTI, `commands`,
+  // EXEC written back to back on the one link (nothing can come between
+  // them, and a reconnect cannot split them), the replies of MULTI and the
+  // queued commands dropped, EXEC's reply (or the failure) going to the
+  // ledger for `request`.
+  void IssueTransaction(std::unique_ptr<CommandRequest> request,
+                        absl::Span<const absl::Span<const absl::string_view>> commands);
+  // Sends a request that waited for the connection (CommandLedger::Wait,
+  // WaitScript, WaitTransaction) as it was asked.
+  void IssueWaiting(std::unique_ptr<CommandRequest> request);
   bool WritePush(absl::Span<const absl::string_view> argv);
   // Drops the link (it never calls back) and fails the commands in flight
   // with `why`, through the ledger.
@@ -133,6 +143,8 @@ class LinkSession : private LinkEvents {
   absl::flat_hash_set<std::string> loaded_;
   // The error reply of a refused SCRIPT LOAD, for the EVALSHA right behind.
   std::optional<Reply> load_error_;
+  // The first error reply of a transaction's MULTI or queued commands.
+  std::optional<Reply> tx_error_;
   int handshake_left_ = 0;
   bool handshake_failed_ = false;
 };
@@ -167,6 +179,27 @@ class ReconnectingConnection {
   // header comment); its reply (or failure) goes to the ledger.
   void IssueScript(std::unique_ptr<CommandRequest> request) {
     session_.IssueScript(std::move(request));
+  }
+  // Sends a transaction or a request that waited for the connection on
+  // the ready connection: LinkSession's.
+  void IssueTransaction(std::unique_ptr<CommandRequest> request,
+                        absl::Span<const absl::Span<const absl::string_view>> commands) {
+    session_.IssueTransaction(std::move(request), commands);
+  }
+  void IssueWaiting(std::unique_ptr<CommandRequest> request) {
+    session_.IssueWaiting(std::move(request));
+  }
+  // IssueTransaction when `tx` is set, else IssueScript for a script
+  // request (CommandRequest::script_argv), else Issue.
+  void IssueAny(std::unique_ptr<CommandRequest> request, absl::Span<const absl::string_view> argv,
+                const absl::Span<const absl::Span<const absl::string_view>>* tx) {
+    if (tx != nullptr) {
+      session_.IssueTransaction(std::move(request), *tx);
+    } else if (!request->script_argv.empty()) {
+      session_.IssueScript(std::move(request));
+    } else {
+      session_.Issue(std::move(request), argv);
+    }
   }
   // Sends a command whose replies come as pushes (SUBSCRIBE, UNSUBSCRIBE).
   // False when there is no link to write to.

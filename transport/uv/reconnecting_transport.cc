@@ -87,10 +87,20 @@ absl::Status ReconnectingTransport::SendScript(absl::string_view body,
   return Submit(evalsha_argv, nullptr, timeout, std::move(callback), &body);
 }
 
+absl::Status ReconnectingTransport::SendTransaction(TransactionCommands commands,
+                                                    absl::Duration timeout,
+                                                    ReplyCallback callback) {
+  absl::Status s = ValidateTransaction(commands, timeout);
+  if (!s.ok() && !closed_) return s;
+  static constexpr absl::string_view kExec[] = {"EXEC"};
+  return Submit(kExec, nullptr, timeout, std::move(callback), nullptr, &commands);
+}
+
 absl::Status ReconnectingTransport::Submit(absl::Span<const absl::string_view> argv,
                                            std::vector<std::string>* owned,
                                            absl::Duration timeout, ReplyCallback callback,
-                                           const absl::string_view* script_body) {
+                                           const absl::string_view* script_body,
+                                           const TransactionCommands* tx) {
   if (closed_) return absl::CancelledError("transport closed");
   if (absl::Status s = ValidateSendArguments(
           argv.size(), argv.empty() ? absl::string_view() : argv[0], timeout,
@@ -105,19 +115,11 @@ absl::Status ReconnectingTransport::Submit(absl::Span<const absl::string_view> a
   }
   switch (cmd_.state()) {
     case ReconnectingConnection::State::kReady:
-      if (script_body != nullptr) {
-        cmd_.IssueScript(std::move(r));
-      } else {
-        cmd_.Issue(std::move(r), argv);
-      }
+      cmd_.IssueAny(std::move(r), argv, tx);
       break;
     case ReconnectingConnection::State::kIdle:
     case ReconnectingConnection::State::kConnecting:
-      if (script_body != nullptr) {
-        ledger_.WaitScript(std::move(r));
-      } else {
-        ledger_.Wait(std::move(r), argv, owned);
-      }
+      ledger_.Hold(std::move(r), argv, owned, tx);
       break;
     case ReconnectingConnection::State::kBackoff:
       ledger_.Complete(std::move(r),
@@ -166,14 +168,7 @@ void ReconnectingTransport::OnConnectionReady(ReconnectingConnection& conn) {
   ledger_.TakeWaiting(&waiting);
   while (!waiting.empty()) {
     std::unique_ptr<CommandRequest> r = waiting.pop_front();
-    if (r->done) continue;  // timed out while waiting
-    if (!r->script_argv.empty()) {
-      cmd_.IssueScript(std::move(r));  // loaded first: a new connection
-      continue;
-    }
-    std::vector<std::string> argv = std::move(r->argv);
-    absl::InlinedVector<absl::string_view, 16> views(argv.begin(), argv.end());
-    cmd_.Issue(std::move(r), views);
+    if (!r->done) cmd_.IssueWaiting(std::move(r));  // else: timed out while waiting
   }
   waiters_.Notify(absl::OkStatus());
 }

@@ -36,6 +36,8 @@ struct uv_loop_s;
 
 namespace dlock {
 
+using TransactionCommands = absl::Span<const absl::Span<const absl::string_view>>;
+
 class ReconnectingTransport : public Transport, private ConnectionOwner {
  public:
   ReconnectingTransport(const ReconnectingTransport&) = delete;
@@ -57,6 +59,10 @@ class ReconnectingTransport : public Transport, private ConnectionOwner {
   absl::Status SendScript(absl::string_view body,
                           absl::Span<const absl::string_view> evalsha_argv,
                           absl::Duration timeout, ReplyCallback callback) override;
+  // See Transport::SendTransaction and reconnecting_connection.h (copied
+  // while waiting for a connection).
+  absl::Status SendTransaction(TransactionCommands commands, absl::Duration timeout,
+                               ReplyCallback callback) override;
   // See Transport::Subscribe. kInvalidArgument for a null on_message,
   // kCancelled after Close().
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
@@ -113,9 +119,11 @@ class ReconnectingTransport : public Transport, private ConnectionOwner {
   // Send and SendArgv: `owned` (may be null) holds the same argv as
   // `argv`, to be moved instead of copied while waiting for a connection.
   // SendScript: `script_body` is set (and `argv` kept by the caller).
+  // SendTransaction: `tx` is set (`argv` is EXEC).
   absl::Status Submit(absl::Span<const absl::string_view> argv,
                       std::vector<std::string>* owned, absl::Duration timeout,
-                      ReplyCallback callback, const absl::string_view* script_body = nullptr);
+                      ReplyCallback callback, const absl::string_view* script_body = nullptr,
+                      const TransactionCommands* tx = nullptr);
 
   uv_loop_s* const loop_;
   const HiredisTransportOptions options_;

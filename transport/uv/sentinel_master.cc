@@ -64,6 +64,12 @@ absl::Status SentinelMaster::SendScript(absl::string_view body,
   return master_->SendScript(body, evalsha_argv, timeout, Wrap(std::move(callback)));
 }
 
+absl::Status SentinelMaster::SendTransaction(
+    absl::Span<const absl::Span<const absl::string_view>> commands, absl::Duration timeout,
+    ReplyCallback callback) {
+  return master_->SendTransaction(commands, timeout, Wrap(std::move(callback)));
+}
+
 ReplyCallback SentinelMaster::Wrap(ReplyCallback callback) {
   const uint64_t generation = generation_;
   return [this, life = std::weak_ptr<int>(life_), generation,

@@ -67,6 +67,10 @@ class SentinelMaster {
   absl::Status SendScript(absl::string_view body,
                           absl::Span<const absl::string_view> evalsha_argv,
                           absl::Duration timeout, ReplyCallback callback);
+  // Transport::SendTransaction on the master (which must be set), with
+  // Send's reply rules.
+  absl::Status SendTransaction(absl::Span<const absl::Span<const absl::string_view>> commands,
+                               absl::Duration timeout, ReplyCallback callback);
   // Registers a subscription and places it on the master, if any.
   std::unique_ptr<Subscription> Subscribe(std::string channel, MessageCallback on_message,
                                           SubscriptionRelay::ReadyCallback on_ready);

@@ -170,6 +170,14 @@ absl::Status SentinelTransport::SendScript(absl::string_view body,
   return master_.SendScript(body, evalsha_argv, timeout, std::move(callback));
 }
 
+absl::Status SentinelTransport::SendTransaction(
+    absl::Span<const absl::Span<const absl::string_view>> commands, absl::Duration timeout,
+    ReplyCallback callback) {
+  // No master (or closed): kUnimplemented, the caller's script waits instead.
+  if (closed_ || master_.get() == nullptr) return Transport::SendTransaction({}, timeout, {});
+  return master_.SendTransaction(commands, timeout, std::move(callback));
+}
+
 absl::StatusOr<std::unique_ptr<Subscription>> SentinelTransport::Subscribe(
     std::string channel, MessageCallback on_message,
     absl::AnyInvocable<void(absl::Status) &&> on_ready) {

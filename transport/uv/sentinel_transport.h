@@ -102,6 +102,10 @@ class SentinelTransport : public Transport {
   absl::Status SendScript(absl::string_view body,
                           absl::Span<const absl::string_view> evalsha_argv,
                           absl::Duration timeout, ReplyCallback callback) override;
+  // Forwarded to the current master (never re-sent to a new one);
+  // kUnimplemented while none is known: the caller's script waits for one.
+  absl::Status SendTransaction(absl::Span<const absl::Span<const absl::string_view>> commands,
+                               absl::Duration timeout, ReplyCallback callback) override;
   // Subscribes on the current master, and again on every new master.
   // on_ready runs once: with the first master's confirmation or failure.
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(

@@ -207,6 +207,75 @@ TYPED_TEST_P(TransportContractTest, ScriptsKeepCommandOrderWhateverTheScriptCach
       [this](std::vector<std::string> argv) { return this->server().Command(std::move(argv)); });
 }
 
+TYPED_TEST_P(TransportContractTest, TransactionsRunAsOneGroupInOrderWithOtherCommands) {
+  this->MakeTransport();  // not connected yet: the first one waits, copied
+  std::vector<std::string> order;
+  std::optional<absl::StatusOr<Reply>> first, aborted, second;
+  {
+    std::string key = "tx";  // the views need to live only until the call returns
+    const absl::string_view set[] = {"SET", key, "a"};
+    const absl::string_view incr[] = {"INCR", "n"};
+    const absl::string_view get[] = {"GET", key};
+    const absl::Span<const absl::string_view> group[] = {set, incr, get};
+    ASSERT_THAT(this->transport_->SendTransaction(group, this->kLong,
+                                                  [&](absl::StatusOr<Reply> r) {
+                                                    order.push_back("tx1");
+                                                    first = std::move(r);
+                                                  }),
+                IsOk());
+    key = "clobbered";
+  }
+  ASSERT_THAT(this->transport_->Send({"INCR", "n"}, this->kLong,
+                                     [&](absl::StatusOr<Reply> r) {
+                                       order.push_back("incr");
+                                       EXPECT_THAT(r, IsOkAndHolds(Reply::Integer(2)));
+                                     }),
+              IsOk());
+  ASSERT_TRUE(this->loop_.RunUntil([&] { return order.size() == 2; }));
+  EXPECT_THAT(order, ::testing::ElementsAre("tx1", "incr"));
+  ASSERT_THAT(*first, IsOk());
+  EXPECT_EQ(**first, Reply::Array({Reply::Status("OK"), Reply::Integer(1), Reply::String("a")}));
+
+  // Connected: a queuing error aborts the whole group (nothing ran), and a
+  // command's own error leaves the others run.
+  const absl::string_view incr[] = {"INCR", "n"};
+  const absl::string_view unknown[] = {"NOSUCHCOMMAND"};
+  const absl::Span<const absl::string_view> bad[] = {incr, unknown};
+  bool inside = true;
+  ASSERT_THAT(this->transport_->SendTransaction(bad, this->kLong,
+                                                [&](absl::StatusOr<Reply> r) {
+                                                  EXPECT_FALSE(inside);
+                                                  aborted = std::move(r);
+                                                }),
+              IsOk());
+  inside = false;
+  const absl::string_view wrong[] = {"INCR", "tx"};  // "a" is not an integer
+  const absl::Span<const absl::string_view> mixed[] = {wrong, incr};
+  ASSERT_THAT(this->transport_->SendTransaction(
+                  mixed, this->kLong, [&](absl::StatusOr<Reply> r) { second = std::move(r); }),
+              IsOk());
+  ASSERT_TRUE(this->loop_.RunUntil([&] { return second.has_value(); }));
+  ASSERT_TRUE(aborted.has_value());
+  ASSERT_THAT(*aborted, IsOk());
+  EXPECT_TRUE((*aborted)->IsErrorWithPrefix("EXECABORT"));
+  ASSERT_THAT(*second, IsOk());
+  ASSERT_TRUE((*second)->is_array());
+  ASSERT_EQ((*second)->elements.size(), 2u);
+  EXPECT_TRUE((*second)->elements[0].is_error());
+  EXPECT_EQ((*second)->elements[1], Reply::Integer(3));  // the aborted INCR never ran
+
+  // Rejected at once: nothing, an empty command, a nested MULTI.
+  const absl::string_view multi[] = {"MULTI"};
+  const absl::Span<const absl::string_view> nested[] = {multi};
+  EXPECT_THAT(this->transport_->SendTransaction({}, this->kLong, [](absl::StatusOr<Reply>) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      this->transport_->SendTransaction(nested, this->kLong, [](absl::StatusOr<Reply>) {}),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(this->Call({"GET", "n"}), IsOkAndHolds(Reply::String("3")));
+  EXPECT_EQ(this->transport_->pending_commands(), 0u);
+}
+
 TYPED_TEST_P(TransportContractTest, CloseCancelsEverythingPendingExactlyOnce) {
   this->MakeTransport();
   ASSERT_THAT(this->ConnectAndWait(*this->transport_), IsOk());
@@ -318,6 +387,7 @@ REGISTER_TYPED_TEST_SUITE_P(TransportContractTest,
                             CallbackNeverRunsInsideSend,
                             DeadlineFiresWhilePausedAndLaterRepliesStayMatched,
                             ScriptsKeepCommandOrderWhateverTheScriptCacheHolds,
+                            TransactionsRunAsOneGroupInOrderWithOtherCommands,
                             CloseCancelsEverythingPendingExactlyOnce,
                             TransportMayBeDestroyedInsideItsCallback,
                             SubscriptionReceivesMessagesAndSurvivesRestart,

@@ -72,6 +72,12 @@ absl::Status UvTransport::SendScript(absl::string_view body,
   return inner_->SendScript(body, evalsha_argv, timeout, std::move(callback));
 }
 
+absl::Status UvTransport::SendTransaction(
+    absl::Span<const absl::Span<const absl::string_view>> commands, absl::Duration timeout,
+    ReplyCallback callback) {
+  return inner_->SendTransaction(commands, timeout, std::move(callback));
+}
+
 absl::StatusOr<std::unique_ptr<Subscription>> UvTransport::Subscribe(
     std::string channel, MessageCallback on_message,
     absl::AnyInvocable<void(absl::Status) &&> on_ready) {

@@ -49,6 +49,8 @@ class UvTransport : public Transport {
   absl::Status SendScript(absl::string_view body,
                           absl::Span<const absl::string_view> evalsha_argv,
                           absl::Duration timeout, ReplyCallback callback) override;
+  absl::Status SendTransaction(absl::Span<const absl::Span<const absl::string_view>> commands,
+                               absl::Duration timeout, ReplyCallback callback) override;
   absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
       std::string channel, MessageCallback on_message,
       absl::AnyInvocable<void(absl::Status) &&> on_ready) override;
