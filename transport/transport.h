@@ -129,8 +129,10 @@ class Transport {
   // with the other commands of this transport. The callback runs once (same
   // contract as Send) with EXEC's reply: an array of one reply per command
   // (an error reply among them is that command's failure; the others ran),
-  // or an error reply (EXECABORT: a command was refused while queuing, and
-  // none ran). Nothing else runs on the server between the commands.
+  // or an error reply when none ran: a command (or MULTI itself, e.g. an
+  // ACL NOPERM) was refused while queuing. The hiredis/TLS connections
+  // answer with that first refusal, which says why; a transport that only
+  // sees EXEC's reply (the fake) answers EXECABORT. Nothing else runs on the server between the commands.
   //
   // The views need to live only until this call returns. Rejections as
   // Send, plus kInvalidArgument for no commands or an empty one. The
