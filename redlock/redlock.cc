@@ -114,9 +114,8 @@ absl::Status ValidateLease(const Lease& lease) {
 
 }  // namespace
 
-absl::StatusOr<AcquireHandle> RedLock::Acquire(absl::string_view resource,
-                                               const AcquireOptions& options,
-                                               LeaseCallback callback) {
+absl::Status RedLock::CheckAcquireArgs(absl::string_view resource,
+                                       const AcquireOptions& options) const {
   absl::Status s = ValidateResource(resource);
   if (!s.ok()) return s;
   s = ValidateLeaseTtl(*core_, options.ttl);
@@ -124,6 +123,14 @@ absl::StatusOr<AcquireHandle> RedLock::Acquire(absl::string_view resource,
   if (options.wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("wait must be >= 0");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AcquireHandle> RedLock::Acquire(absl::string_view resource,
+                                               const AcquireOptions& options,
+                                               LeaseCallback callback) {
+  absl::Status s = CheckAcquireArgs(resource, options);
+  if (!s.ok()) return s;
   if (!callback) return absl::InvalidArgumentError("callback is empty");
   if (!core_->run_ids().misconfigured().ok()) return core_->run_ids().misconfigured();
   auto op = std::make_shared<AcquireOp>(core_, resource, options, std::move(callback));

@@ -342,6 +342,11 @@ class RedLock : public Lock, private ReleaseNotifier {
   absl::StatusOr<AcquireHandle> Acquire(absl::string_view resource,
                                         const AcquireOptions& options,
                                         LeaseCallback callback) override;
+  // The checks Acquire makes from the call: resource, ttl under this lock's
+  // drift_factor and max_ttl, wait >= 0 (a RetryLock queueing a wait without
+  // an attempt asks this, not the common ttl rule).
+  absl::Status CheckAcquireArgs(absl::string_view resource,
+                                const AcquireOptions& options) const override;
   absl::Status Release(const Lease& lease, StatusCallback callback) override;
   absl::Status Extend(const Lease& lease, absl::Duration ttl,
                       LeaseCallback callback) override;

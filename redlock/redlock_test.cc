@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "dlock/lock/lock.h"
+#include "dlock/lock/lease_rules.h"
 #include "dlock/lock/lock_commands.h"
 #include "dlock/lock/observer.h"
 #include "dlock/lock/retry_lock.h"
@@ -1990,6 +1991,54 @@ TEST_F(RedLockTest, ARetryLockOverItIsWokenByTheRelease) {
   EXPECT_EQ(KeysHeld(), 3);
   EXPECT_THAT(Release(waiter_client, **got), IsOk());
   EXPECT_EQ(waiter.subscriptions(), 0u);
+}
+
+// A wait queued behind an older local waiter sends nothing when it is asked
+// for, so RedLock's Acquire cannot check its ttl from the call: RetryLock
+// asks RedLock's own check (CheckAcquireArgs), under its max_ttl and drift,
+// not the common rule. A ttl above this RedLock's max_ttl (10 s) but within
+// the common rule is refused from the call and its callback never runs.
+TEST_F(RedLockTest, AQueuedWaitIsCheckedByRedLocksOwnLimits) {
+  MakeServers(3);
+  RedLockOptions options = TestOptions();
+  options.max_ttl = absl::Seconds(10);
+  Client& holder = MakeClient();
+  Client& c = MakeClient(options);
+  AcquireOptions too_long;
+  too_long.ttl = absl::Seconds(20);
+  too_long.wait = absl::Minutes(1);
+  ASSERT_THAT(ValidateTtl(too_long.ttl), IsOk()) << "the common rule accepts it";
+  ASSERT_THAT(c.lock->CheckAcquireArgs(kResource, too_long),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  AcquireOptions fine = too_long;
+  fine.ttl = kTtl;
+  EXPECT_THAT(c.lock->CheckAcquireArgs(kResource, fine), IsOk());
+  AcquireOptions bad_wait = fine;
+  bad_wait.wait = absl::Seconds(-1);
+  EXPECT_THAT(c.lock->CheckAcquireArgs(kResource, bad_wait),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.lock->CheckAcquireArgs("", fine), StatusIs(absl::StatusCode::kInvalidArgument));
+
+  Outcome held = Acquire(holder);
+  ASSERT_THAT(held.lease, IsOk());
+  for (bool queue : {false, true}) {
+    RetryLockOptions ro;
+    ro.handoff_queue = queue;
+    RetryLock lock(&loop_, c.lock.get(), ro);
+    std::optional<absl::StatusOr<Lease>> first;
+    ASSERT_THAT(lock.Acquire(kResource, fine,
+                             [&first](absl::StatusOr<Lease> l) { first = std::move(l); }),
+                IsOk());
+    loop_.RunUntilIdle();
+    ASSERT_FALSE(first.has_value()) << "held elsewhere: the first wait is pending";
+    bool ran = false;
+    EXPECT_THAT(lock.Acquire(kResource, too_long, [&ran](absl::StatusOr<Lease>) { ran = true; }),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << "queue " << queue;
+    loop_.RunUntilIdle();
+    EXPECT_FALSE(ran);
+  }
+  EXPECT_THAT(Release(holder, *held.lease), IsOk());
 }
 
 }  // namespace
