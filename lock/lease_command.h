@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -98,6 +99,8 @@ absl::Status SendFencedAcquireTx(Transport& transport, const Script& script,
                                  absl::Span<const absl::string_view> args,
                                  absl::Duration timeout, AcquireReplyHandler on_reply);
 
+struct FenceReply;
+
 template <typename Parser>
 struct LeaseCommand {
   using Output = typename Parser::Output;
@@ -117,27 +120,16 @@ struct LeaseCommand {
   // inside the script call's one heap allocation (Script::Invoke).
   template <typename F>  // void(Output) &&
   absl::Status Send(Transport& transport, absl::Duration timeout, F cb) const {
-    if (script == nullptr) {
-      // No script: one plain command, the work of node-redlock's acquire
-      // minus the Lua (FenceReply::set_get reads its reply). Never with
-      // replica acknowledgement (LockCommands does not build it then).
-      const absl::string_view argv[] = {"SET", keys[0], args[0], "NX", "PX", args[1], "GET"};
-      return transport.SendArgv(
-          argv, timeout,
-          [parser = parser, key = std::string(keys[0]),
-           cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-            const absl::string_view call_keys[] = {key};
-            std::move(cb)(parser(std::move(reply), call_keys));
-          });
-    }
-    if (after_tx != nullptr && ack.min_replicas == 0) {
-      return SendFencedAcquireTx(
-          transport, *script, *after_tx, keys, args, timeout,
-          [parser = parser, cb = std::move(cb)](
-              absl::StatusOr<Reply> reply,
-              absl::Span<const absl::string_view> call_keys) mutable {
-            std::move(cb)(parser(std::move(reply), call_keys));
-          });
+    // Only the exclusive acquire (LockCommands::AcquireCommand, a
+    // FenceReply) is ever sent without a script or as a transaction: the
+    // other parsers' Send instances do not compile those two branches.
+    if constexpr (std::is_same_v<Parser, FenceReply>) {
+      if (script == nullptr) {
+        return SendPlainSet(transport, timeout, std::move(cb));
+      }
+      if (after_tx != nullptr && ack.min_replicas == 0) {
+        return SendTx(transport, timeout, std::move(cb));
+      }
     }
     // One call site of Invoke per command type: with ack, SendWithReplicaAck
     // runs it on the transport of the runner dlock::ReplicaAck() installed
@@ -152,6 +144,32 @@ struct LeaseCommand {
             std::move(cb)(parser(std::move(reply), call_keys));
           });
     });
+  }
+
+ private:
+  template <typename F>
+  absl::Status SendPlainSet(Transport& transport, absl::Duration timeout, F cb) const {
+    // No script: one plain command, the work of node-redlock's acquire
+    // minus the Lua (FenceReply::set_get reads its reply). Never with
+    // replica acknowledgement (LockCommands does not build it then).
+    const absl::string_view argv[] = {"SET", keys[0], args[0], "NX", "PX", args[1], "GET"};
+    return transport.SendArgv(
+        argv, timeout,
+        [parser = parser, key = std::string(keys[0]),
+         cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+          const absl::string_view call_keys[] = {key};
+          std::move(cb)(parser(std::move(reply), call_keys));
+        });
+  }
+  template <typename F>
+  absl::Status SendTx(Transport& transport, absl::Duration timeout, F cb) const {
+    return SendFencedAcquireTx(
+        transport, *script, *after_tx, keys, args, timeout,
+        [parser = parser, cb = std::move(cb)](
+            absl::StatusOr<Reply> reply,
+            absl::Span<const absl::string_view> call_keys) mutable {
+          std::move(cb)(parser(std::move(reply), call_keys));
+        });
   }
 };
 
