@@ -35,6 +35,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -99,6 +100,15 @@ absl::Status SendFencedAcquireTx(Transport& transport, const Script& script,
                                  absl::Span<const absl::string_view> args,
                                  absl::Duration timeout, AcquireReplyHandler on_reply);
 
+// LeaseCommand::Send's scripted path, compiled once: Script::Invoke's
+// ScriptCall::Start (the handler of `handler_size` bytes built by
+// `construct` in the call's one allocation) run through SendWithReplicaAck.
+absl::Status SendLeaseScript(Transport& transport, const Script& script,
+                             absl::Span<const absl::string_view> keys,
+                             absl::Span<const absl::string_view> args, absl::Duration timeout,
+                             const ReplicaAckOptions& ack, WroteRule wrote, size_t handler_size,
+                             absl::FunctionRef<script_internal::ScriptCall*(void*)> construct);
+
 struct FenceReply;
 
 template <typename Parser>
@@ -131,19 +141,22 @@ struct LeaseCommand {
         return SendTx(transport, timeout, std::move(cb));
       }
     }
-    // One call site of Invoke per command type: with ack, SendWithReplicaAck
-    // runs it on the transport of the runner dlock::ReplicaAck() installed
+    // The send itself is not a template (SendLeaseScript): with ack it
+    // runs on the transport of the runner dlock::ReplicaAck() installed
     // (replica_ack_options.h), so the acknowledgement adds no code per
-    // parser, and none at all to a program that never asks for it.
-    return SendWithReplicaAck(transport, ack, parser.wrote(), [&](Transport& t) {
-      return script->Invoke(
-          t, keys, args, timeout,
-          [parser = parser, cb = std::move(cb)](
-              absl::StatusOr<Reply> reply,
-              absl::Span<const absl::string_view> call_keys) mutable {
-            std::move(cb)(parser(std::move(reply), call_keys));
-          });
-    });
+    // parser, and none at all to a program that never asks for it. Only
+    // the handler -- parse, then the callback -- is made per callback type;
+    // it lives in the script call's one allocation, as Script::Invoke's.
+    auto on_reply = [parser = parser, cb = std::move(cb)](
+                        absl::StatusOr<Reply> reply,
+                        absl::Span<const absl::string_view> call_keys) mutable {
+      std::move(cb)(parser(std::move(reply), call_keys));
+    };
+    using H = script_internal::Handler<decltype(on_reply)>;
+    return SendLeaseScript(transport, *script, keys, args, timeout, ack, parser.wrote(),
+                           sizeof(H), [&on_reply](void* mem) -> script_internal::ScriptCall* {
+                             return new (mem) H(std::move(on_reply));
+                           });
   }
 
  private:
