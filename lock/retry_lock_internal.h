@@ -154,6 +154,10 @@ struct RetryWaiter : public Cancellable {
   bool pending_ready = false;
   std::shared_ptr<RetryGroup> group;
   std::list<RetryWaiter*>::iterator pos;
+  // While registered with RetryAttempts (Add to Detach): the owning
+  // pointer (the caller's handle is weak) and the place in its list.
+  std::shared_ptr<RetryWaiter> self;
+  std::list<RetryWaiter*>::iterator registered;
 };
 
 // The cross-client hand-off queue of a RetryLock (handoff_scripts.h,
@@ -350,8 +354,8 @@ class RetryAttempts {
   bool Cancel(RetryWaiter* w);
   void CancelAll();
 
-  // The owning pointer of a registered waiter.
-  std::shared_ptr<RetryWaiter> Get(RetryWaiter* w) { return waiters_[w]; }
+  // The owning pointer of a registered waiter (null once detached).
+  std::shared_ptr<RetryWaiter> Get(RetryWaiter* w) { return w->self; }
   RetryBackoff& backoff() { return backoff_; }
   int64_t attempts() const { return attempts_; }
   size_t waiting() const { return waiters_.size(); }
@@ -372,7 +376,9 @@ class RetryAttempts {
   RetryBackoff backoff_;
   RetryWakeups* const wakeups_;
   int64_t attempts_ = 0;
-  absl::flat_hash_map<RetryWaiter*, std::shared_ptr<RetryWaiter>> waiters_;
+  // The registered waiters, oldest first (each owned by its `self`: a
+  // list the waiters already link, no hash map of its own).
+  std::list<RetryWaiter*> waiters_;
 };
 
 }  // namespace dlock
