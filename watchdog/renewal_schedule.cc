@@ -56,6 +56,7 @@ void SiftDown(const Fields& f, std::vector<ScheduleSlot*>& heap, size_t i) {
 void Set(const Fields& f, std::vector<ScheduleSlot*>& heap, ScheduleSlot& slot, int64_t t) {
   const uint32_t pos = slot.*f.pos;
   if (t == CompactTime::kFuture) {
+    slot.*f.time = t;
     if (pos == ScheduleSlot::kNotQueued) return;
     slot.*f.pos = ScheduleSlot::kNotQueued;
     ScheduleSlot* last = heap.back();
