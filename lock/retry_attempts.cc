@@ -206,8 +206,7 @@ void RetryAttempts::Detach(RetryWaiter* w) {
   w->owner = nullptr;
   if (w->self != nullptr) {
     waiters_.erase(w->registered);
-    // The last owner, maybe: `w` may be gone past this block.
-    std::shared_ptr<RetryWaiter> last = std::move(w->self);
+    std::shared_ptr<RetryWaiter> last = std::move(w->self);  // `w` may die here
   }
 }
 

@@ -376,9 +376,7 @@ class RetryAttempts {
   RetryBackoff backoff_;
   RetryWakeups* const wakeups_;
   int64_t attempts_ = 0;
-  // The registered waiters, oldest first (each owned by its `self`: a
-  // list the waiters already link, no hash map of its own).
-  std::list<RetryWaiter*> waiters_;
+  std::list<RetryWaiter*> waiters_;  // registered, oldest first (owned by `self`)
 };
 
 }  // namespace dlock
