@@ -20,27 +20,26 @@ bool ClassicLayoutIsSound(absl::string_view prefix, absl::string_view resource) 
   return open + 1 >= prefix.size() || prefix[open + 1] != '}';
 }
 
-std::string Key(const KeyScheme& keys, absl::string_view resource,
+std::string Key(absl::string_view prefix, absl::string_view resource,
                 absl::string_view kind) {
-  if (ClassicLayoutIsSound(keys.prefix, resource)) {
-    return kind.empty() ? absl::StrCat(keys.prefix, "{", resource, "}")
-                        : absl::StrCat(keys.prefix, "{", resource, "}:", kind);
+  if (ClassicLayoutIsSound(prefix, resource)) {
+    return absl::StrCat(prefix, "{", resource, kind.empty() ? "}" : "}:", kind);
   }
   const int slot = Crc16(resource) & (kClusterSlots - 1);
-  return absl::StrCat(keys.prefix, "#{", SlotTag(slot), "}:",
+  return absl::StrCat(prefix, "#{", SlotTag(slot), "}:",
                       kind.empty() ? "lock" : kind, ":", resource);
 }
 
 }  // namespace
 
 std::string KeyScheme::LockKey(absl::string_view resource) const {
-  return Key(*this, resource, "");
+  return Key(prefix, resource, "");
 }
 std::string KeyScheme::FenceKey(absl::string_view resource) const {
-  return Key(*this, resource, "fence");
+  return Key(prefix, resource, "fence");
 }
 std::string KeyScheme::ChannelKey(absl::string_view resource) const {
-  return Key(*this, resource, "released");
+  return Key(prefix, resource, "released");
 }
 
 std::string KeyScheme::DataSetKey() const {
@@ -72,9 +71,8 @@ std::string KeyScheme::FenceHwmKey(absl::string_view resource) const {
 ResourceKeys::ResourceKeys(absl::string_view prefix, absl::string_view resource) {
   if (!ClassicLayoutIsSound(prefix, resource)) {
     // The rare layout (see keys.h): built as KeyScheme builds it.
-    const KeyScheme keys{std::string(prefix)};
-    const std::string k[] = {keys.LockKey(resource), keys.FenceKey(resource),
-                             keys.ChannelKey(resource)};
+    const std::string k[] = {Key(prefix, resource, ""), Key(prefix, resource, "fence"),
+                             Key(prefix, resource, "released")};
     buf_.resize(k[0].size() + k[1].size() + k[2].size());
     std::memcpy(buf_.data(), k[0].data(), k[0].size());
     std::memcpy(buf_.data() + k[0].size(), k[1].data(), k[1].size());

@@ -246,4 +246,15 @@ absl::Status OwnedReplyStatus(absl::string_view what, const absl::StatusOr<Reply
   return OwnedReply{what}(reply, {});
 }
 
+absl::Status SendLeaseScript(Transport& transport, const Script& script,
+                             absl::Span<const absl::string_view> keys,
+                             absl::Span<const absl::string_view> args, absl::Duration timeout,
+                             const ReplicaAckOptions& ack, WroteRule wrote, size_t handler_size,
+                             absl::FunctionRef<script_internal::ScriptCall*(void*)> construct) {
+  return SendWithReplicaAck(transport, ack, wrote, [&](Transport& t) {
+    return script_internal::ScriptCall::Start(script, t, keys, args, timeout, handler_size,
+                                              construct);
+  });
+}
+
 }  // namespace dlock

@@ -35,8 +35,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -98,6 +100,17 @@ absl::Status SendFencedAcquireTx(Transport& transport, const Script& script,
                                  absl::Span<const absl::string_view> args,
                                  absl::Duration timeout, AcquireReplyHandler on_reply);
 
+// LeaseCommand::Send's scripted path, compiled once: Script::Invoke's
+// ScriptCall::Start (the handler of `handler_size` bytes built by
+// `construct` in the call's one allocation) run through SendWithReplicaAck.
+absl::Status SendLeaseScript(Transport& transport, const Script& script,
+                             absl::Span<const absl::string_view> keys,
+                             absl::Span<const absl::string_view> args, absl::Duration timeout,
+                             const ReplicaAckOptions& ack, WroteRule wrote, size_t handler_size,
+                             absl::FunctionRef<script_internal::ScriptCall*(void*)> construct);
+
+struct FenceReply;
+
 template <typename Parser>
 struct LeaseCommand {
   using Output = typename Parser::Output;
@@ -117,41 +130,59 @@ struct LeaseCommand {
   // inside the script call's one heap allocation (Script::Invoke).
   template <typename F>  // void(Output) &&
   absl::Status Send(Transport& transport, absl::Duration timeout, F cb) const {
-    if (script == nullptr) {
-      // No script: one plain command, the work of node-redlock's acquire
-      // minus the Lua (FenceReply::set_get reads its reply). Never with
-      // replica acknowledgement (LockCommands does not build it then).
-      const absl::string_view argv[] = {"SET", keys[0], args[0], "NX", "PX", args[1], "GET"};
-      return transport.SendArgv(
-          argv, timeout,
-          [parser = parser, key = std::string(keys[0]),
-           cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
-            const absl::string_view call_keys[] = {key};
-            std::move(cb)(parser(std::move(reply), call_keys));
-          });
+    // Only the exclusive acquire (LockCommands::AcquireCommand, a
+    // FenceReply) is ever sent without a script or as a transaction: the
+    // other parsers' Send instances do not compile those two branches.
+    if constexpr (std::is_same_v<Parser, FenceReply>) {
+      if (script == nullptr) {
+        return SendPlainSet(transport, timeout, std::move(cb));
+      }
+      if (after_tx != nullptr && ack.min_replicas == 0) {
+        return SendTx(transport, timeout, std::move(cb));
+      }
     }
-    if (after_tx != nullptr && ack.min_replicas == 0) {
-      return SendFencedAcquireTx(
-          transport, *script, *after_tx, keys, args, timeout,
-          [parser = parser, cb = std::move(cb)](
-              absl::StatusOr<Reply> reply,
-              absl::Span<const absl::string_view> call_keys) mutable {
-            std::move(cb)(parser(std::move(reply), call_keys));
-          });
-    }
-    // One call site of Invoke per command type: with ack, SendWithReplicaAck
-    // runs it on the transport of the runner dlock::ReplicaAck() installed
+    // The send itself is not a template (SendLeaseScript): with ack it
+    // runs on the transport of the runner dlock::ReplicaAck() installed
     // (replica_ack_options.h), so the acknowledgement adds no code per
-    // parser, and none at all to a program that never asks for it.
-    return SendWithReplicaAck(transport, ack, parser.wrote(), [&](Transport& t) {
-      return script->Invoke(
-          t, keys, args, timeout,
-          [parser = parser, cb = std::move(cb)](
-              absl::StatusOr<Reply> reply,
-              absl::Span<const absl::string_view> call_keys) mutable {
-            std::move(cb)(parser(std::move(reply), call_keys));
-          });
-    });
+    // parser, and none at all to a program that never asks for it. Only
+    // the handler -- parse, then the callback -- is made per callback type;
+    // it lives in the script call's one allocation, as Script::Invoke's.
+    auto on_reply = [parser = parser, cb = std::move(cb)](
+                        absl::StatusOr<Reply> reply,
+                        absl::Span<const absl::string_view> call_keys) mutable {
+      std::move(cb)(parser(std::move(reply), call_keys));
+    };
+    using H = script_internal::Handler<decltype(on_reply)>;
+    return SendLeaseScript(transport, *script, keys, args, timeout, ack, parser.wrote(),
+                           sizeof(H), [&on_reply](void* mem) -> script_internal::ScriptCall* {
+                             return new (mem) H(std::move(on_reply));
+                           });
+  }
+
+ private:
+  template <typename F>
+  absl::Status SendPlainSet(Transport& transport, absl::Duration timeout, F cb) const {
+    // No script: one plain command, the work of node-redlock's acquire
+    // minus the Lua (FenceReply::set_get reads its reply). Never with
+    // replica acknowledgement (LockCommands does not build it then).
+    const absl::string_view argv[] = {"SET", keys[0], args[0], "NX", "PX", args[1], "GET"};
+    return transport.SendArgv(
+        argv, timeout,
+        [parser = parser, key = std::string(keys[0]),
+         cb = std::move(cb)](absl::StatusOr<Reply> reply) mutable {
+          const absl::string_view call_keys[] = {key};
+          std::move(cb)(parser(std::move(reply), call_keys));
+        });
+  }
+  template <typename F>
+  absl::Status SendTx(Transport& transport, absl::Duration timeout, F cb) const {
+    return SendFencedAcquireTx(
+        transport, *script, *after_tx, keys, args, timeout,
+        [parser = parser, cb = std::move(cb)](
+            absl::StatusOr<Reply> reply,
+            absl::Span<const absl::string_view> call_keys) mutable {
+          std::move(cb)(parser(std::move(reply), call_keys));
+        });
   }
 };
 

@@ -40,7 +40,8 @@ RetryAttempts::RetryAttempts(EventLoop* loop, Lock* inner, const RetryLockOption
 
 void RetryAttempts::Add(const std::shared_ptr<RetryWaiter>& w) {
   w->owner = this;
-  waiters_[w.get()] = w;
+  w->self = w;
+  w->registered = waiters_.insert(waiters_.end(), w.get());
   if (w->single) return;
   // The wait's hard bound: whatever is in flight then, the caller hears
   // kDeadlineExceeded at the deadline (see OnDeadline).
@@ -203,7 +204,10 @@ void RetryAttempts::Detach(RetryWaiter* w) {
   }
   wakeups_->Leave(w, w->acquired);
   w->owner = nullptr;
-  waiters_.erase(w);
+  if (w->self != nullptr) {
+    waiters_.erase(w->registered);
+    std::shared_ptr<RetryWaiter> last = std::move(w->self);  // `w` may die here
+  }
 }
 
 void RetryAttempts::Finish(const std::shared_ptr<RetryWaiter>& w,
@@ -222,7 +226,7 @@ bool RetryAttempts::Cancel(RetryWaiter* w) {
   if (w->state != RetryWaiter::State::kPending) return false;
   w->state = RetryWaiter::State::kCancelled;
   // Keep the waiter alive until we are done with it.
-  std::shared_ptr<RetryWaiter> keep = waiters_[w];
+  std::shared_ptr<RetryWaiter> keep = w->self;
   if (w->in_flight) {
     // True: the inner callback never runs and the inner lock gives back
     // anything it took. False: it is running right now (we are inside it),
@@ -237,9 +241,7 @@ bool RetryAttempts::Cancel(RetryWaiter* w) {
 }
 
 void RetryAttempts::CancelAll() {
-  std::vector<RetryWaiter*> all;
-  all.reserve(waiters_.size());
-  for (auto& [w, unused] : waiters_) all.push_back(w);
+  const std::vector<RetryWaiter*> all(waiters_.begin(), waiters_.end());
   for (RetryWaiter* w : all) Cancel(w);
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dlock/lock/handoff_scripts.h"
 #include "dlock/lock/retry_lock_internal.h"
@@ -56,15 +57,23 @@ absl::Status RetryHandOffQueue::SendQueue(const std::shared_ptr<RetryGroup>& g,
                                           absl::string_view mode, std::weak_ptr<RetryWaiter> w) {
   const std::string channel = wakeups_->ChannelOf(g->resource);
   const std::string lock = handoff_->HandOffLockKey(g->resource);
-  const std::string ttl_ms = absl::StrCat(absl::ToInt64Milliseconds(entry_ttl_));
+  const std::string queue = HandOffQueueKey(channel);
+  const std::string expiry = HandOffQueueExpiryKey(channel);
+  char ttl_ms[absl::numbers_internal::kFastToBufferSize];
+  const char* ttl_end =
+      absl::numbers_internal::FastIntToBuffer(absl::ToInt64Milliseconds(entry_ttl_), ttl_ms);
   ++queue_calls_;
   const bool join = mode == "join";
   if (join) g->joining = true;
   std::weak_ptr<RetryGroup> weak_g = g;
   std::weak_ptr<bool> alive = alive_;
-  absl::Status sent = HandOffQueueScript().Run(
-      *handoff_transport_, {lock, HandOffQueueKey(channel), HandOffQueueExpiryKey(channel)},
-      {id_, ttl_ms, std::string(mode), channel}, absl::Seconds(5),
+  // The keys and args as views (Invoke copies them into the call's one
+  // allocation), the callback kept there too.
+  const absl::string_view keys[] = {lock, queue, expiry};
+  const absl::string_view args[] = {
+      id_, absl::string_view(ttl_ms, static_cast<size_t>(ttl_end - ttl_ms)), mode, channel};
+  absl::Status sent = HandOffQueueScript().Invoke(
+      *handoff_transport_, keys, args, absl::Seconds(5),
       [this, alive, weak_g, w, join](absl::StatusOr<Reply> reply) {
         if (alive.lock() == nullptr || !*alive.lock()) return;
         std::shared_ptr<RetryGroup> g = weak_g.lock();

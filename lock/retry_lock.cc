@@ -9,7 +9,6 @@
 #include <memory>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "dlock/lock/error_text.h"
 #include "dlock/lock/retry_lock_internal.h"
 
@@ -39,9 +38,9 @@ absl::Status CheckDuration(absl::string_view field, absl::Duration d, bool or_ze
   const bool ok = d != absl::InfiniteDuration() &&
                   (or_zero ? d >= absl::ZeroDuration() : d > absl::ZeroDuration());
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("RetryLockOptions.", field, " must be ",
-                                                 or_zero ? ">= 0" : "> 0", " and finite (got ",
-                                                 absl::FormatDuration(d), ")"));
+  return ErrorStatus(absl::StatusCode::kInvalidArgument,
+                     "RetryLockOptions.% must be % and finite (got %)",
+                     {field, or_zero ? ">= 0" : "> 0", d});
 }
 
 // The options' one check, at creation (Acquire returns its verdict). A zero
@@ -54,15 +53,15 @@ absl::Status CheckOptions(const RetryLockOptions& o) {
   }
   if (absl::Status s = CheckDuration("max_backoff", o.max_backoff, false); !s.ok()) return s;
   if (o.max_backoff < o.initial_backoff) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RetryLockOptions.max_backoff (", absl::FormatDuration(o.max_backoff),
-        ") must not be less than initial_backoff (", absl::FormatDuration(o.initial_backoff),
-        ")"));
+    return ErrorStatus(absl::StatusCode::kInvalidArgument,
+                       "RetryLockOptions.max_backoff (%) must not be less than "
+                       "initial_backoff (%)",
+                       {o.max_backoff, o.initial_backoff});
   }
   if (!std::isfinite(o.backoff_multiplier) || o.backoff_multiplier < 1.0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RetryLockOptions.backoff_multiplier must be >= 1 and finite (got ",
-        o.backoff_multiplier, ")"));
+    return ErrorStatus(absl::StatusCode::kInvalidArgument,
+                       "RetryLockOptions.backoff_multiplier must be >= 1 and finite (got %)",
+                       {o.backoff_multiplier});
   }
   return CheckDuration("wake_stagger", o.wake_stagger, true);
 }
@@ -138,9 +137,7 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
     if (wakeups_->enabled()) wakeups_->EnsureSubscribed(w->group);
     attempts_->ScheduleBackoff(
         w, ErrorStatus(absl::StatusCode::kAborted, "queued behind % local waiter(s)", {older}));
-    return AcquireHandle(std::weak_ptr<Cancellable>(w));
-  }
-  if (may_queue && older == 0 && wakeups_->queue().JoinFirst(*w)) {
+  } else if (may_queue && older == 0 && wakeups_->queue().JoinFirst(*w)) {
     // Another client waited for this resource moments ago (the group
     // lingers, subscribed): join the cross-client queue before attempting,
     // so as not to barge in on the waiter a release just handed the lock
@@ -151,22 +148,21 @@ absl::StatusOr<AcquireHandle> RetryLock::Acquire(absl::string_view resource,
     attempts_->ScheduleBackoff(w, absl::AbortedError("joined the hand-off queue"));
     // Already queued (our last release kept the entry at the tail): wait
     // for the hand-off; the backoff timer refreshes the entry.
+    // (Then, or once queued, nothing more to do now.)
     if (w->group->in_queue && w->group->ready) {
-      return AcquireHandle(std::weak_ptr<Cancellable>(w));
-    }
-    if (wakeups_->queue().Join(w)) return AcquireHandle(std::weak_ptr<Cancellable>(w));
-    if (!w->group->ready) {
+    } else if (wakeups_->queue().Join(w)) {
+    } else if (!w->group->ready) {
       // Subscribing still (a release just told us of the contention): join
       // once the subscription is confirmed.
       w->pending_ready = true;
       wakeups_->EnsureSubscribed(w->group);
-      return AcquireHandle(std::weak_ptr<Cancellable>(w));
+    } else {
+      attempts_->StartAttempt(w);
     }
-    attempts_->StartAttempt(w);
-    return AcquireHandle(std::weak_ptr<Cancellable>(w));
+  } else if (absl::Status s = attempts_->First(w); !s.ok()) {
+    return s;
   }
-  absl::Status s = attempts_->First(w);
-  if (!s.ok()) return s;
+  // One exit for every accepted wait (the handle built once).
   return AcquireHandle(std::weak_ptr<Cancellable>(w));
 }
 

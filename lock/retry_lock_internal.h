@@ -15,15 +15,16 @@
 #ifndef DLOCK_LOCK_RETRY_LOCK_INTERNAL_H_
 #define DLOCK_LOCK_RETRY_LOCK_INTERNAL_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <list>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -40,6 +41,29 @@ namespace dlock {
 class RetryAttempts;
 class RetryWakeups;
 struct RetryWaiter;
+
+// A set of at most kMaxHandedOff tokens (below): a short vector searched
+// linearly, no hash-set code of its own in every program with a RetryLock.
+class HandedOffTokens {
+ public:
+  // Removes `token`; whether it was there.
+  bool erase(absl::string_view token) {
+    auto it = std::find(tokens_.begin(), tokens_.end(), token);
+    if (it == tokens_.end()) return false;
+    tokens_.erase(it);
+    return true;
+  }
+  // Adds `token` unless it is there already.
+  void insert(std::string token) {
+    if (std::find(tokens_.begin(), tokens_.end(), token) == tokens_.end()) {
+      tokens_.push_back(std::move(token));
+    }
+  }
+  size_t size() const { return tokens_.size(); }
+
+ private:
+  std::vector<std::string> tokens_;
+};
 
 // The local waiters of one resource and its release-channel subscription.
 struct RetryGroup {
@@ -59,7 +83,7 @@ struct RetryGroup {
   // Tokens of releases made through this RetryLock that already woke a
   // local waiter (the hand-off in Release): their notifications must not
   // wake another.
-  absl::flat_hash_set<std::string> handed_off;
+  HandedOffTokens handed_off;
   // The cross-client hand-off queue (handoff_scripts.h), when the wrapped
   // lock has one. `contended`: a waiter of this group ran the queue script
   // (it met another client's hold); from then on the group takes part in
@@ -130,6 +154,10 @@ struct RetryWaiter : public Cancellable {
   bool pending_ready = false;
   std::shared_ptr<RetryGroup> group;
   std::list<RetryWaiter*>::iterator pos;
+  // While registered with RetryAttempts (Add to Detach): the owning
+  // pointer (the caller's handle is weak) and the place in its list.
+  std::shared_ptr<RetryWaiter> self;
+  std::list<RetryWaiter*>::iterator registered;
 };
 
 // The cross-client hand-off queue of a RetryLock (handoff_scripts.h,
@@ -326,8 +354,8 @@ class RetryAttempts {
   bool Cancel(RetryWaiter* w);
   void CancelAll();
 
-  // The owning pointer of a registered waiter.
-  std::shared_ptr<RetryWaiter> Get(RetryWaiter* w) { return waiters_[w]; }
+  // The owning pointer of a registered waiter (null once detached).
+  std::shared_ptr<RetryWaiter> Get(RetryWaiter* w) { return w->self; }
   RetryBackoff& backoff() { return backoff_; }
   int64_t attempts() const { return attempts_; }
   size_t waiting() const { return waiters_.size(); }
@@ -348,7 +376,7 @@ class RetryAttempts {
   RetryBackoff backoff_;
   RetryWakeups* const wakeups_;
   int64_t attempts_ = 0;
-  absl::flat_hash_map<RetryWaiter*, std::shared_ptr<RetryWaiter>> waiters_;
+  std::list<RetryWaiter*> waiters_;  // registered, oldest first (owned by `self`)
 };
 
 }  // namespace dlock

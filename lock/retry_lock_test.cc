@@ -736,6 +736,34 @@ TEST_F(RetryLockTest, NegativeWakeStaggerIsRejected) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// The refusals' texts, whole (built by one ErrorStatus format each).
+TEST_F(RetryLockTest, OptionRefusalsSayWhatWasGot) {
+  struct Case {
+    std::function<void(RetryLockOptions&)> set;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {[](RetryLockOptions& o) { o.initial_backoff = -absl::Milliseconds(1); },
+       "RetryLockOptions.initial_backoff must be > 0 and finite (got -1ms)"},
+      {[](RetryLockOptions& o) { o.max_backoff = absl::InfiniteDuration(); },
+       "RetryLockOptions.max_backoff must be > 0 and finite (got inf)"},
+      {[](RetryLockOptions& o) { o.max_backoff = absl::Milliseconds(10); },
+       "RetryLockOptions.max_backoff (10ms) must not be less than initial_backoff (50ms)"},
+      {[](RetryLockOptions& o) { o.backoff_multiplier = 0.5; },
+       "RetryLockOptions.backoff_multiplier must be >= 1 and finite (got 0.5)"},
+      {[](RetryLockOptions& o) { o.wake_stagger = -absl::Milliseconds(2); },
+       "RetryLockOptions.wake_stagger must be >= 0 and finite (got -2ms)"},
+  };
+  for (const Case& c : cases) {
+    RetryLockOptions o;
+    c.set(o);
+    RetryLock lock(&loop_, &inner_, o);
+    EXPECT_THAT(lock.Acquire("r", Wait(absl::Seconds(1), absl::Seconds(1)),
+                             [](absl::StatusOr<Lease>) {}),
+                StatusIs(absl::StatusCode::kInvalidArgument, c.message));
+  }
+}
+
 // Every backoff option that would make a schedule without a pause (a zero
 // initial backoff: re-attempts, or queue refreshes, in a loop) or with no
 // sense (a cap below the start, a shrinking multiplier, infinities) is

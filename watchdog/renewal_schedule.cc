@@ -7,88 +7,87 @@ namespace watchdog_internal {
 namespace {
 
 // Both queues are binary min-heaps of slot pointers ordered by
-// (slot.*kTime, slot.seq); each slot keeps its index in slot.*kPos, so a
-// slot is moved or removed in O(log n) without a search.
-using TimeField = int64_t ScheduleSlot::*;
-using PosField = uint32_t ScheduleSlot::*;
+// (slot.*time, slot.seq); each slot keeps its index in slot.*pos, so a
+// slot is moved or removed in O(log n) without a search. Which fields a
+// heap uses is data (Fields), so the heap code is compiled once for both.
+struct Fields {
+  int64_t ScheduleSlot::*time;
+  uint32_t ScheduleSlot::*pos;
+};
+constexpr Fields kRenew{&ScheduleSlot::renew_at, &ScheduleSlot::renew_pos};
+constexpr Fields kDeadline{&ScheduleSlot::deadline_at, &ScheduleSlot::deadline_pos};
 
-template <TimeField kTime>
-bool Before(const ScheduleSlot* a, const ScheduleSlot* b) {
-  if (a->*kTime != b->*kTime) return a->*kTime < b->*kTime;
+bool Before(const Fields& f, const ScheduleSlot* a, const ScheduleSlot* b) {
+  if (a->*f.time != b->*f.time) return a->*f.time < b->*f.time;
   return a->seq < b->seq;
 }
 
-template <TimeField kTime, PosField kPos>
-void Place(std::vector<ScheduleSlot*>& heap, size_t i, ScheduleSlot* slot) {
+void Place(const Fields& f, std::vector<ScheduleSlot*>& heap, size_t i, ScheduleSlot* slot) {
   heap[i] = slot;
-  slot->*kPos = static_cast<uint32_t>(i);
+  slot->*f.pos = static_cast<uint32_t>(i);
 }
 
-template <TimeField kTime, PosField kPos>
-void SiftUp(std::vector<ScheduleSlot*>& heap, size_t i) {
+void SiftUp(const Fields& f, std::vector<ScheduleSlot*>& heap, size_t i) {
   ScheduleSlot* slot = heap[i];
   while (i > 0) {
     const size_t parent = (i - 1) / 2;
-    if (!Before<kTime>(slot, heap[parent])) break;
-    Place<kTime, kPos>(heap, i, heap[parent]);
+    if (!Before(f, slot, heap[parent])) break;
+    Place(f, heap, i, heap[parent]);
     i = parent;
   }
-  Place<kTime, kPos>(heap, i, slot);
+  Place(f, heap, i, slot);
 }
 
-template <TimeField kTime, PosField kPos>
-void SiftDown(std::vector<ScheduleSlot*>& heap, size_t i) {
+void SiftDown(const Fields& f, std::vector<ScheduleSlot*>& heap, size_t i) {
   ScheduleSlot* slot = heap[i];
   const size_t n = heap.size();
   for (;;) {
     size_t child = 2 * i + 1;
     if (child >= n) break;
-    if (child + 1 < n && Before<kTime>(heap[child + 1], heap[child])) ++child;
-    if (!Before<kTime>(heap[child], slot)) break;
-    Place<kTime, kPos>(heap, i, heap[child]);
+    if (child + 1 < n && Before(f, heap[child + 1], heap[child])) ++child;
+    if (!Before(f, heap[child], slot)) break;
+    Place(f, heap, i, heap[child]);
     i = child;
   }
-  Place<kTime, kPos>(heap, i, slot);
+  Place(f, heap, i, slot);
 }
 
 // Queues `slot` at `t`, moves it there, or (InfiniteFuture) takes it out.
-template <TimeField kTime, PosField kPos>
-void Set(std::vector<ScheduleSlot*>& heap, ScheduleSlot& slot, int64_t t) {
-  const uint32_t pos = slot.*kPos;
+void Set(const Fields& f, std::vector<ScheduleSlot*>& heap, ScheduleSlot& slot, int64_t t) {
+  const uint32_t pos = slot.*f.pos;
   if (t == CompactTime::kFuture) {
-    slot.*kTime = t;
+    slot.*f.time = t;
     if (pos == ScheduleSlot::kNotQueued) return;
-    slot.*kPos = ScheduleSlot::kNotQueued;
+    slot.*f.pos = ScheduleSlot::kNotQueued;
     ScheduleSlot* last = heap.back();
     heap.pop_back();
     if (last == &slot) return;
-    Place<kTime, kPos>(heap, pos, last);
-    SiftDown<kTime, kPos>(heap, pos);
-    SiftUp<kTime, kPos>(heap, last->*kPos);
+    Place(f, heap, pos, last);
+    SiftDown(f, heap, pos);
+    SiftUp(f, heap, last->*f.pos);
     return;
   }
   if (pos == ScheduleSlot::kNotQueued) {
-    slot.*kTime = t;
+    slot.*f.time = t;
     heap.push_back(&slot);
-    SiftUp<kTime, kPos>(heap, heap.size() - 1);
+    SiftUp(f, heap, heap.size() - 1);
     return;
   }
-  const bool earlier = t < slot.*kTime;
-  slot.*kTime = t;
+  const bool earlier = t < slot.*f.time;
+  slot.*f.time = t;
   if (earlier) {
-    SiftUp<kTime, kPos>(heap, pos);
+    SiftUp(f, heap, pos);
   } else {
-    SiftDown<kTime, kPos>(heap, pos);
+    SiftDown(f, heap, pos);
   }
 }
 
 // The slots at or before `bound`, earliest first. They form a subtree at
 // the root (a heap's children are never earlier than their parent).
-template <TimeField kTime>
-std::vector<ScheduleSlot*> UpTo(const std::vector<ScheduleSlot*>& heap,
+std::vector<ScheduleSlot*> UpTo(const Fields& f, const std::vector<ScheduleSlot*>& heap,
                                 int64_t bound) {
   std::vector<ScheduleSlot*> out;
-  if (heap.empty() || heap[0]->*kTime > bound) return out;
+  if (heap.empty() || heap[0]->*f.time > bound) return out;
   std::vector<size_t> pending = {0};
   while (!pending.empty()) {
     const size_t i = pending.back();
@@ -96,31 +95,30 @@ std::vector<ScheduleSlot*> UpTo(const std::vector<ScheduleSlot*>& heap,
     out.push_back(heap[i]);
     for (size_t child = 2 * i + 1; child <= 2 * i + 2 && child < heap.size();
          ++child) {
-      if (heap[child]->*kTime <= bound) pending.push_back(child);
+      if (heap[child]->*f.time <= bound) pending.push_back(child);
     }
   }
-  std::sort(out.begin(), out.end(), Before<kTime>);
+  std::sort(out.begin(), out.end(),
+            [&f](const ScheduleSlot* a, const ScheduleSlot* b) { return Before(f, a, b); });
   return out;
 }
 
 }  // namespace
 
 void RenewalSchedule::SetRenewAt(ScheduleSlot& slot, absl::Time t) {
-  Set<&ScheduleSlot::renew_at, &ScheduleSlot::renew_pos>(renew_heap_, slot,
-                                                         clock_.Ticks(t));
+  Set(kRenew, renew_heap_, slot, clock_.Ticks(t));
 }
 
 void RenewalSchedule::SetDeadline(ScheduleSlot& slot, absl::Time t) {
-  Set<&ScheduleSlot::deadline_at, &ScheduleSlot::deadline_pos>(
-      deadline_heap_, slot, clock_.Ticks(t));
+  Set(kDeadline, deadline_heap_, slot, clock_.Ticks(t));
 }
 
 std::vector<ScheduleSlot*> RenewalSchedule::DeadlinesPassed(absl::Time now) const {
-  return UpTo<&ScheduleSlot::deadline_at>(deadline_heap_, clock_.Ticks(now));
+  return UpTo(kDeadline, deadline_heap_, clock_.Ticks(now));
 }
 
 std::vector<ScheduleSlot*> RenewalSchedule::RenewalsDue(absl::Time horizon) const {
-  return UpTo<&ScheduleSlot::renew_at>(renew_heap_, clock_.Ticks(horizon));
+  return UpTo(kRenew, renew_heap_, clock_.Ticks(horizon));
 }
 
 void RenewalSchedule::Arm() {
