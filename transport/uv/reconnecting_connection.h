@@ -131,6 +131,7 @@ class LinkSession : private LinkEvents {
   void OnLinkReply(Reply reply) override;
   void OnLinkLost(absl::Status why) override;
   void AfterLinkIo() override { p_->ledger->DeliverReplies(); }
+  bool PushReplies() const override { return p_->pubsub; }
 
   ReconnectingConnection* const conn_;
   const ConnectionParams* const p_;
