@@ -138,7 +138,6 @@ class LinkSession : private LinkEvents {
   std::unique_ptr<RedisLink> link_;
   // A script request's NOSCRIPT reply (see the header comment).
   void OnNoScript(std::unique_ptr<CommandRequest> r);
-
   RequestQueue fifo_;  // sent on `link_`, in reply order
   // SHA-1s loaded on `link_` (SCRIPT LOAD written; see the header comment).
   absl::flat_hash_set<std::string> loaded_;
