@@ -344,6 +344,8 @@ dlock_test(uv_event_loop_test BAZEL //transport/uv:uv_event_loop_test
   SRCS transport/uv/uv_event_loop_test.cc DEPS dlock::uv dlock::uv_test_loop)
 dlock_test(uv_loop_thread_test BAZEL //transport/uv:uv_loop_thread_test
   SRCS transport/uv/uv_loop_thread_test.cc DEPS dlock::uv)
+dlock_test(hiredis_reply_test BAZEL //transport/uv:hiredis_reply_test
+  SRCS transport/uv/hiredis_reply_test.cc DEPS dlock::uv)
 dlock_test(deferred_queue_test BAZEL //transport/uv:deferred_queue_test
   SRCS transport/uv/deferred_queue_test.cc DEPS dlock::uv dlock::fake)
 dlock_test(held_commands_test BAZEL //transport/uv:held_commands_test

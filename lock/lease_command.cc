@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -39,18 +40,41 @@ Reply RefusedSetAsScriptReply(const Reply& set) {
 
 // One FencedAcquireTx in flight: owns copies of its keys and args (the
 // rare path sends them again), kept alive by the transport's callback.
+// The copies share one buffer inside the object, so the usual acquire
+// costs one allocation here (the object), not one per key and arg.
 struct FencedAcquireTx {
   Transport* transport = nullptr;
   const Script* after_tx = nullptr;
   absl::Duration timeout;
   int64_t window_ms = 0;
-  std::string keys[3];     // lock, marker, mark
-  std::string args[4];     // token, ttl, window, the transaction's fence
   int64_t tx_fence = 0;    // INCR's reply (0: not an integer)
   AcquireReplyHandler on_reply;
+  // Keys (lock, marker, mark), then args (token, ttl, window), back to
+  // back; part i ends at ends[i].
+  absl::InlinedVector<char, 160> bytes;
+  size_t ends[6] = {};
+  std::string fence_text;  // the fourth arg: the transaction's fence (rare path)
+
+  void Keep(absl::Span<const absl::string_view> keys, absl::Span<const absl::string_view> args) {
+    size_t n = 0;
+    for (absl::string_view k : keys) n += k.size();
+    for (absl::string_view a : args) n += a.size();
+    bytes.reserve(n);
+    size_t i = 0;
+    for (absl::Span<const absl::string_view> part : {keys, args}) {
+      for (absl::string_view v : part) {
+        bytes.insert(bytes.end(), v.begin(), v.end());
+        ends[i++] = bytes.size();
+      }
+    }
+  }
+  absl::string_view Part(size_t i) const {
+    const size_t begin = i == 0 ? 0 : ends[i - 1];
+    return absl::string_view(bytes.data() + begin, ends[i] - begin);
+  }
 
   void Finish(absl::StatusOr<Reply> reply) {
-    const absl::string_view views[] = {keys[0], keys[1], keys[2]};
+    const absl::string_view views[] = {Part(0), Part(1), Part(2)};
     std::move(on_reply)(std::move(reply), views);
   }
 
@@ -103,9 +127,9 @@ struct FencedAcquireTx {
       return;
     }
     // The rare path: only now is the transaction's fence spelled out.
-    if (tx->tx_fence > 0) tx->args[3] = absl::StrCat(tx->tx_fence);
-    const absl::string_view keys[] = {tx->keys[0], tx->keys[1], tx->keys[2]};
-    const absl::string_view args[] = {tx->args[0], tx->args[1], tx->args[2], tx->args[3]};
+    if (tx->tx_fence > 0) tx->fence_text = absl::StrCat(tx->tx_fence);
+    const absl::string_view keys[] = {tx->Part(0), tx->Part(1), tx->Part(2)};
+    const absl::string_view args[] = {tx->Part(3), tx->Part(4), tx->Part(5), tx->fence_text};
     FencedAcquireTx* raw = tx.get();
     absl::Status s = raw->after_tx->Invoke(
         *raw->transport, keys, args, raw->timeout,
@@ -142,10 +166,7 @@ absl::Status SendFencedAcquireTx(Transport& transport, const Script& script,
   tx->after_tx = &after_tx;
   tx->timeout = timeout;
   tx->window_ms = window_ms;
-  for (size_t i = 0; i < 3; ++i) {
-    tx->keys[i] = std::string(keys[i]);
-    tx->args[i] = std::string(args[i]);
-  }
+  tx->Keep(keys, args);
   tx->on_reply = std::move(on_reply);
   absl::Status s = transport.SendTransaction(
       absl::MakeConstSpan(group, window_ms > 0 ? 4 : 3), timeout,

@@ -42,6 +42,11 @@ absl::StatusOr<std::unique_ptr<RedisLink>> HiredisLink::Open(
     return why;
   }
   std::unique_ptr<HiredisLink> link(new HiredisLink(endpoint, events));
+  // A command connection's replies are built as dlock Replies by the reader
+  // itself (hiredis_reply.h); a pub/sub connection's stay hiredis's, which
+  // hiredis reads to route its subscription replies.
+  link->dlock_replies_ = !events->PushReplies();
+  if (link->dlock_replies_) UseDlockReplies(ac->c.reader);
   ac->data = link.get();
   link->ac_ = ac;
   // The adapter must be attached first: setting the connect callback asks
@@ -86,14 +91,20 @@ void HiredisLink::OnReply(redisAsyncContext*, void* reply, void* privdata) {
   HiredisLink* link = static_cast<HiredisLink*>(privdata);
   // NULL: the context is going away; the owner fails the FIFO itself.
   if (reply == nullptr || link->tearing_down_) return;
-  link->events_->OnLinkReply(ReplyFromHiredis(*static_cast<const redisReply*>(reply)));
+  link->events_->OnLinkReply(link->dlock_replies_
+                                 ? TakeDlockReply(reply)
+                                 : ReplyFromHiredis(*static_cast<const redisReply*>(reply)));
 }
 
 bool HiredisLink::Write(absl::Span<const absl::string_view> argv) {
   if (ac_ == nullptr) return false;
-  ArgvArrays arrays(argv);
-  return redisAsyncCommandArgv(ac_, &HiredisLink::OnReply, this, arrays.argc(), arrays.ptrs(),
-                               arrays.lens()) == REDIS_OK;
+  // The protocol is formatted here, into a buffer kept across commands,
+  // rather than by redisAsyncCommandArgv (which builds a new sds per
+  // command): the same bytes, without the allocations.
+  format_.clear();
+  AppendCommand(argv, &format_);
+  return redisAsyncFormattedCommand(ac_, &HiredisLink::OnReply, this, format_.data(),
+                                    format_.size()) == REDIS_OK;
 }
 
 std::string HiredisLink::TimeoutMessage(absl::Duration limit) const {

@@ -47,6 +47,9 @@ class HiredisLink : public RedisLink {
   LinkEvents* const events_;
   redisAsyncContext* ac_ = nullptr;  // null once hiredis frees it
   bool tearing_down_ = false;        // we are freeing the context
+  // The reader builds dlock Replies (UseDlockReplies): not on pub/sub.
+  bool dlock_replies_ = false;
+  std::string format_;  // the command being written, in RESP (reused)
 };
 
 }  // namespace dlock

@@ -131,13 +131,13 @@ class LinkSession : private LinkEvents {
   void OnLinkReply(Reply reply) override;
   void OnLinkLost(absl::Status why) override;
   void AfterLinkIo() override { p_->ledger->DeliverReplies(); }
+  bool PushReplies() const override { return p_->pubsub; }
 
   ReconnectingConnection* const conn_;
   const ConnectionParams* const p_;
   std::unique_ptr<RedisLink> link_;
   // A script request's NOSCRIPT reply (see the header comment).
   void OnNoScript(std::unique_ptr<CommandRequest> r);
-
   RequestQueue fifo_;  // sent on `link_`, in reply order
   // SHA-1s loaded on `link_` (SCRIPT LOAD written; see the header comment).
   absl::flat_hash_set<std::string> loaded_;

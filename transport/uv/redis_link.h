@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -39,6 +40,8 @@ class LinkEvents {
   // callback): replies collected since are delivered now. May destroy the
   // link, the owner or the whole transport.
   virtual void AfterLinkIo() = 0;
+  // Whether replies nobody asked for come on this connection (pub/sub).
+  virtual bool PushReplies() const = 0;
 
  protected:
   ~LinkEvents() = default;
@@ -61,40 +64,26 @@ class RedisLink {
   virtual std::string TimeoutMessage(absl::Duration limit) const = 0;
 };
 
-// The pointer/length arrays that hiredis's argv functions take
-// (redisAsyncCommandArgv, redisFormatCommandArgv), on the stack for the
-// usual short command, so that hiredis formats the protocol straight from
-// the caller's bytes.
-class ArgvArrays {
- public:
-  explicit ArgvArrays(absl::Span<const absl::string_view> argv) : argc_(argv.size()) {
-    if (argc_ > kInline) {
-      ptrs_heap_.reset(new const char*[argc_]);
-      lens_heap_.reset(new size_t[argc_]);
-      ptrs_ = ptrs_heap_.get();
-      lens_ = lens_heap_.get();
-    }
-    for (size_t i = 0; i < argc_; ++i) {
-      ptrs_[i] = argv[i].data();
-      lens_[i] = argv[i].size();
-    }
+// Appends `argv` to `out` as one RESP command: an array of bulk strings,
+// the bytes redisFormatCommandArgv makes, but into the caller's buffer (a
+// reused buffer keeps its capacity, so formatting stops allocating).
+inline void AppendCommand(absl::Span<const absl::string_view> argv, std::string* out) {
+  size_t size = 16;
+  for (absl::string_view a : argv) size += a.size() + 24;
+  out->reserve(out->size() + size);
+  out->push_back('*');
+  const absl::AlphaNum count(argv.size());
+  out->append(count.data(), count.size());
+  out->append("\r\n");
+  for (absl::string_view a : argv) {
+    const absl::AlphaNum len(a.size());
+    out->push_back('$');
+    out->append(len.data(), len.size());
+    out->append("\r\n");
+    out->append(a.data(), a.size());
+    out->append("\r\n");
   }
-  ArgvArrays(const ArgvArrays&) = delete;
-  ArgvArrays& operator=(const ArgvArrays&) = delete;
-  int argc() const { return static_cast<int>(argc_); }
-  const char** ptrs() { return ptrs_; }
-  const size_t* lens() const { return lens_; }
-
- private:
-  static constexpr size_t kInline = 16;
-  const size_t argc_;
-  const char* ptrs_inline_[kInline];
-  size_t lens_inline_[kInline];
-  std::unique_ptr<const char*[]> ptrs_heap_;
-  std::unique_ptr<size_t[]> lens_heap_;
-  const char** ptrs_ = ptrs_inline_;
-  size_t* lens_ = lens_inline_;
-};
+}
 
 }  // namespace dlock
 

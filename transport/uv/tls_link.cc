@@ -178,11 +178,7 @@ void TlsLink::ReadPlaintext() {
 }
 
 bool TlsLink::Write(absl::Span<const absl::string_view> argv) {
-  ArgvArrays arrays(argv);
-  char* cmd = nullptr;
-  const int len = redisFormatCommandArgv(&cmd, arrays.argc(), arrays.ptrs(), arrays.lens());
-  if (len > 0 && cmd != nullptr) out_plain_.append(cmd, static_cast<size_t>(len));
-  redisFreeCommand(cmd);
+  AppendCommand(argv, &out_plain_);
   if (flush_timer_ == 0) {
     flush_timer_ = c_.timers->RunAfter(absl::ZeroDuration(), [this] {
       flush_timer_ = 0;

@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<TlsStream>> TlsStream::Create(SSL_CTX* ctx,
     s->in_ = s->out_ = nullptr;
     return absl::InternalError(absl::StrCat("TLS set-up: ", OpenSslError()));
   }
+  UseDlockReplies(s->reader_);  // replies built as dlock Replies (hiredis_reply.h)
   SSL_set_bio(s->ssl_, s->in_, s->out_);
   SSL_set_connect_state(s->ssl_);
   const std::string& n = s->name_;
@@ -87,8 +88,8 @@ absl::StatusOr<std::optional<Reply>> TlsStream::NextReply() {
     return absl::UnavailableError(reader_->errstr);
   }
   if (r == nullptr) return std::optional<Reply>();
-  Reply reply = ReplyFromHiredis(*static_cast<redisReply*>(r));
-  freeReplyObject(r);
+  Reply reply = TakeDlockReply(r);
+  reader_->fn->freeObject(r);
   return std::optional<Reply>(std::move(reply));
 }
 
