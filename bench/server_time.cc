@@ -21,8 +21,11 @@
 //               acknowledgement)
 //   simple, transaction   MULTI/SET NX PX GET/INCR/GET marker/[TIME]/EXEC +
 //               ReleaseScript (SimpleLock, RetryLock, RedLock per server)
-//   writer      WriteAcquireScript + ReleaseScript (ReadWriteLock writer,
-//               `dlock run` exclusive)
+//   writer      WriteAcquireScript + ReleaseScript (ReadWriteLock writer
+//               before the transaction; now: a cluster, replica ack)
+//   writer, transaction   MULTI/SET NX PX GET/EXISTS readers intent/INCR/
+//               GET marker/[TIME]/EXEC + ReleaseScript (ReadWriteLock
+//               writer, `dlock run` exclusive)
 //   reader      ReadAcquireScript + ReadReleaseScript
 //   reentrant   ReentrantAcquireScript + ReentrantReleaseScript
 //   semaphore   SemaphoreAcquireScript + SemaphoreReleaseScript (3 permits)
@@ -32,9 +35,10 @@
 //               (no script; no restart rule: both columns run the same)
 // KEYS: each script's own (lock, ..., data-set marker, fence mark).
 //
-//   bazel run -c opt //bench:server_time -- --port 6379 --n 20000 [--only simple]
+//   bazel run -c opt //bench:server_time -- --port 6379 --n 20000 [--only simple ...]
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -207,22 +211,13 @@ void Simple(const std::string& r, const std::string& window) {
   Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
 }
 
-// The fenced acquire as SimpleLock sends it on its common path
-// (lock/lease_command.h, SendFencedAcquireTx): MULTI / SET NX PX GET / INCR
-// mark / GET marker / [TIME with a window] / EXEC, written at once
-// (pipelined), + ReleaseScript. The marker is trusted, so the fence is
-// valid as it is and the rare path (AcquireAfterTxScript) never runs.
-// EXEC's usec includes its queued commands (checked on 7.0.15 with a queued
-// DEBUG SLEEP), so the sent-commands column counts MULTI and EXEC.
-void SimpleTx(const std::string& r, const std::string& window) {
-  const bool on = window != "0";
-  std::vector<std::vector<std::string>> cmds = {
-      {"MULTI"},
-      {"SET", Lk(r), "tok", "NX", "PX", "30000", "GET"},
-      {"INCR", "dlock:fence-hwm"},
-      {"GET", "dlock:data-set-began"}};
-  if (on) cmds.push_back({"TIME"});
-  cmds.push_back({"EXEC"});
+// Sends `cmds` (MULTI, ..., EXEC) written at once (pipelined), as the
+// transports send a transaction, and checks EXEC's reply: SET (the first
+// queued command) set the key, every INTEGER reply at the queued positions
+// `zero` is 0 and the INCR at `incr` answered > 0 (the common path: the
+// rare-path script never runs).
+void SendTx(const std::vector<std::vector<std::string>>& cmds, size_t incr,
+            std::initializer_list<size_t> zero, const char* what) {
   for (const std::vector<std::string>& argv : cmds) {
     std::vector<const char*> a;
     std::vector<size_t> len;
@@ -243,14 +238,53 @@ void SimpleTx(const std::string& r, const std::string& window) {
     if (i + 1 == cmds.size()) {
       ok = reply->type == REDIS_REPLY_ARRAY && reply->elements == cmds.size() - 2 &&
            reply->element[0]->type == REDIS_REPLY_NIL &&
-           reply->element[1]->type == REDIS_REPLY_INTEGER && reply->element[1]->integer > 0;
+           reply->element[incr]->type == REDIS_REPLY_INTEGER && reply->element[incr]->integer > 0;
+      for (size_t z : zero) {
+        ok = ok && reply->element[z]->type == REDIS_REPLY_INTEGER && reply->element[z]->integer == 0;
+      }
     }
     freeReplyObject(reply);
   }
   if (!ok) {
-    std::fprintf(stderr, "server_time: the transaction's acquire was not granted\n");
+    std::fprintf(stderr, "server_time: %s was not granted on its common path\n", what);
     std::exit(1);
   }
+}
+
+// The fenced acquire as SimpleLock sends it on its common path
+// (lock/lease_command.h, SendFencedAcquireTx): MULTI / SET NX PX GET / INCR
+// mark / GET marker / [TIME with a window] / EXEC, written at once
+// (pipelined), + ReleaseScript. The marker is trusted, so the fence is
+// valid as it is and the rare path (AcquireAfterTxScript) never runs.
+// EXEC's usec includes its queued commands (checked on 7.0.15 with a queued
+// DEBUG SLEEP), so the sent-commands column counts MULTI and EXEC.
+void SimpleTx(const std::string& r, const std::string& window) {
+  std::vector<std::vector<std::string>> cmds = {
+      {"MULTI"},
+      {"SET", Lk(r), "tok", "NX", "PX", "30000", "GET"},
+      {"INCR", "dlock:fence-hwm"},
+      {"GET", "dlock:data-set-began"}};
+  if (window != "0") cmds.push_back({"TIME"});
+  cmds.push_back({"EXEC"});
+  SendTx(cmds, 1, {}, "the transaction's acquire");
+  Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
+}
+
+// The read-write lock's writer as `dlock run` (exclusive) sends it on its
+// common path (lock/write_acquire_tx.h): MULTI / SET NX PX GET / EXISTS
+// readers intent / INCR mark / GET marker / [TIME] / EXEC, pipelined, +
+// ReleaseScript (the writer's release is the plain lock's). No readers and
+// no intent: the rare path (WriteAfterTxScript) never runs.
+void WriterTx(const std::string& r, const std::string& window) {
+  std::vector<std::vector<std::string>> cmds = {
+      {"MULTI"},
+      {"SET", Lk(r), "tok", "NX", "PX", "30000", "GET"},
+      {"EXISTS", Lk(r) + ":readers", Lk(r) + ":writer-waiting"},
+      {"INCR", "dlock:fence-hwm"},
+      {"GET", "dlock:data-set-began"}};
+  if (window != "0") cmds.push_back({"TIME"});
+  cmds.push_back({"EXEC"});
+  SendTx(cmds, 2, {1}, "the writer's transaction");
   Run({"EVALSHA", g_sha[kRelease], "1", Lk(r), "tok", Lk(r) + ":released"});
 }
 
@@ -360,13 +394,13 @@ void Baseline(const std::string& r, const std::string&) {
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   int port = 6379, n = 20000;
-  std::string only;  // --only ROW: run the baseline and that row (e.g. for perf)
+  std::vector<std::string> only;  // --only ROW (repeatable): the baseline and those rows
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
     if (f == "--host") host = argv[i + 1];
     if (f == "--port") port = std::atoi(argv[i + 1]);
     if (f == "--n") n = std::atoi(argv[i + 1]);
-    if (f == "--only") only = argv[i + 1];
+    if (f == "--only") only.push_back(argv[i + 1]);
   }
   g_ctx = redisConnect(host.c_str(), port);
   if (g_ctx == nullptr || g_ctx->err) {
@@ -397,6 +431,7 @@ int main(int argc, char** argv) {
                              {"simple", Simple},
                              {"simple, transaction", SimpleTx, false, true},
                              {"writer", Writer},
+                             {"writer, transaction", WriterTx, false, true},
                              {"reader", Reader},
                              {"reentrant", Reentrant},
                              {"semaphore", Sem},
@@ -408,7 +443,10 @@ int main(int argc, char** argv) {
               "row: usec/cycle (commandstats)", "window 0", "window on", "x base", "x base",
               "cpu w0", "cpu on", "cmds w0,on", "sent-commands usec w0, on (x base)");
   for (const Policy& p : policies) {
-    if (!only.empty() && p.cycle != Baseline && only != p.name) continue;
+    if (!only.empty() && p.cycle != Baseline &&
+        std::find(only.begin(), only.end(), p.name) == only.end()) {
+      continue;
+    }
     double us[2] = {0, 0}, cpu[2] = {0, 0}, calls[2] = {0, 0}, top[2] = {0, 0};
     for (int w = 0; w < 2; ++w) {
       Run({"FLUSHALL"});

@@ -136,7 +136,7 @@ dlock_library(lock INSTALL
        lock/retry_handoff_queue.cc lock/retry_release.cc
        lock/retry_backoff.cc lock/reentrant_lock.cc
        lock/fair_commands.cc lock/fair_lock.cc lock/fair_wait.cc
-       lock/read_write_scripts.cc lock/read_write_lock.cc lock/multi_lock.cc
+       lock/read_write_scripts.cc lock/read_write_lock.cc lock/write_acquire_tx.cc lock/multi_lock.cc
        lock/semaphore_scripts.cc lock/semaphore.cc
   HDRS lock/lock.h lock/observer.h lock/scripts.h lock/script_prelude.h lock/lease_rules.h lock/error_text.h
        lock/lease_options.h
@@ -149,7 +149,7 @@ dlock_library(lock INSTALL
        lock/retry_lock_internal.h lock/reentrant_lock.h
        lock/fair_scripts.h lock/handoff_scripts.h lock/fair_commands.h lock/fair_lock.h
        lock/fair_lock_internal.h
-       lock/read_write_scripts.h lock/read_write_lock.h lock/multi_lock.h
+       lock/read_write_scripts.h lock/read_write_lock.h lock/write_acquire_tx.h lock/multi_lock.h
        lock/semaphore_scripts.h lock/semaphore.h
   PUBLIC_DEPS dlock::transport PkgConfig::dlock_absl
   PRIVATE_DEPS PkgConfig::dlock_crypto)

@@ -15,6 +15,7 @@
 #include "dlock/lock/replica_ack_options.h"
 #include "dlock/lock/reply_status.h"
 #include "dlock/lock/tokens.h"
+#include "dlock/lock/write_acquire_tx.h"
 #include "dlock/transport/reply.h"
 
 namespace dlock {
@@ -153,6 +154,16 @@ class ViewBase : public Lock, protected ReleaseNotifier {
     parse.held = write_ ? "the lock is held by a writer or readers"
                         : "a writer holds or waits for the lock";
     parse.slots = AcquireKeySlots{0, 4, 3};  // KEYS: lock, readers, intent, data-set, mark
+    if (write_ && core_->replica_ack.min_replicas == 0) {
+      // One MULTI/EXEC on the common path (write_acquire_tx.h); the script
+      // on a cluster and with replica acknowledgement.
+      return SendWriteAcquireTx(
+          *core_->transport, key_views, arg_views, core_->command_timeout,
+          [parse, reply = AcquireReply{op}](absl::StatusOr<Reply> r,
+                                            absl::Span<const absl::string_view> keys) mutable {
+            reply(parse(std::move(r), keys));
+          });
+    }
     return MakeLeaseCommand(script, key_views,
                             absl::MakeConstSpan(arg_views, write_ ? 4 : 3), parse,
                             core_->replica_ack)

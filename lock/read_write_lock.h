@@ -54,6 +54,11 @@
 //   - the writer's Release/Extend are the plain lock's scripts; `dlock
 //     unlock` and `dlock status` see a writer as a plain holder.
 //
+// On the wire the writer's acquire is one MULTI/EXEC transaction where the
+// transport has them (write_acquire_tx.h; a script only in the rare cases:
+// live readers, a waiting writer's intent, a refused SET, a young data set
+// ...), else (a cluster, replica acknowledgement) WriteAcquireScript.
+//
 // Fences: a writer gets a new, larger fence (the counter is INCRed, as by
 // the plain acquire: it increases across writers); a reader gets the
 // counter's current value, i.e. the fence of the latest writer (the

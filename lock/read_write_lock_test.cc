@@ -6,8 +6,10 @@
 #include "dlock/lock/read_write_lock.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -369,6 +371,115 @@ TEST_F(ReadWriteLockTest, TheRestartWindowRefusesReadersAndWriters) {
   EXPECT_THAT(Take(lock.writer(), "cfg"), StatusIs(absl::StatusCode::kUnavailable));
   loop_.AdvanceTime(absl::Seconds(30));
   EXPECT_THAT(Take(lock.reader(), "cfg"), IsOk());
+}
+
+// ---- The writer's transaction (write_acquire_tx.h) -------------------------
+
+std::vector<std::string> Commands(const FakeRedis& server, bool from_script) {
+  std::vector<std::string> out;
+  for (const FakeRedis::LogEntry& e : server.log()) {
+    if (e.from_script == from_script) out.push_back(e.argv[0]);
+  }
+  return out;
+}
+
+// On a free resource the writer sends one transaction and no script; its
+// release is the plain lock's.
+TEST_F(ReadWriteLockTest, AFreeWriterAcquireIsOneTransaction) {
+  server_.ClearLog();
+  conn_a_.ClearSent();
+  absl::StatusOr<Lease> w = Take(a_.writer(), "cfg");
+  ASSERT_THAT(w, IsOk());
+  EXPECT_THAT(Commands(server_, false),
+              ::testing::ElementsAre("MULTI", "SET", "EXISTS", "INCR", "GET", "EXEC"));
+  EXPECT_THAT(Commands(server_, true), ::testing::IsEmpty());
+  EXPECT_EQ(conn_a_.CountSent("EVALSHA") + conn_a_.CountSent("EVAL"), 0);
+  EXPECT_EQ(server_.GetString(keys_.LockKey("cfg")), std::optional<std::string>(w->token));
+}
+
+// A live reader: the transaction's SET takes the key, its EXISTS sees the
+// readers hash; the rare path refuses the writer, deletes the key again,
+// sets the intent, and adds no fence of its own (the transaction's INCR
+// stays: the next reader's fence is >= every writer's before it, < the
+// next writer's).
+TEST_F(ReadWriteLockTest, ALiveReaderRefusesTheWritersTransactionAndLeavesNoKey) {
+  absl::StatusOr<Lease> w0 = Take(a_.writer(), "cfg");
+  ASSERT_THAT(w0, IsOk());
+  ASSERT_THAT(Release(a_.writer(), *w0), IsOk());
+  absl::StatusOr<Lease> r = Take(a_.reader(), "cfg");
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->fence, w0->fence);
+  conn_b_.ClearSent();
+  EXPECT_THAT(Take(b_.writer(), "cfg"), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(conn_b_.CountSent("MULTI"), 1);
+  EXPECT_EQ(conn_b_.CountScriptRuns(WriteAfterTxScript().sha1()), 1);
+  EXPECT_EQ(server_.GetString(keys_.LockKey("cfg")), std::nullopt);
+  EXPECT_TRUE(server_.GetString(WriterIntentKey(keys_, "cfg")).has_value());
+  EXPECT_EQ(server_.GetString(keys_.FenceHwmKey()),
+            std::optional<std::string>(std::to_string(w0->fence + 1)));
+  EXPECT_EQ(Readers("cfg"), 1);
+  ASSERT_THAT(Release(a_.reader(), *r), IsOk());
+  absl::StatusOr<Lease> w1 = Take(b_.writer(), "cfg");
+  ASSERT_THAT(w1, IsOk());
+  EXPECT_GT(w1->fence, w0->fence + 1);
+}
+
+// Interleavings around the transaction (each step a separate arrival at
+// the server): a reader that lands before it refuses the writer; one that
+// lands between the writer's EXEC and its rare-path script finds the
+// writer's key and is refused too (then the intent keeps it out); the
+// writer is never granted while a reader holds, and nothing is left of it.
+TEST_F(ReadWriteLockTest, AReaderRacingTheWritersTransactionNeverOverlapsIt) {
+  FakeTransport conn_c(&loop_, &server_);
+  ReadWriteLock c(&loop_, &conn_c);
+  absl::StatusOr<Lease> r1 = Take(a_.reader(), "cfg");
+  ASSERT_THAT(r1, IsOk());
+  conn_b_.SetLatency(absl::Milliseconds(1), absl::Milliseconds(10));   // EXEC at 1 ms
+  conn_c.SetLatency(absl::Milliseconds(5), absl::Milliseconds(10));    // reader at 5 ms
+  Result w = Start(b_.writer(), "cfg", Opts(absl::Seconds(60)));
+  Result r2 = Start(c.reader(), "cfg", Opts(absl::Seconds(60)));
+  loop_.AdvanceTime(absl::Milliseconds(3));
+  // The transaction ran: our key is there while the rare path is pending.
+  EXPECT_TRUE(server_.GetString(keys_.LockKey("cfg")).has_value());
+  loop_.AdvanceTime(absl::Milliseconds(100));
+  EXPECT_THAT(*w, StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(*r2, StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(server_.GetString(keys_.LockKey("cfg")), std::nullopt);
+  EXPECT_EQ(Readers("cfg"), 1);
+}
+
+// The intent of a writer refused earlier: the next writer's transaction
+// sees it (EXISTS), and the rare path grants and deletes it, as the script
+// does, so readers get in again after the writer's release.
+TEST_F(ReadWriteLockTest, TheRarePathClearsTheIntentOnAGrant) {
+  absl::StatusOr<Lease> r = Take(a_.reader(), "cfg");
+  ASSERT_THAT(r, IsOk());
+  EXPECT_THAT(Take(b_.writer(), "cfg"), StatusIs(absl::StatusCode::kAborted));
+  ASSERT_THAT(Release(a_.reader(), *r), IsOk());
+  conn_b_.ClearSent();
+  absl::StatusOr<Lease> w = Take(b_.writer(), "cfg");
+  ASSERT_THAT(w, IsOk());
+  EXPECT_EQ(conn_b_.CountScriptRuns(WriteAfterTxScript().sha1()), 1);
+  EXPECT_EQ(server_.GetString(WriterIntentKey(keys_, "cfg")), std::nullopt);
+  EXPECT_EQ(server_.GetString(keys_.LockKey("cfg")), std::optional<std::string>(w->token));
+  ASSERT_THAT(Release(b_.writer(), *w), IsOk());
+  EXPECT_THAT(Take(a_.reader(), "cfg"), IsOk());
+}
+
+// A refused SET (a plain holder; a string with no TTL, foreign data) goes
+// to the rare path, which sets the intent and tells foreign data as the
+// script does; the holder's key is untouched.
+TEST_F(ReadWriteLockTest, ARefusedSetGoesToTheRarePath) {
+  SimpleLock plain(&loop_, &conn_a_);
+  absl::StatusOr<Lease> p = Take(plain, "cfg");
+  ASSERT_THAT(p, IsOk());
+  EXPECT_THAT(Take(b_.writer(), "cfg"), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(server_.GetString(keys_.LockKey("cfg")), std::optional<std::string>(p->token));
+  EXPECT_TRUE(server_.GetString(WriterIntentKey(keys_, "cfg")).has_value());
+  server_.Execute({"SET", keys_.LockKey("bare"), "left-behind"});
+  EXPECT_THAT(Take(b_.writer(), "bare"), StatusIs(absl::StatusCode::kInternal));
+  EXPECT_EQ(server_.GetString(keys_.LockKey("bare")),
+            std::optional<std::string>("left-behind"));
 }
 
 }  // namespace

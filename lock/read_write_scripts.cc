@@ -58,32 +58,69 @@ return fence
 // deletes the marker (each attempt has a fresh token, so the marker cannot
 // tell whose it is; another waiting writer sets it again at its next
 // attempt, which fails while this writer holds).
-constexpr char kWriteAcquire[] = R"lua(local busy = false
-if redis.call('exists', KEYS[2]) == 1 then
-)lua" DLOCK_SERVER_NOW DLOCK_TRIM_READERS(2) R"lua(
-  busy = live > 0
-end
-local old = false
-if busy then
-  local kind = redis.call('type', KEYS[1])['ok']
-  if kind ~= 'none' then
-    local pttl = redis.call('pttl', KEYS[1])
-    if kind ~= 'string' or pttl < 0 then
-      return {'foreign', kind, pttl < 0 and -1 or 0}
-    end
-  end
-else
-  old = redis.pcall('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2], 'get')
-end
-if busy or old ~= false then
-  if old ~= false then
-)lua" DLOCK_REFUSE_FOREIGN_AFTER_SET_GET R"lua(  end
-  if tonumber(ARGV[4]) > 0 then
-    redis.call('set', KEYS[3], ARGV[1], 'px', ARGV[4])
-  end
-  return false
-end
-)lua" DLOCK_FENCE_INCR(5, 4, "redis.call('del', KEYS[1])\n")
+// The writer's acquire, shared by WriteAcquireScript and WriteAfterTxScript
+// (KEYS: lock, readers, intent, data-set, mark; ARGV[4] intent_ms):
+// DLOCK_WRITER_HEAD sets `busy` (live readers, trimmed) and opens `if busy
+// then`; DLOCK_WRITER_HELD refuses foreign data under the lock key when
+// busy, else SETs it (`old`), leaving the `else` block open;
+// DLOCK_WRITER_REFUSE returns false (after the foreign check of a refused
+// SET) when busy or held, (re)setting the intent for intent_ms.
+#define DLOCK_WRITER_HEAD \
+  "local busy = false\n" \
+  "if redis.call('exists', KEYS[2]) == 1 then\n" \
+  DLOCK_SERVER_NOW DLOCK_TRIM_READERS(2) "\n" \
+  "  busy = live > 0\n" \
+  "end\n" \
+  "local old = false\n" \
+  "if busy then\n"
+#define DLOCK_WRITER_HELD \
+  "  local kind = redis.call('type', KEYS[1])['ok']\n" \
+  "  if kind ~= 'none' then\n" \
+  "    local pttl = redis.call('pttl', KEYS[1])\n" \
+  "    if kind ~= 'string' or pttl < 0 then\n" \
+  "      return {'foreign', kind, pttl < 0 and -1 or 0}\n" \
+  "    end\n" \
+  "  end\n" \
+  "else\n" \
+  "  old = redis.pcall('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2], 'get')\n"
+#define DLOCK_WRITER_REFUSE \
+  "if busy or old ~= false then\n" \
+  "  if old ~= false then\n" \
+  DLOCK_REFUSE_FOREIGN_AFTER_SET_GET \
+  "  end\n" \
+  "  if tonumber(ARGV[4]) > 0 then\n" \
+  "    redis.call('set', KEYS[3], ARGV[1], 'px', ARGV[4])\n" \
+  "  end\n" \
+  "  return false\n" \
+  "end\n"
+
+constexpr char kWriteAcquire[] = DLOCK_WRITER_HEAD DLOCK_WRITER_HELD "end\n" DLOCK_WRITER_REFUSE
+    DLOCK_FENCE_INCR(5, 4, "redis.call('del', KEYS[1])\n")
+    DLOCK_RESTART_RULE_AFTER_FENCE(4, 3, 5, "redis.call('del', KEYS[1])\n") R"lua(redis.call('del', KEYS[3])
+return fence
+)lua";
+
+// The writer's rare path after its transaction (write_acquire_tx.h:
+// MULTI / SET lock NX PX GET / EXISTS readers intent / INCR mark / GET
+// marker / [TIME] / EXEC), run when that transaction could not decide:
+// live readers or an intent to clear, a refused SET, a mark or marker not
+// valid, a young data set. KEYS as WriteAcquireScript; ARGV: token, ttl_ms,
+// window_ms, intent_ms, and the transaction's fence (INCR's reply, "0" if
+// none). The lock key may hold our own token (the transaction's SET): it
+// counts as ours, and is deleted again when live readers refuse us (nobody
+// was granted in between: our key kept writers and readers out). Otherwise
+// WriteAcquireScript's decisions, in its order; the transaction's INCR
+// stays (fences need only rise) and a mark it created is handled as
+// AcquireAfterTxScript does (scripts.cc).
+constexpr char kWriteAfterTx[] = DLOCK_WRITER_HEAD
+    "  if redis.pcall('get', KEYS[1]) == ARGV[1] then\n"
+    "    redis.call('del', KEYS[1])\n"
+    "  end\n" DLOCK_WRITER_HELD
+    "  if old == ARGV[1] then old = false end\n"
+    "end\n" DLOCK_WRITER_REFUSE
+    DLOCK_FENCE_INCR_AS(5, 4, "redis.call('del', KEYS[1])\n",
+                        "fence == 1 or (fence == 2 and ARGV[5] == '1')", "9007199254740991",
+                        DLOCK_MARKER_FROM_FENCE(4))
     DLOCK_RESTART_RULE_AFTER_FENCE(4, 3, 5, "redis.call('del', KEYS[1])\n") R"lua(redis.call('del', KEYS[3])
 return fence
 )lua";
@@ -113,6 +150,9 @@ redis.call('pexpire', KEYS[1], string.format('%.0f', last - now))
 return 1
 )lua";
 
+#undef DLOCK_WRITER_REFUSE
+#undef DLOCK_WRITER_HELD
+#undef DLOCK_WRITER_HEAD
 #undef DLOCK_TRIM_READERS
 
 }  // namespace
@@ -120,6 +160,7 @@ return 1
 // DLOCK_DEFINE_SCRIPT: script_prelude.h.
 DLOCK_DEFINE_SCRIPT(ReadAcquireScript, kReadAcquire, "78696f7c4455447016cf200bb5996502e5f450bd")
 DLOCK_DEFINE_SCRIPT(WriteAcquireScript, kWriteAcquire, "97a9fe946a1a18c0085e99696fc553129b97adcd")
+DLOCK_DEFINE_SCRIPT(WriteAfterTxScript, kWriteAfterTx, "58711c3260d6102833662c28fd29b5bc445cdc95")
 DLOCK_DEFINE_SCRIPT(ReadReleaseScript, kReadRelease, "c0471b4503aa79e3f06e695adce151d389997ae3")
 DLOCK_DEFINE_SCRIPT(ReadExtendScript, kReadExtend, "cb823b2f5a6ff50e4597c59e9ac8e985140cb2f0")
 

@@ -26,6 +26,10 @@
 //   WriteAcquireScript     | lock, readers,    | token, ttl_ms,     | the new fence (>= 1), nil
 //                          | intent, data-set, | window_ms,         | when a writer or a live
 //                          | mark              | intent_ms          | reader holds, or a refusal
+//   WriteAfterTxScript     | as WriteAcquire-  | as WriteAcquire-   | as WriteAcquireScript
+//                          | Script            | Script, tx fence   | (the writer's rare path
+//                          |                   |                    | after its transaction:
+//                          |                   |                    | write_acquire_tx.h)
 //   ReadReleaseScript      | readers           | token, channel     | 1 released (the last one
 //                          |                   |                    | publishes), 0 not owner,
 //                          |                   |                    | or the PUBLISH error (*)
@@ -56,6 +60,7 @@ namespace dlock {
 
 const Script& ReadAcquireScript();
 const Script& WriteAcquireScript();
+const Script& WriteAfterTxScript();
 const Script& ReadReleaseScript();
 const Script& ReadExtendScript();
 

@@ -263,6 +263,16 @@
   "  end\n" \
   "end\n"
 
+// The KEEP of the after-transaction acquires (DLOCK_FENCE_VALIDATE): a
+// missing marker KEYS[M] while a mark above DLOCK_FENCE_CHECK_BELOW lives is
+// recreated as the mark's value in ms, floor((fence - 1) / 1000), or TIME
+// ms if that is earlier (scripts.cc, AcquireAfterTxScript).
+#define DLOCK_MARKER_FROM_FENCE(M) \
+  "local t = redis.call('time')\n" \
+  "    redis.call('set', KEYS[" #M "], string.format('%.0f', math.min(" \
+  "tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), " \
+  "math.floor((fence - 1) / 1000))))\n"
+
 // DLOCK_RESTART_RULE_AFTER_FENCE(M, W, H, UNDO): the restart rule (KEYS[M]
 // the data-set marker, ARGV[W] the window in ms, KEYS[H] the mark) for an
 // acquire that has

@@ -54,10 +54,7 @@ if old ~= false and old ~= ARGV[1] then
 end
 )lua" DLOCK_FENCE_INCR_AS(3, 2, "redis.call('del', KEYS[1])\n",
                          "fence == 1 or (fence == 2 and ARGV[4] == '1')", "9007199254740991",
-                         "local t = redis.call('time')\n"
-                         "    redis.call('set', KEYS[2], string.format('%.0f', math.min("
-                         "tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), "
-                         "math.floor((fence - 1) / 1000))))\n")
+                         DLOCK_MARKER_FROM_FENCE(2))
     DLOCK_RESTART_RULE_AFTER_FENCE(2, 3, 3, "redis.call('del', KEYS[1])\n") R"lua(return fence
 )lua";
 
@@ -237,6 +234,7 @@ std::vector<NamedScript> AllScripts() {
       {"reentrant_undo", &ReentrantUndoScript(), 2},
       {"read_acquire", &ReadAcquireScript(), 5},
       {"write_acquire", &WriteAcquireScript(), 5},
+      {"write_after_tx", &WriteAfterTxScript(), 5},
       {"read_release", &ReadReleaseScript(), 1},
       {"read_extend", &ReadExtendScript(), 1},
   };

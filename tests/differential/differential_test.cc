@@ -602,7 +602,7 @@ class Generator {
     // an undo meets both its own marker and someone else's.
     const std::vector<std::string> marker_keys = {"{r}lock:acquire:1", "{r}lock:acquire:2"};
     const std::string name = s.name;
-    if (absl::StartsWith(name, "read_") || name == "write_acquire") {
+    if (absl::StartsWith(name, "read_") || absl::StartsWith(name, "write_")) {
       return ReadWriteScript(std::move(argv), name);
     }
     const bool acquire = name == "acquire" || name == "reentrant_acquire";
@@ -651,7 +651,9 @@ class Generator {
     argv.push_back(One({"tokA", "tokB"}));
     argv.push_back(LongTtl(false));
     argv.push_back(One({"0", "0", "60000"}));
-    if (name == "write_acquire") argv.push_back(One({"0", "3000", "60000"}));
+    if (name != "read_acquire") argv.push_back(One({"0", "3000", "60000"}));
+    // The writer's rare path: the transaction's fence (0: INCR failed).
+    if (name == "write_after_tx") argv.push_back(One({"0", "1", "2", "7"}));
     return argv;
   }
 

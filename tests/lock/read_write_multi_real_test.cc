@@ -4,6 +4,8 @@
 // pub/sub), a crashed reader's lease expires on the server's clock, fences
 // increase across writers; a multi-lock whose 2nd resource is busy holds
 // nothing when its callback runs.
+#include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -88,6 +90,58 @@ TEST_F(ReadWriteMultiRealTest, ReadersOverlapAndAWriterExcludesThem) {
   absl::StatusOr<Lease> w2 = Take(a.writer(), "cfg");
   ASSERT_THAT(w2, IsOk());
   EXPECT_GT(w2->fence, w->fence);
+}
+
+// The writer's transaction (lock/write_acquire_tx.h) on a real server:
+// `calls=` of one command in INFO commandstats since the last RESETSTAT.
+int64_t Calls(const std::string& commandstats, const std::string& command) {
+  const std::string field = "cmdstat_" + command + ":calls=";
+  const size_t at = commandstats.find(field);
+  if (at == std::string::npos) return 0;
+  return std::strtoll(commandstats.c_str() + at + field.size(), nullptr, 10);
+}
+
+// A live reader: the transaction's SET takes the key, its EXISTS sees the
+// readers (MULTI/EXEC: no reader can come or go between them); the rare
+// path refuses the writer and deletes the key again; the fence never went
+// to the refused writer, and the next writer's is above every earlier one.
+// A free resource costs one transaction and no script.
+TEST_F(ReadWriteMultiRealTest, TheWritersTransactionIsRefusedByALiveReaderAndLeavesNoKey) {
+  ReadWriteLock& a = NewRw();
+  ReadWriteLock& b = NewRw();
+  absl::StatusOr<Lease> w0 = Take(a.writer(), "cfg");
+  ASSERT_THAT(w0, IsOk());
+  ASSERT_THAT(Release(a.writer(), *w0), IsOk());
+  absl::StatusOr<Lease> r = Take(a.reader(), "cfg");
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->fence, w0->fence);
+  ASSERT_THAT(server_->Command({"CONFIG", "RESETSTAT"}), IsOk());
+  EXPECT_THAT(Take(b.writer(), "cfg"), StatusIs(absl::StatusCode::kAborted));
+  absl::StatusOr<Reply> stats = server_->Command({"INFO", "commandstats"});
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(Calls(stats->str, "exec"), 1);
+  EXPECT_EQ(Calls(stats->str, "evalsha") + Calls(stats->str, "eval"), 1);  // the rare path
+  EXPECT_FALSE(Exists(keys_.LockKey("cfg")));
+  EXPECT_TRUE(Exists(WriterIntentKey(keys_, "cfg")));
+  ASSERT_THAT(Release(a.reader(), *r), IsOk());
+  absl::StatusOr<Lease> w1 = Take(b.writer(), "cfg");  // clears the intent (rare path)
+  ASSERT_THAT(w1, IsOk());
+  EXPECT_GT(w1->fence, w0->fence);
+  EXPECT_FALSE(Exists(WriterIntentKey(keys_, "cfg")));
+  ASSERT_THAT(Release(b.writer(), *w1), IsOk());
+  absl::StatusOr<Lease> reader_after = Take(a.reader(), "cfg");
+  ASSERT_THAT(reader_after, IsOk());
+  EXPECT_GE(reader_after->fence, w1->fence);
+  ASSERT_THAT(Release(a.reader(), *reader_after), IsOk());
+  ASSERT_THAT(server_->Command({"CONFIG", "RESETSTAT"}), IsOk());
+  absl::StatusOr<Lease> w2 = Take(b.writer(), "cfg");
+  ASSERT_THAT(w2, IsOk());
+  EXPECT_GT(w2->fence, reader_after->fence);
+  stats = server_->Command({"INFO", "commandstats"});
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(Calls(stats->str, "exec"), 1);
+  EXPECT_EQ(Calls(stats->str, "evalsha") + Calls(stats->str, "eval"), 0);
+  EXPECT_EQ(Calls(stats->str, "exists"), 1);
 }
 
 TEST_F(ReadWriteMultiRealTest, AWaitingWriterIsWokenByTheLastReadersRelease) {
