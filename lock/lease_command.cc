@@ -38,6 +38,36 @@ Reply RefusedSetAsScriptReply(const Reply& set) {
   return set;
 }
 
+}  // namespace
+
+int64_t ValidTxFence(const Reply& incr, const Reply& marker, const Reply* time,
+                     int64_t window_ms) {
+  if (!incr.is_integer() || incr.integer < 1 || incr.integer > kMaxFence) return 0;
+  const int64_t fence = incr.integer;
+  int64_t began = 0;
+  if (!marker.is_string() || !absl::SimpleAtoi(marker.str, &began) || began < 0 ||
+      began > kMaxMarkerMs) {
+    return 0;  // missing or foreign: the script creates or refuses it
+  }
+  if (began == 0) return fence;  // trusted: the window always passes too
+  if (fence <= began * 1000) return 0;  // a mark recreated by INCRs
+  if (window_ms <= 0) return fence;
+  int64_t sec = 0, usec = 0;
+  if (time == nullptr || !time->is_array() || time->elements.size() != 2 ||
+      !absl::SimpleAtoi(time->elements[0].str, &sec) ||
+      !absl::SimpleAtoi(time->elements[1].str, &usec)) {
+    return 0;
+  }
+  // The fast path on the mark (DLOCK_RESTART_RULE_AFTER_FENCE), else the
+  // full rule on the marker just read; a young data set goes to the
+  // script, which refuses it and deletes the lock key.
+  const bool fast = sec * 1000000 + usec - (fence - 1) >= window_ms * 1000;
+  const bool old = sec * 1000 + usec / 1000 - began >= window_ms;
+  return fast || old ? fence : 0;
+}
+
+namespace {
+
 // One FencedAcquireTx in flight: owns copies of its keys and args (the
 // rare path sends them again), kept alive by the transport's callback.
 // The copies share one buffer inside the object, so the usual acquire
@@ -85,34 +115,13 @@ struct FencedAcquireTx {
     const Reply& set = exec.elements[0];
     if (!set.is_nil()) return RefusedSetAsScriptReply(set);
     const Reply& incr = exec.elements[1];
-    if (!incr.is_integer() || incr.integer < 1 || incr.integer > kMaxFence) return std::nullopt;
-    const int64_t fence = incr.integer;
-    tx_fence = fence;
-    const Reply& marker = exec.elements[2];
-    int64_t began = 0;
-    if (!marker.is_string() || !absl::SimpleAtoi(marker.str, &began) || began < 0 ||
-        began > kMaxMarkerMs) {
-      return std::nullopt;  // missing or foreign: the script creates or refuses it
+    if (incr.is_integer() && incr.integer >= 1 && incr.integer <= kMaxFence) {
+      tx_fence = incr.integer;
     }
-    // Valid: trusted, or above where the mark started (not recreated).
-    if (began != 0 && fence <= began * 1000) return std::nullopt;
-    if (window_ms > 0 && began != 0) {
-      const Reply& time = exec.elements[3];
-      int64_t sec = 0, usec = 0;
-      if (!time.is_array() || time.elements.size() != 2 ||
-          !absl::SimpleAtoi(time.elements[0].str, &sec) ||
-          !absl::SimpleAtoi(time.elements[1].str, &usec)) {
-        return std::nullopt;
-      }
-      const int64_t now_us = sec * 1000000 + usec;
-      const int64_t now_ms = sec * 1000 + usec / 1000;
-      // The fast path (DLOCK_RESTART_RULE_AFTER_FENCE), else the full rule
-      // on the marker just read; a young data set goes to the script,
-      // which refuses it and deletes the lock key.
-      if (now_us - (fence - 1) < window_ms * 1000 && now_ms - began < window_ms) {
-        return std::nullopt;
-      }
-    }
+    const int64_t fence =
+        ValidTxFence(incr, exec.elements[2], window_ms > 0 ? &exec.elements[3] : nullptr,
+                     window_ms);
+    if (fence == 0) return std::nullopt;
     return Reply::Integer(fence);
   }
 

@@ -100,6 +100,17 @@ absl::Status SendFencedAcquireTx(Transport& transport, const Script& script,
                                  absl::Span<const absl::string_view> args,
                                  absl::Duration timeout, AcquireReplyHandler on_reply);
 
+// The fence a transaction's `INCR mark` gave, when it is VALID for the
+// marker (`GET marker`) read in the same transaction and, with a restart
+// window, passes the restart rule on `time` (TIME's reply; null without a
+// window): a trusted data set (marker 0), or a mark above where the marker
+// says it started, and a data set older than the window. Else 0: the rare
+// path (a lost or foreign mark or marker, a young data set). Shared by the
+// plain lock's transaction (SendFencedAcquireTx) and the writer's
+// (SendWriteAcquireTx).
+int64_t ValidTxFence(const Reply& incr, const Reply& marker, const Reply* time,
+                     int64_t window_ms);
+
 // LeaseCommand::Send's scripted path, compiled once: Script::Invoke's
 // ScriptCall::Start (the handler of `handler_size` bytes built by
 // `construct` in the call's one allocation) run through SendWithReplicaAck.

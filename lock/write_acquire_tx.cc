@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "dlock/lock/lease_command.h"
 #include "dlock/lock/read_write_scripts.h"
 #include "dlock/transport/reply.h"
 
@@ -14,36 +15,6 @@ namespace dlock {
 namespace {
 
 enum Slot { kSet, kExists, kIncr, kMarker, kTime };
-
-// The fence of a transaction that took the key with no reader or intent
-// in the way, when it is VALID for the marker read with it (and, with a
-// window, the restart rule passes on TIME): else 0, the rare path.
-int64_t GrantedFence(const Reply& exec, int64_t window_ms) {
-  const Reply& incr = exec.elements[kIncr];
-  if (!incr.is_integer() || incr.integer < 1 || incr.integer > 9007199254740991) return 0;
-  const int64_t fence = incr.integer;
-  const Reply& marker = exec.elements[kMarker];
-  int64_t began = -1;
-  if (!marker.is_string() || !absl::SimpleAtoi(marker.str, &began) || began < 0 ||
-      began > 9000000000000) {
-    return 0;  // missing or foreign: the script creates or refuses it
-  }
-  if (began == 0) return fence;  // trusted: the window always passes too
-  if (fence <= began * 1000) return 0;  // a mark recreated by INCRs
-  if (window_ms == 0) return fence;
-  const Reply& time = exec.elements[kTime];
-  int64_t sec = 0, usec = 0;
-  if (!time.is_array() || time.elements.size() != 2 ||
-      !absl::SimpleAtoi(time.elements[0].str, &sec) ||
-      !absl::SimpleAtoi(time.elements[1].str, &usec)) {
-    return 0;
-  }
-  // DLOCK_RESTART_RULE_AFTER_FENCE: the fast path on the mark, else the
-  // full rule on the marker just read (young: the script refuses it).
-  const bool fast = sec * 1000000 + usec - (fence - 1) >= window_ms * 1000;
-  const bool old = sec * 1000 + usec / 1000 - began >= window_ms;
-  return fast || old ? fence : 0;
-}
 
 // One transaction in flight: copies of the keys and args (the rare path
 // sends them again), kept alive by the transport's callback.
@@ -72,7 +43,10 @@ struct WriteTx {
     if (!reply->is_array() || reply->elements.size() != n) return tx->Finish(std::move(reply));
     const Reply& exists = reply->elements[kExists];
     if (reply->elements[kSet].is_nil() && exists.is_integer() && exists.integer == 0) {
-      if (const int64_t fence = GrantedFence(*reply, tx->window_ms); fence > 0) {
+      const Reply* time = tx->window_ms > 0 ? &reply->elements[kTime] : nullptr;
+      if (const int64_t fence = ValidTxFence(reply->elements[kIncr], reply->elements[kMarker],
+                                             time, tx->window_ms);
+          fence > 0) {
         return tx->Finish(Reply::Integer(fence));
       }
     }
