@@ -159,9 +159,12 @@ TEST_F(DlockCliTest, WaitZeroOnHeldLockExitsBusy) {
 
 TEST_F(DlockCliTest, LostLockSignalsTheCommand) {
   const std::string started = Path("started"), got = Path("got-term");
+  // The file appears whole (written aside, then renamed): WaitForFile
+  // sees it only once it says "term", never empty between the shell's
+  // create and its write.
   const std::string script = absl::StrCat(
-      "trap 'echo term > ", got, "; exit 0' TERM; touch ", started,
-      "; while :; do sleep 0.05; done");
+      "trap 'echo term > ", got, ".tmp && mv ", got, ".tmp ", got, "; exit 0' TERM; touch ",
+      started, "; while :; do sleep 0.05; done");
   Dlock d({"run", "--redis", url_, "--ttl", "1s", "--timeout", "200ms",
            "--on-lost", "term", "job", "--", "sh", "-c", script});
   ASSERT_TRUE(WaitForFile(started)) << d.err();
